@@ -1,0 +1,40 @@
+# Salvo — two commands: `make run` and `make test`.
+#
+# Both first install the Debian packages Salvo needs, and only the ones that are missing
+# (one `apt-get update`, then one `apt-get install`), so a fresh Debian machine works as is.
+
+SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config
+SWIFT ?= swift
+
+.PHONY: run test bench deps build release clean
+
+deps:
+	@missing=""; \
+	for p in $(SYSTEM_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing system packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+	  $$SUDO apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+run: release
+	$(SWIFT) run -c release --skip-build salvo payload
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: deps
+	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
+
+clean:
+	rm -rf .build Benchmarks/.build

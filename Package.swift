@@ -1,0 +1,78 @@
+// swift-tools-version: 6.1
+//
+// Salvo: a high-throughput sender for the APNs binary provider protocol.
+// See README.md for the layout; ../shared/DESIGN.md for the architecture.
+// The benchmark suites live in Benchmarks/ (their own package), so that building Salvo
+// never builds the benchmark framework.
+
+import PackageDescription
+
+let package = Package(
+    name: "Salvo",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "SalvoWire", targets: ["SalvoWire"]),
+        .library(name: "SalvoIO", targets: ["SalvoIO"]),
+        .library(name: "SalvoEngine", targets: ["SalvoEngine"]),
+        .library(name: "SalvoMock", targets: ["SalvoMock"]),
+        .executable(name: "salvo", targets: ["salvo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-atomics", from: "1.2.0"),
+    ],
+    targets: [
+        // C: the Linux system calls Swift's Glibc module does not expose cleanly.
+        .target(name: "CLinuxShim"),
+        // C: OpenSSL 3 from Debian's libssl-dev, and wrappers for its function-like macros.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
+        // C: jemalloc, linked by the executables only (the library leaves the allocator to its host).
+        .systemLibrary(name: "CJemalloc", providers: [.apt(["libjemalloc-dev"])]),
+
+        // Formats only, no I/O.
+        .target(name: "SalvoWire"),
+        // Event loops, sockets, TLS.
+        .target(
+            name: "SalvoIO",
+            dependencies: ["CLinuxShim", "COpenSSL", "COpenSSLShims"]
+        ),
+        // The sender: shards, connections, send rings, accounting, campaign sources.
+        .target(
+            name: "SalvoEngine",
+            dependencies: [
+                "SalvoWire", "SalvoIO",
+                .product(name: "Atomics", package: "swift-atomics"),
+            ]
+        ),
+        // The mock APNs gateway and feedback service.
+        .target(
+            name: "SalvoMock",
+            dependencies: [
+                "SalvoWire", "SalvoIO",
+                .product(name: "Atomics", package: "swift-atomics"),
+            ]
+        ),
+        // The command-line tool: send, mock, bench, feedback, payload.
+        .executableTarget(
+            name: "salvo",
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "CJemalloc",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire"]),
+        .testTarget(name: "SalvoIOTests", dependencies: ["SalvoIO", "SalvoWire"]),
+        .testTarget(name: "SalvoMockTests", dependencies: ["SalvoMock", "SalvoIO", "SalvoWire"]),
+        .testTarget(
+            name: "SalvoEngineTests",
+            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,36 @@
+#ifndef SALVO_CLINUXSHIM_H
+#define SALVO_CLINUXSHIM_H
+
+// The Linux system calls Salvo's event loops use, in a form Swift imports cleanly.
+// Functions that need _GNU_SOURCE or expand macros (CPU_SET) are defined in shim.c.
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+#include <stdint.h>
+
+/// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC.
+int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
+
+/// Pins the calling thread to one CPU; returns 0 or an errno value.
+int salvo_pin_current_thread(int cpu);
+
+/// The symbolic errno name ("ECONNREFUSED"), or NULL when unknown.
+const char *salvo_errno_name(int err);
+
+/// The kernel thread id of the caller.
+int salvo_gettid(void);
+
+/// Sets SIGPIPE to ignored for the whole process (writes to closed sockets return EPIPE).
+void salvo_ignore_sigpipe(void);
+
+#endif

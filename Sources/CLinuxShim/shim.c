@@ -1,0 +1,29 @@
+#define _GNU_SOURCE
+#include <sched.h>
+#include <string.h>
+#include <pthread.h>
+#include <errno.h>
+#include "CLinuxShim.h"
+
+int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len) {
+    return accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int salvo_pin_current_thread(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+const char *salvo_errno_name(int err) {
+    return strerrorname_np(err);
+}
+
+int salvo_gettid(void) {
+    return (int)gettid();
+}
+
+void salvo_ignore_sigpipe(void) {
+    signal(SIGPIPE, SIG_IGN);
+}

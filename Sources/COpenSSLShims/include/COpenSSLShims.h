@@ -1,0 +1,42 @@
+#ifndef SALVO_COPENSSLSHIMS_H
+#define SALVO_COPENSSLSHIMS_H
+
+// OpenSSL exposes several settings as function-like macros, which Swift cannot call.
+// These static inline wrappers give them a callable form; nothing else lives here.
+
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+static inline long salvo_SSL_set_partial_write_modes(SSL *ssl) {
+    return SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+}
+
+static inline long salvo_SSL_CTX_set_min_tls12(SSL_CTX *ctx) {
+    return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+}
+
+static inline uint64_t salvo_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options) {
+    return SSL_CTX_set_options(ctx, options);
+}
+
+static inline uint64_t salvo_SSL_OP_ENABLE_KTLS(void) { return SSL_OP_ENABLE_KTLS; }
+static inline uint64_t salvo_SSL_OP_NO_RENEGOTIATION(void) { return SSL_OP_NO_RENEGOTIATION; }
+
+static inline long salvo_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return SSL_set_tlsext_host_name(ssl, name);
+}
+
+static inline int salvo_BIO_get_ktls_send(SSL *ssl) {
+    return BIO_get_ktls_send(SSL_get_wbio(ssl));
+}
+
+static inline int salvo_BIO_get_ktls_recv(SSL *ssl) {
+    return BIO_get_ktls_recv(SSL_get_rbio(ssl));
+}
+
+static inline void salvo_SSL_CTX_set_default_passwd(SSL_CTX *ctx, void *userdata) {
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, userdata);
+}
+
+#endif

@@ -1,0 +1,1 @@
+// Intentionally empty: COpenSSLShims is header-only static inline wrappers.

@@ -1,0 +1,3 @@
+internal import CJemalloc
+import SalvoWire
+print("salvo")

@@ -1,0 +1,4 @@
+import Testing
+@testable import SalvoIO
+
+@Test func placeholder() { #expect(Bool(true)) }

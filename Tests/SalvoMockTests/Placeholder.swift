@@ -1,0 +1,4 @@
+import Testing
+@testable import SalvoMock
+
+@Test func placeholder() { #expect(Bool(true)) }

@@ -1,0 +1,4 @@
+import Testing
+@testable import SalvoWire
+
+@Test func placeholder() { #expect(Bool(true)) }
