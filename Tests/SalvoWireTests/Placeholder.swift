@@ -1,4 +1,0 @@
-import Testing
-@testable import SalvoWire
-
-@Test func placeholder() { #expect(Bool(true)) }
