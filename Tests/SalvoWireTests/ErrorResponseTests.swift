@@ -1,0 +1,45 @@
+import SalvoWire
+import Testing
+
+@Suite("ErrorResponse")
+struct ErrorResponseTests {
+    @Test("golden bytes: invalid token for identifier 0xdeadbeef")
+    func golden() throws {
+        let response = ErrorResponse(status: .invalidToken, identifier: 0xDEAD_BEEF)
+        #expect(response.bytes == wireHex("08 08 deadbeef"))
+        #expect(ErrorResponse.byteCount == 6)
+        #expect(ErrorResponse.command == 8)
+        #expect(try ErrorResponse.decode(wireHex("08 0a 00000102")) == ErrorResponse(status: .shutdown, identifier: 258))
+        var raw = [UInt8](repeating: 0, count: 6)
+        raw.withUnsafeMutableBytes { response.encode(to: $0.baseAddress!) }
+        #expect(raw == response.bytes)
+    }
+
+    @Test("round trip every status with assorted identifiers")
+    func roundTrip() throws {
+        var rng = SplitMix64(seed: 8)
+        for code in 0...255 {
+            let response = ErrorResponse(status: Status(rawValue: UInt8(code)), identifier: UInt32.random(in: 0...UInt32.max, using: &rng))
+            #expect(try ErrorResponse.decode(response.bytes) == response)
+        }
+    }
+
+    @Test("fewer than 6 bytes: nil, wait for more; trailing bytes ignored")
+    func shortInput() throws {
+        let bytes = wireHex("08 08 00000001")
+        for count in 0..<6 {
+            #expect(try ErrorResponse.decode(Array(bytes[..<count])) == nil)
+        }
+        #expect(try ErrorResponse.decode(bytes + [0xFF]) == ErrorResponse(status: .invalidToken, identifier: 1))
+    }
+
+    @Test("a first byte other than 8 is a typed error, even before 6 bytes arrive")
+    func wrongCommand() {
+        #expect(throws: ErrorResponseDecodingError.unexpectedCommand(2)) {
+            try ErrorResponse.decode(wireHex("02 00000001"))
+        }
+        #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0x48)) {
+            try ErrorResponse.decode(Array("HTTP/1.1 400".utf8))
+        }
+    }
+}
