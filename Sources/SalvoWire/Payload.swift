@@ -1,0 +1,434 @@
+/// A fixed-capacity byte buffer that payloads are built into.
+///
+/// Allocated once (`init`), reused for every build, freed in `deinit`: building into it
+/// allocates nothing. It is a class so that one buffer can be handed around without
+/// copying; it is not `Sendable` — keep each buffer on one thread.
+public final class PayloadBuffer {
+    /// The most bytes the buffer holds.
+    public let capacity: Int
+    @usableFromInline let storage: UnsafeMutableRawBufferPointer
+    /// The length of the payload last built into the buffer (0 after a failed build).
+    public internal(set) var count: Int = 0
+
+    /// Allocates a buffer of `capacity` bytes; the default fits the largest APNs payload
+    /// (`PayloadBuilder.http2MaximumLength`).
+    public init(capacity: Int = PayloadBuilder.http2MaximumLength) {
+        precondition(capacity >= 0, "PayloadBuffer capacity must not be negative")
+        self.capacity = capacity
+        storage = .allocate(byteCount: Swift.max(capacity, 1), alignment: 16)
+    }
+
+    deinit { storage.deallocate() }
+
+    /// Calls `body` with the payload bytes (the first `count` bytes). The pointer is valid
+    /// only inside `body`, and only until the next build.
+    @inlinable
+    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(rebasing: storage[..<count]))
+    }
+
+    /// A copy of the payload bytes (allocates; not for the hot path).
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+}
+
+@available(*, unavailable, message: "a PayloadBuffer belongs to one thread")
+extension PayloadBuffer: Sendable {}
+
+/// Why a payload could not be built.
+public enum PayloadError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The payload is longer than `maximumLength` even with its alert body cut down to just
+    /// "…" (or, with no alert body, as it is). `bytesOver` is how many bytes the other
+    /// fields must lose for it to fit.
+    case tooLong(bytesOver: Int, maximumLength: Int)
+    /// A number at `key` is NaN or infinite, which JSON cannot express.
+    case nonFiniteNumber(key: String)
+    /// A critical alert volume outside 0.0...1.0.
+    case criticalVolumeOutOfRange(Double)
+    /// A custom property used a key the payload reserves (`aps`).
+    case reservedKey(String)
+
+    public var description: String {
+        switch self {
+        case .tooLong(let over, let maximum):
+            return "payload is \(over) byte\(over == 1 ? "" : "s") over the \(maximum)-byte limit even with the alert body shortened; shorten the other fields or custom properties"
+        case .nonFiniteNumber(let key):
+            return "\(key) is NaN or infinite; JSON numbers must be finite"
+        case .criticalVolumeOutOfRange(let volume):
+            return "critical sound volume \(volume) is outside 0.0...1.0"
+        case .reservedKey(let key):
+            return "custom property \"\(key)\" is reserved for the APNs dictionary; choose another key"
+        }
+    }
+}
+
+/// Builds APNs JSON payloads, with the features of Pushy's `ApnsPayloadBuilder` plus the
+/// newer `aps` keys, writing straight into a `PayloadBuffer`.
+///
+/// The bytes are deterministic. The top-level object is `aps` first, then the custom
+/// properties in the order they were first set. Inside `aps`, keys come in this order,
+/// each only when set:
+///
+///     alert, badge, sound, content-available, mutable-content, category, thread-id,
+///     target-content-id, interruption-level, relevance-score
+///
+/// and inside a dictionary alert:
+///
+///     title, subtitle, body, title-loc-key, title-loc-args, subtitle-loc-key,
+///     subtitle-loc-args, loc-key, loc-args, action-loc-key, launch-image
+///
+/// `aps` is always written, as `{}` when nothing in it is set. The `*-loc-args` arrays are
+/// written only when non-empty.
+///
+/// The alert is a plain string when the body is its only content (unless
+/// `alwaysUseAlertDictionary`), a dictionary otherwise, and absent when nothing in it is set.
+///
+/// Building into a reused buffer allocates nothing: strings are copied from their UTF-8
+/// storage and numbers are formatted on the stack.
+public struct PayloadBuilder: Sendable {
+    /// Payload limit of the binary interface since iOS 8 (commands 0, 1, 2).
+    public static let binaryMaximumLength = 2048
+    /// Payload limit of the original binary interface (before iOS 8).
+    public static let legacyMaximumLength = 256
+    /// Payload limit of the HTTP/2 interface (non-VoIP).
+    public static let http2MaximumLength = 4096
+    /// The name of the system's default alert sound.
+    public static let defaultSound = "default"
+
+    /// A notification sound.
+    public enum Sound: Sendable, Equatable, ExpressibleByStringLiteral {
+        /// A sound file in the app bundle, or `PayloadBuilder.defaultSound`; written as a string.
+        case named(String)
+        /// A critical alert sound: `{"critical":1,"name":…,"volume":…}`, volume in 0.0...1.0.
+        case critical(name: String, volume: Double)
+
+        /// The system's default sound.
+        public static let `default` = Sound.named(PayloadBuilder.defaultSound)
+
+        public init(stringLiteral value: String) { self = .named(value) }
+    }
+
+    /// How strongly the system presents the notification (iOS 15+).
+    public enum InterruptionLevel: String, Sendable, Equatable, CaseIterable {
+        case passive
+        case active
+        case timeSensitive = "time-sensitive"
+        case critical
+    }
+
+    // MARK: alert
+
+    /// `alert.body`: the message text. The one field shortened when the payload is too long.
+    public var alertBody: String?
+    /// `alert.title` (iOS 8.2+).
+    public var alertTitle: String?
+    /// `alert.subtitle` (iOS 10+).
+    public var alertSubtitle: String?
+    /// `alert.loc-key`: a key into the app's Localizable.strings for the message.
+    public var localizedAlertKey: String?
+    /// `alert.loc-args`: the format arguments for `localizedAlertKey`.
+    public var localizedAlertArguments: [String] = []
+    /// `alert.title-loc-key`.
+    public var localizedTitleKey: String?
+    /// `alert.title-loc-args`.
+    public var localizedTitleArguments: [String] = []
+    /// `alert.subtitle-loc-key`.
+    public var localizedSubtitleKey: String?
+    /// `alert.subtitle-loc-args`.
+    public var localizedSubtitleArguments: [String] = []
+    /// `alert.action-loc-key`: the localized label of the action button.
+    public var localizedActionButtonKey: String?
+    /// `alert.launch-image`: the launch image shown when the app opens from the notification.
+    public var launchImage: String?
+    /// When false, the alert has no action button: it becomes a dictionary carrying
+    /// `"action-loc-key": null`, whatever `localizedActionButtonKey` says.
+    public var showActionButton = true
+    /// Writes the alert as a dictionary even when it only has a body.
+    public var alwaysUseAlertDictionary = false
+
+    // MARK: other aps keys
+
+    /// `badge`: the app icon number; 0 removes the badge, nil leaves it unchanged.
+    public var badge: Int?
+    /// `sound`.
+    public var sound: Sound?
+    /// `content-available: 1` (background update) when true.
+    public var contentAvailable = false
+    /// `mutable-content: 1` (lets a notification service extension edit it) when true.
+    public var mutableContent = false
+    /// `category`: the notification category (actions) identifier.
+    public var category: String?
+    /// `thread-id`: groups notifications.
+    public var threadID: String?
+    /// `target-content-id`: the window or content to bring forward.
+    public var targetContentID: String?
+    /// `interruption-level`.
+    public var interruptionLevel: InterruptionLevel?
+    /// `relevance-score`, 0.0...1.0: rank in the notification summary. Must be finite.
+    public var relevanceScore: Double?
+
+    /// The properties written next to `aps`, in writing order. Set with `setCustomProperty`.
+    public private(set) var customProperties: [(key: String, value: JSONValue)] = []
+
+    public init() {}
+
+    /// Sets a property outside `aps`. Setting an existing key replaces its value and keeps
+    /// its position. Allocation happens here, not when building.
+    ///
+    /// - Throws: `PayloadError.reservedKey` for `aps`; `.nonFiniteNumber` (naming the path
+    ///   inside `value`) when `value` holds NaN or an infinity.
+    public mutating func setCustomProperty(_ key: String, _ value: JSONValue) throws(PayloadError) {
+        guard key != "aps" else { throw .reservedKey(key) }
+        if let path = value.firstNonFiniteNumber(path: key) { throw .nonFiniteNumber(key: path) }
+        if let index = customProperties.firstIndex(where: { $0.key == key }) {
+            customProperties[index].value = value
+        } else {
+            customProperties.append((key: key, value: value))
+        }
+    }
+
+    /// Removes the property `key` outside `aps`, if set.
+    public mutating func removeCustomProperty(_ key: String) {
+        customProperties.removeAll { $0.key == key }
+    }
+
+    /// Removes every property outside `aps` (keeping the array's storage for reuse).
+    public mutating func removeAllCustomProperties() {
+        customProperties.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: building
+
+    /// Writes the payload into `buffer` and returns its length (also in `buffer.count`).
+    ///
+    /// When the JSON is longer than `maximumLength` the alert body is shortened: cut at a
+    /// UTF-8 character (Unicode scalar) boundary and ended with "…" (U+2026, 3 bytes), so
+    /// that the payload is exactly `maximumLength` bytes. Lengths are counted after
+    /// escaping, so a character can cost up to 6 bytes (`\u0001`); when the next character
+    /// does not fit whole, the payload ends up to that character's cost minus one byte
+    /// short of `maximumLength` — the longest a cut at a character boundary can make it.
+    /// A cut may separate the scalars of one grapheme (a skin-tone modifier from its emoji);
+    /// the result is still valid UTF-8 and valid JSON.
+    ///
+    /// - Parameter maximumLength: at most `buffer.capacity`; use `binaryMaximumLength`,
+    ///   `legacyMaximumLength` or `http2MaximumLength`.
+    /// - Throws: `PayloadError.tooLong` when even a body of just "…" (or no body at all)
+    ///   leaves the payload too long; `.nonFiniteNumber` or `.criticalVolumeOutOfRange`
+    ///   for unusable numbers. The buffer's `count` is then 0.
+    public func build(
+        into buffer: PayloadBuffer, maximumLength: Int = PayloadBuilder.binaryMaximumLength
+    ) throws(PayloadError) -> Int {
+        precondition(
+            maximumLength >= 0 && maximumLength <= buffer.capacity,
+            "maximumLength \(maximumLength) exceeds the buffer's capacity \(buffer.capacity)")
+        buffer.count = 0
+        try validateNumbers()
+        let region = UnsafeMutableRawBufferPointer(rebasing: buffer.storage[..<maximumLength])
+
+        var writer = JSONWriter(into: region)
+        let bodyRange = try write(into: &writer, bodyPrefixLength: nil)
+        if writer.count <= maximumLength {
+            buffer.count = writer.count
+            return writer.count
+        }
+
+        // Too long: everything but the body is fixed; give the body what is left, minus
+        // the ellipsis.
+        guard let bodyRange, let body = alertBody else {
+            throw .tooLong(bytesOver: writer.count - maximumLength, maximumLength: maximumLength)
+        }
+        let fixedLength = writer.count - bodyRange.count
+        let budget = maximumLength - fixedLength - Self.ellipsisLength
+        guard budget >= 0 else {
+            throw .tooLong(bytesOver: -budget, maximumLength: maximumLength)
+        }
+        let cut = Self.truncationPoint(of: body, escapedBudget: budget)
+        var shortened = JSONWriter(into: region)
+        _ = try write(into: &shortened, bodyPrefixLength: cut)
+        assert(shortened.count <= maximumLength && shortened.fits)
+        buffer.count = shortened.count
+        return shortened.count
+    }
+
+    /// Builds the payload into a new array (allocates; for tools and tests, not the hot path).
+    public func build(maximumLength: Int = PayloadBuilder.binaryMaximumLength) throws(PayloadError) -> [UInt8] {
+        let buffer = PayloadBuffer(capacity: maximumLength)
+        _ = try build(into: buffer, maximumLength: maximumLength)
+        return buffer.bytes
+    }
+
+    // MARK: internals
+
+    static let ellipsisLength = 3  // "…" U+2026 in UTF-8: E2 80 A6
+
+    /// Whether any alert field is set (the alert is written at all).
+    var hasAlert: Bool {
+        alertBody != nil || alertTitle != nil || alertSubtitle != nil || localizedAlertKey != nil
+            || !localizedAlertArguments.isEmpty || localizedTitleKey != nil
+            || !localizedTitleArguments.isEmpty || localizedSubtitleKey != nil
+            || !localizedSubtitleArguments.isEmpty || localizedActionButtonKey != nil
+            || launchImage != nil || !showActionButton
+    }
+
+    /// Whether the alert is written as a plain string: a body and nothing else.
+    var alertIsPlainString: Bool {
+        alertBody != nil && !alwaysUseAlertDictionary && alertTitle == nil && alertSubtitle == nil
+            && localizedAlertKey == nil && localizedAlertArguments.isEmpty && localizedTitleKey == nil
+            && localizedTitleArguments.isEmpty && localizedSubtitleKey == nil
+            && localizedSubtitleArguments.isEmpty && localizedActionButtonKey == nil
+            && launchImage == nil && showActionButton
+    }
+
+    func validateNumbers() throws(PayloadError) {
+        if let relevanceScore, !relevanceScore.isFinite { throw .nonFiniteNumber(key: "relevance-score") }
+        if case .critical(_, let volume) = sound {
+            guard volume.isFinite else { throw .nonFiniteNumber(key: "sound.volume") }
+            guard (0.0...1.0).contains(volume) else { throw .criticalVolumeOutOfRange(volume) }
+        }
+    }
+
+    /// The length of the longest prefix of `body`'s UTF-8, ending at a scalar boundary,
+    /// whose escaped form takes at most `budget` bytes.
+    static func truncationPoint(of body: String, escapedBudget budget: Int) -> Int {
+        JSONWriter.withUTF8(body) { utf8 in
+            var width = 0
+            var cut = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                if byte & 0xC0 != 0x80 {  // not a continuation byte: a scalar starts here
+                    if width > budget { return cut }
+                    cut = index
+                }
+                width += JSONWriter.escapedWidth(byte)
+            }
+            return width <= budget ? utf8.count : cut
+        }
+    }
+
+    /// Writes the whole payload; returns where the body's escaped text went, if written.
+    func write(into writer: inout JSONWriter, bodyPrefixLength: Int?) throws(PayloadError) -> Range<Int>? {
+        var bodyRange: Range<Int>?
+        writer.beginObject()
+        writer.key(fixed: "aps")
+        writer.beginObject()
+
+        if hasAlert {
+            writer.key(fixed: "alert")
+            if alertIsPlainString, let alertBody {
+                bodyRange = writer.string(alertBody, prefixLength: bodyPrefixLength)
+            } else {
+                writer.beginObject()
+                if let alertTitle {
+                    writer.key(fixed: "title")
+                    writer.string(alertTitle)
+                }
+                if let alertSubtitle {
+                    writer.key(fixed: "subtitle")
+                    writer.string(alertSubtitle)
+                }
+                if let alertBody {
+                    writer.key(fixed: "body")
+                    bodyRange = writer.string(alertBody, prefixLength: bodyPrefixLength)
+                }
+                if let localizedTitleKey {
+                    writer.key(fixed: "title-loc-key")
+                    writer.string(localizedTitleKey)
+                }
+                if !localizedTitleArguments.isEmpty {
+                    writer.key(fixed: "title-loc-args")
+                    Self.writeStrings(localizedTitleArguments, into: &writer)
+                }
+                if let localizedSubtitleKey {
+                    writer.key(fixed: "subtitle-loc-key")
+                    writer.string(localizedSubtitleKey)
+                }
+                if !localizedSubtitleArguments.isEmpty {
+                    writer.key(fixed: "subtitle-loc-args")
+                    Self.writeStrings(localizedSubtitleArguments, into: &writer)
+                }
+                if let localizedAlertKey {
+                    writer.key(fixed: "loc-key")
+                    writer.string(localizedAlertKey)
+                }
+                if !localizedAlertArguments.isEmpty {
+                    writer.key(fixed: "loc-args")
+                    Self.writeStrings(localizedAlertArguments, into: &writer)
+                }
+                if !showActionButton {
+                    writer.key(fixed: "action-loc-key")
+                    writer.null()
+                } else if let localizedActionButtonKey {
+                    writer.key(fixed: "action-loc-key")
+                    writer.string(localizedActionButtonKey)
+                }
+                if let launchImage {
+                    writer.key(fixed: "launch-image")
+                    writer.string(launchImage)
+                }
+                writer.endObject()
+            }
+        }
+        if let badge {
+            writer.key(fixed: "badge")
+            writer.int(Int64(badge))
+        }
+        switch sound {
+        case nil: break
+        case .named(let name)?:
+            writer.key(fixed: "sound")
+            writer.string(name)
+        case .critical(let name, let volume)?:
+            writer.key(fixed: "sound")
+            writer.beginObject()
+            writer.key(fixed: "critical")
+            writer.int(1)
+            writer.key(fixed: "name")
+            writer.string(name)
+            writer.key(fixed: "volume")
+            do { try writer.double(volume) } catch { throw .nonFiniteNumber(key: "sound.volume") }
+            writer.endObject()
+        }
+        if contentAvailable {
+            writer.key(fixed: "content-available")
+            writer.int(1)
+        }
+        if mutableContent {
+            writer.key(fixed: "mutable-content")
+            writer.int(1)
+        }
+        if let category {
+            writer.key(fixed: "category")
+            writer.string(category)
+        }
+        if let threadID {
+            writer.key(fixed: "thread-id")
+            writer.string(threadID)
+        }
+        if let targetContentID {
+            writer.key(fixed: "target-content-id")
+            writer.string(targetContentID)
+        }
+        if let interruptionLevel {
+            writer.key(fixed: "interruption-level")
+            writer.string(interruptionLevel.rawValue)
+        }
+        if let relevanceScore {
+            writer.key(fixed: "relevance-score")
+            do { try writer.double(relevanceScore) } catch { throw .nonFiniteNumber(key: "relevance-score") }
+        }
+        writer.endObject()
+
+        for property in customProperties {
+            writer.key(property.key)
+            // setCustomProperty rejects non-finite numbers, so this cannot throw in practice.
+            do { try writer.value(property.value) } catch { throw .nonFiniteNumber(key: property.key) }
+        }
+        writer.endObject()
+        return bodyRange
+    }
+
+    static func writeStrings(_ strings: [String], into writer: inout JSONWriter) {
+        writer.beginArray()
+        for string in strings { writer.string(string) }
+        writer.endArray()
+    }
+}
