@@ -37,8 +37,8 @@ extension PayloadBuffer: Sendable {}
 /// Why a payload could not be built.
 public enum PayloadError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The payload is longer than `maximumLength` even with its alert body cut down to just
-    /// "…" (or, with no alert body, as it is). `bytesOver` is how many bytes the other
-    /// fields must lose for it to fit.
+    /// "…" (or, with no alert body or one shorter than "…", as it is). `bytesOver` is how
+    /// many bytes the other fields must lose for it to fit.
     case tooLong(bytesOver: Int, maximumLength: Int)
     /// A number at `key` is NaN or infinite, which JSON cannot express.
     case nonFiniteNumber(key: String)
@@ -239,7 +239,10 @@ public struct PayloadBuilder: Sendable {
         let fixedLength = writer.count - bodyRange.count
         let budget = maximumLength - fixedLength - Self.ellipsisLength
         guard budget >= 0 else {
-            throw .tooLong(bytesOver: -budget, maximumLength: maximumLength)
+            // A body shorter than "…" is cheaper kept whole, so the smallest payload is
+            // whichever of the two is shorter.
+            let smallest = Swift.min(writer.count, fixedLength + Self.ellipsisLength)
+            throw .tooLong(bytesOver: smallest - maximumLength, maximumLength: maximumLength)
         }
         let cut = Self.truncationPoint(of: body, escapedBudget: budget)
         var shortened = JSONWriter(into: region)

@@ -147,6 +147,24 @@ struct PayloadTruncationTests {
         }
     }
 
+    @Test func bodiesShorterThanTheEllipsisAreKeptWhenReportingBytesOver() throws {
+        var builder = PayloadBuilder()
+        builder.category = String(repeating: "x", count: 300)
+        for body in ["", "a", "ab", "\""] {
+            builder.alertBody = body
+            let length = try builder.json().utf8.count
+            // Replacing these bodies by "…" would not help: the report is about the payload as is.
+            #expect(throws: PayloadError.tooLong(bytesOver: length - 256, maximumLength: 256), "body \(body)") {
+                try builder.json(maximumLength: 256)
+            }
+        }
+        builder.alertBody = "abcd"
+        let fixed = try builder.json().utf8.count - 4
+        #expect(throws: PayloadError.tooLong(bytesOver: fixed + 3 - 256, maximumLength: 256)) {
+            try builder.json(maximumLength: 256)
+        }
+    }
+
     @Test func tooLongDescriptionSaysByHowMuch() {
         let error = PayloadError.tooLong(bytesOver: 37, maximumLength: 2048)
         #expect(error.description.contains("37 bytes over the 2048-byte limit"))
