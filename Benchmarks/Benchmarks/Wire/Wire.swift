@@ -11,7 +11,7 @@
 import Benchmark
 import SalvoWire
 
-/// A typical ~100-byte payload: alert with title and body, badge, sound.
+/// A typical 112-byte payload: alert with title and body, badge, sound.
 let typicalPayload = Array(
     #"{"aps":{"alert":{"title":"Order shipped","body":"Your order #4711 is on its way."},"badge":3,"sound":"default"}}"#
         .utf8)
@@ -63,7 +63,7 @@ let benchmarks: @Sendable () -> Void = {
         ) { try body($0) }
     }
 
-    // One command-2 frame (all five items, 32-byte token, 106-byte payload) per scaled
+    // One command-2 frame (all five items, 32-byte token, 112-byte payload) per scaled
     // iteration, written back to back into a 64 KiB ring the way a SendRing would be filled.
     register("EncodeFrame", scalingFactor: .mega) { benchmark in
         let encoder = FrameEncoder(format: .frame)
@@ -155,6 +155,9 @@ let benchmarks: @Sendable () -> Void = {
     // Build a typical payload (title, body, badge, sound) into a reusable buffer.
     let payloadBuffer = PayloadBuffer()
     let builder = typicalBuilder()
+    // The payload the encode and decode suites use is exactly what this builder produces.
+    let built: [UInt8] = try! builder.build()
+    precondition(built == typicalPayload, "typical payload drifted: \(String(decoding: built, as: UTF8.self))")
     register("BuildPayload", scalingFactor: .kilo) { benchmark in
         var total = 0
         benchmark.startMeasurement()
