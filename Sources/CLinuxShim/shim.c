@@ -27,3 +27,10 @@ int salvo_gettid(void) {
 void salvo_ignore_sigpipe(void) {
     signal(SIGPIPE, SIG_IGN);
 }
+
+void salvo_set_current_thread_name(const char *name) {
+    char truncated[16];
+    strncpy(truncated, name, sizeof(truncated) - 1);
+    truncated[sizeof(truncated) - 1] = 0;
+    pthread_setname_np(pthread_self(), truncated);
+}

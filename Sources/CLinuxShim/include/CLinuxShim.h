@@ -27,6 +27,9 @@ int salvo_pin_current_thread(int cpu);
 /// The symbolic errno name ("ECONNREFUSED"), or NULL when unknown.
 const char *salvo_errno_name(int err);
 
+/// Names the calling thread (Linux keeps the first 15 bytes).
+void salvo_set_current_thread_name(const char *name);
+
 /// The kernel thread id of the caller.
 int salvo_gettid(void);
 

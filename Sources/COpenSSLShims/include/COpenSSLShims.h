@@ -39,4 +39,23 @@ static inline void salvo_SSL_CTX_set_default_passwd(SSL_CTX *ctx, void *userdata
     SSL_CTX_set_default_passwd_cb_userdata(ctx, userdata);
 }
 
+static inline long salvo_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *certificate) {
+    return SSL_CTX_add1_chain_cert(ctx, certificate);
+}
+
+/// A fresh P-256 key (EVP_EC_gen is a variadic macro).
+static inline EVP_PKEY *salvo_EVP_EC_gen_P256(void) {
+    return EVP_EC_gen("P-256");
+}
+
+/// The bytes a memory BIO holds (BIO_get_mem_data is a macro).
+static inline long salvo_BIO_get_mem_data(BIO *bio, char **data) {
+    return BIO_get_mem_data(bio, data);
+}
+
+/// Sets the ALPN list a server selects from (the callback needs a C function pointer).
+/// `prefixed` is a little-endian u16 length followed by the ALPN wire list; the caller
+/// keeps it alive as long as the context.
+void salvo_SSL_CTX_set_alpn_server_protocols(SSL_CTX *ctx, const unsigned char *prefixed);
+
 #endif

@@ -1,0 +1,110 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Blocking conveniences over the nonblocking stream, waiting with poll(2) up to a
+/// deadline. For simple clients (the feedback reader, tests, the benchmark's ceiling
+/// probe); the engine drives streams from its event loop instead.
+extension TLSStream {
+    /// Connects to `host:port` and completes the handshake, verifying the server as `context` says.
+    public static func connect(
+        host: String, port: Int, context: TLSContext, serverName: String? = nil, timeout: Duration = .seconds(10)
+    ) throws(TLSConnectError) -> TLSStream {
+        let deadline = Instant.now() + timeout
+        let socket: Socket
+        do { socket = try Socket.connect(host: host, port: port, timeout: timeout) } catch { throw .connect(error) }
+        do throws(TLSError) {
+            let stream = try TLSStream(context: context, socket: socket, serverName: serverName ?? host)
+            try stream.completeHandshake(timeout: deadline.since(.now()))
+            return stream
+        } catch {
+            throw .tls(error)
+        }
+    }
+
+    /// Runs the handshake to completion, waiting as needed.
+    public func completeHandshake(timeout: Duration = .seconds(10)) throws(TLSError) {
+        let deadline = Instant.now() + timeout
+        while true {
+            let progress = try handshake()
+            if progress == .complete { return }
+            guard wait(for: progress, until: deadline) else {
+                throw TLSError(.handshake, subject: peerDescription, reason: "timed out")
+            }
+        }
+    }
+
+    /// Writes all of `bytes`, waiting as needed.
+    public func writeAll(_ bytes: UnsafeRawBufferPointer, timeout: Duration = .seconds(10)) throws(TLSError) {
+        let deadline = Instant.now() + timeout
+        var offset = 0
+        while offset < bytes.count {
+            switch try write(UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
+            case .wrote(let n): offset += n
+            case .wouldBlock(let progress):
+                guard wait(for: progress, until: deadline) else {
+                    throw TLSError(.write, subject: peerDescription, reason: "timed out with \(bytes.count - offset) bytes unsent")
+                }
+            }
+        }
+    }
+
+    /// Reads once, waiting until bytes arrive, the peer closes, or the deadline passes
+    /// (then `.wouldBlock`).
+    public func readSome(into buffer: UnsafeMutableRawBufferPointer, timeout: Duration = .seconds(10)) throws(TLSError) -> TLSReadResult {
+        let deadline = Instant.now() + timeout
+        while true {
+            let result = try read(into: buffer)
+            guard case .wouldBlock(let progress) = result else { return result }
+            guard wait(for: progress, until: deadline) else { return result }
+        }
+    }
+
+    /// Reads until the peer closes; returns everything read.
+    public func readToEnd(timeout: Duration = .seconds(10), limit: Int = 64 << 20) throws(TLSError) -> [UInt8] {
+        let deadline = Instant.now() + timeout
+        var collected: [UInt8] = []
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 1)
+        defer { chunk.deallocate() }
+        while true {
+            switch try read(into: chunk) {
+            case .bytes(let n):
+                collected.append(contentsOf: chunk[0..<n])
+                guard collected.count <= limit else {
+                    throw TLSError(.read, subject: peerDescription, reason: "more than \(limit) bytes")
+                }
+            case .closed: return collected
+            case .wouldBlock(let progress):
+                guard wait(for: progress, until: deadline) else {
+                    throw TLSError(.read, subject: peerDescription, reason: "timed out before the peer closed")
+                }
+            }
+        }
+    }
+
+    /// Polls the socket for what `progress` asks; false when the deadline passed.
+    func wait(for progress: TLSProgress, until deadline: Instant) -> Bool {
+        let now = Instant.now()
+        guard now < deadline else { return false }
+        let millis = Int32(clamping: (deadline.nanoseconds - now.nanoseconds + 999_999) / 1_000_000)
+        var poller = pollfd(fd: socket.fd, events: Int16(progress == .wantWrite ? POLLOUT : POLLIN), revents: 0)
+        while true {
+            let rc = poll(&poller, 1, millis)
+            if rc < 0 && errno == EINTR { continue }
+            return rc != 0
+        }
+    }
+}
+
+/// Why a TLS connection could not be opened.
+public enum TLSConnectError: Error, Sendable, CustomStringConvertible {
+    case connect(ConnectError)
+    case tls(TLSError)
+
+    public var description: String {
+        switch self {
+        case .connect(let error): error.description
+        case .tls(let error): error.description
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import Glibc
+import Synchronization
+import Testing
+@testable import SalvoIO
+
+@Suite struct EventLoopTests {
+    @Test func timersFireInDeadlineOrderAndCancelledOnesDoNot() throws {
+        let loop = try EventLoop()
+        var fired: [Int] = []
+        let start = Instant.now()
+        loop.schedule(at: start + .milliseconds(3)) { fired.append(3) }
+        loop.schedule(at: start + .milliseconds(1)) { fired.append(1) }
+        let cancelled = loop.schedule(at: start + .milliseconds(2)) { fired.append(2) }
+        loop.schedule(at: start + .milliseconds(4)) { fired.append(4); loop.stop() }
+        loop.cancel(cancelled)
+        try loop.run()
+        #expect(fired == [1, 3, 4])
+    }
+
+    @Test func executeFromAnotherThreadRunsOnTheLoopAndWakeUpsCoalesce() throws {
+        let thread = try LoopThread(name: "test-loop")
+        defer { thread.stopAndJoin() }
+        let counter = Atomic<Int>(0)
+        let done = Mutex<Bool>(false)
+        for _ in 0..<1000 {
+            thread.loop.execute { counter.add(1, ordering: .relaxed) }
+        }
+        thread.loop.execute { done.withLock { $0 = true } }
+        let deadline = Instant.now() + .seconds(10)
+        while !done.withLock({ $0 }) && Instant.now() < deadline { sched_yield() }
+        #expect(counter.load(ordering: .relaxed) == 1000)
+    }
+
+    @Test func readinessIsDispatchedToTheRegisteredHandler() throws {
+        let loop = try EventLoop()
+        let listener = try Socket.listen(host: "127.0.0.1", port: 0)
+        let port = try #require(listener.localAddress).port
+        final class Acceptor: EventHandler {
+            let listener: Socket
+            let loop: EventLoop
+            var accepted: [Socket] = []
+            init(listener: Socket, loop: EventLoop) { self.listener = listener; self.loop = loop }
+            func handleEvents(_ events: IOEvents) {
+                while let socket = try? listener.accept() { accepted.append(socket) }
+                loop.stop()
+            }
+        }
+        let acceptor = Acceptor(listener: listener, loop: loop)
+        _ = try loop.register(listener.fd, interest: .read, handler: acceptor)
+        let client = try Socket.connect(host: "127.0.0.1", port: port, timeout: .seconds(5))
+        loop.schedule(after: .seconds(10)) { loop.stop() }  // bound the test
+        try loop.run()
+        #expect(acceptor.accepted.count == 1)
+        #expect(acceptor.accepted.first?.peer?.port == client.localAddress?.port)
+    }
+
+    @Test func timerHeapPopsInOrder() {
+        var heap = TimerHeap()
+        var generator = SystemRandomNumberGenerator()
+        let deadlines = (0..<500).map { _ in UInt64.random(in: 0..<1_000_000, using: &generator) }
+        for (i, d) in deadlines.enumerated() { heap.push(deadline: Instant(nanoseconds: d), id: UInt64(i)) }
+        var popped: [UInt64] = []
+        while let entry = heap.pop() { popped.append(entry.deadline.nanoseconds) }
+        #expect(popped == deadlines.sorted())
+    }
+}
+
+@Suite struct SocketTests {
+    @Test func refusedConnectionNamesTheErrnoAndTheAddress() throws {
+        // Bind then close to find a port nobody listens on.
+        let port = try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
+        #expect {
+            _ = try Socket.connect(host: "127.0.0.1", port: port, timeout: .seconds(5))
+        } throws: { error in
+            "\(error)".contains("ECONNREFUSED") && "\(error)".contains("127.0.0.1:\(port)")
+        }
+    }
+
+    @Test func resolvesIPv4IPv6AndNames() throws {
+        #expect(try SocketAddress.resolve(host: "127.0.0.1", port: 80).first?.description == "127.0.0.1:80")
+        #expect(try SocketAddress.resolve(host: "[::1]", port: 443).first?.description == "[::1]:443")
+        #expect(try SocketAddress.resolve(host: "localhost", port: 1).isEmpty == false)
+        #expect(throws: ResolutionError.self) { try SocketAddress.resolve(host: "no-such-host.invalid", port: 1) }
+    }
+
+    @Test func ipv6LoopbackListensAndConnects() throws {
+        let listener = try Socket.listen(host: "::1", port: 0)
+        let port = try #require(listener.localAddress).port
+        let client = try Socket.connect(host: "::1", port: port, timeout: .seconds(5))
+        #expect(client.peer?.description == "[::1]:\(port)")
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import SalvoIO
-
-@Test func placeholder() { #expect(Bool(true)) }
