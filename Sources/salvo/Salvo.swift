@@ -1,0 +1,25 @@
+import ArgumentParser
+internal import CJemalloc
+
+/// `salvo`: bulk sends over the APNs binary protocol, the mock gateway, and the benchmarks.
+@main
+struct Salvo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "salvo",
+        abstract: "A high-throughput sender for the APNs binary provider protocol.",
+        discussion: """
+            Exit codes: 0 when every notification was accepted or rejected by the gateway, \
+            1 when any failed, 2 for usage or input errors.
+            """,
+        version: "0.1.0 (jemalloc \(jemallocVersion))",
+        subcommands: [PayloadCommand.self, MockCommand.self, SendCommand.self, FeedbackCommand.self]
+    )
+}
+
+/// The allocator's version; referencing jemalloc also keeps the linker from dropping it.
+var jemallocVersion: String {
+    var version: UnsafePointer<CChar>?
+    var length = MemoryLayout<UnsafePointer<CChar>?>.size
+    guard mallctl("version", &version, &length, nil, 0) == 0, let version else { return "unknown" }
+    return String(cString: version)
+}

@@ -1,3 +1,0 @@
-internal import CJemalloc
-import SalvoWire
-print("salvo")
