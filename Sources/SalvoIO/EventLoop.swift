@@ -218,7 +218,10 @@ public final class EventLoop: @unchecked Sendable {
     /// wake-ups coalesce, so a producer may call it after every hand-off.
     @inline(__always)
     public func wakeUp() {
-        guard !wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // The plain load keeps a busy producer off the cache line's exclusive state: while
+        // a wake-up is pending, further calls cost one shared read.
+        guard !wakePending.load(ordering: .relaxed),
+              !wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }

@@ -1,0 +1,375 @@
+import SalvoWire
+import Synchronization
+
+/// How a notification ended.
+public enum Outcome: Sendable, Hashable {
+    /// No error named it (or anything before it) within the error wait; or a later
+    /// error, or a shutdown naming it, proved it was processed.
+    case accepted
+    /// The gateway named it in an error response.
+    case rejected(Status)
+    /// Salvo gave up on it.
+    case failed(FailureReason)
+}
+
+/// Why a notification ended as failed.
+public enum FailureReason: String, Sendable, Hashable, CaseIterable {
+    /// The connection dropped without an error response while it was in flight, and the
+    /// drop policy is at-most-once: it may or may not have been delivered.
+    case deliveryUnknown = "delivery_unknown"
+    /// It was in flight on more dropped connections than the retry budget allows.
+    case retryBudgetExhausted = "retry_budget_exhausted"
+    /// No connection to the gateway could be made (refused, TLS verification failed, ...).
+    case gatewayUnreachable = "gateway_unreachable"
+    /// The sender was shut down before it was settled.
+    case cancelled
+}
+
+/// What the ring tells its connection about settled frames, one call per frame or batch.
+protocol SettlementSink: AnyObject {
+    /// `count` frames were settled as accepted.
+    func accepted(count: Int)
+    /// One frame was rejected; `frame` holds its encoded bytes.
+    func rejected(status: Status, identifier: UInt32, sequence: UInt64, frame: UnsafeRawBufferPointer)
+    /// One frame failed; `frame` holds its encoded bytes.
+    func failed(reason: FailureReason, sequence: UInt64, frame: UnsafeRawBufferPointer)
+}
+
+/// A connection's send buffer and in-flight window in one: a fixed-capacity byte ring of
+/// encoded frames plus a ring of frame records.
+///
+/// Frames are encoded straight into it by producers (any thread, serialized by a lock),
+/// handed to `SSL_write` in contiguous slices by the loop thread, and kept until settled.
+/// Every frame is in exactly one of these ranges of frame indices:
+///
+/// ```
+///   released ≤ settled ≤ written ≤ published
+///   [released, settled): settled, bytes about to be reused (collapsed: always empty between calls)
+///   [settled, written):  on the wire, waiting out the error wait
+///   [written, published): not yet (completely) written to the current connection
+/// ```
+///
+/// On an error response the frames after the named one are "moved to a fresh
+/// connection": `written` is rewound, and the same bytes are written again once the
+/// connection is re-established. Nothing is re-encoded and nothing is lost: a full ring
+/// is backpressure.
+///
+/// Identifiers are the frame index plus one, truncated to 32 bits, so the gateway's
+/// identifier maps back to a frame in O(1).
+final class SendRing: @unchecked Sendable {
+    struct Record {
+        var start: UInt64  // virtual byte offset; physical = start % byteCapacity
+        var sequence: UInt64  // the producer's sequence number (campaign line)
+        var writtenAt: UInt64  // monotonic ns when its last byte went to SSL_write
+        var length: UInt32
+        var drops: UInt16  // silent drops it was in flight for
+        var isFailed: Bool  // gave up; its bytes are skipped
+    }
+
+    let byteCapacity: Int
+    let recordCapacity: Int
+    let format: FrameFormat
+    private let bytes: UnsafeMutableRawPointer
+    private let records: UnsafeMutablePointer<Record>
+
+    // Producer side, guarded by `producerLock`.
+    private let producerLock = Mutex<Void>(())
+    private var writeOffset: UInt64 = 0  // virtual byte offset of the next frame
+
+    // Shared: published by producers, released by the loop.
+    private let publishedIndex = Atomic<UInt64>(0)
+    private let releasedIndex = Atomic<UInt64>(0)
+    private let releasedOffset = Atomic<UInt64>(0)
+    /// Set by the loop when its connection gave up on the gateway; producers skip the ring.
+    let gaveUp = Atomic<Bool>(false)
+
+    // Loop side.
+    private(set) var settled: UInt64 = 0
+    private(set) var written: UInt64 = 0
+    private var partialBytes = 0  // bytes of frame `written` already taken by SSL_write
+
+    init(byteCapacity: Int, format: FrameFormat, maximumFrameLength: Int) {
+        precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
+        self.byteCapacity = byteCapacity
+        self.format = format
+        // The smallest frame is about 40 bytes; more records than that could never be used.
+        recordCapacity = max(16, byteCapacity / 40)
+        bytes = .allocate(byteCount: byteCapacity, alignment: 64)
+        records = .allocate(capacity: recordCapacity)
+    }
+
+    deinit {
+        bytes.deallocate()
+        records.deallocate()
+    }
+
+    var published: UInt64 { publishedIndex.load(ordering: .acquiring) }
+
+    @inline(__always)
+    static func identifier(ofIndex index: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: index &+ 1) }
+
+    @inline(__always)
+    private func record(_ index: UInt64) -> UnsafeMutablePointer<Record> {
+        records + Int(index % UInt64(recordCapacity))
+    }
+
+    // MARK: Producer side (any thread)
+
+    enum PublishResult: Equatable {
+        case published(identifier: UInt32)
+        case full
+    }
+
+    /// Encodes one notification into the ring and publishes it to the loop.
+    func publish(
+        encoder: FrameEncoder, token: DeviceToken, payload: UnsafeRawBufferPointer,
+        expiry: UInt32?, priority: UInt8?, sequence: UInt64
+    ) throws(FrameEncodingError) -> PublishResult {
+        let length = encoder.encodedLength(payloadLength: payload.count, hasExpiry: expiry != nil, hasPriority: priority != nil)
+        return try producerLock.withLock { _ throws(FrameEncodingError) -> PublishResult in
+            let index = publishedIndex.load(ordering: .relaxed)
+            guard index - releasedIndex.load(ordering: .acquiring) < UInt64(recordCapacity) else { return .full }
+            // Frames never wrap: one that would cross the end starts at the beginning instead.
+            var start = writeOffset
+            let physical = Int(start % UInt64(byteCapacity))
+            if physical + length > byteCapacity { start += UInt64(byteCapacity - physical) }
+            guard start + UInt64(length) - releasedOffset.load(ordering: .acquiring) <= UInt64(byteCapacity) else {
+                return .full
+            }
+            let identifier = Self.identifier(ofIndex: index)
+            let region = UnsafeMutableRawBufferPointer(start: bytes + Int(start % UInt64(byteCapacity)), count: length)
+            guard case .written = try encoder.encode(
+                token: token, payload: payload, identifier: identifier, expiry: expiry, priority: priority, into: region)
+            else { preconditionFailure("encodedLength and encode disagree") }
+            record(index).initialize(to: Record(start: start, sequence: sequence, writtenAt: 0, length: UInt32(length),
+                                                drops: 0, isFailed: false))
+            writeOffset = start + UInt64(length)
+            publishedIndex.store(index + 1, ordering: .releasing)
+            return .published(identifier: identifier)
+        }
+    }
+
+    /// The producer's sequence number of the oldest frame not yet settled, or nil when
+    /// every published frame is settled. May lag behind the loop (it then reports an
+    /// older frame), never ahead of it: safe for checkpoints.
+    func oldestUnsettledSequence() -> UInt64? {
+        producerLock.withLock { _ in
+            let released = releasedIndex.load(ordering: .acquiring)
+            // Holding the lock keeps producers from reusing the slot while we read it.
+            return released < publishedIndex.load(ordering: .relaxed) ? record(released).pointee.sequence : nil
+        }
+    }
+
+    // MARK: Loop side
+
+    /// Whether any frame waits to be written.
+    var hasUnwritten: Bool { written < published }
+    /// Whether any frame is unsettled (written or not).
+    var hasUnsettled: Bool { settled < published }
+    /// Frames written and waiting out the error wait.
+    var inFlightCount: Int { Int(written - settled) }
+
+    /// The next bytes to hand to SSL_write: a run of physically contiguous frames starting
+    /// where the last write stopped, at most `limit` bytes. Calling again without
+    /// `markWritten` returns the same bytes (possibly followed by more), which is what
+    /// OpenSSL's retry contract needs.
+    func nextSlice(limit: Int) -> UnsafeRawBufferPointer? {
+        let end = published
+        skipFailed(upTo: end)
+        guard written < end else { return nil }
+        let first = record(written).pointee
+        let sliceStart = first.start + UInt64(partialBytes)
+        var sliceEnd = first.start + UInt64(first.length)
+        var index = written + 1
+        while index < end, sliceEnd - sliceStart < UInt64(limit) {
+            let next = record(index).pointee
+            // Stop at a failed frame, at the wrap point, or when the slice would exceed the limit.
+            guard !next.isFailed, next.start == sliceEnd,
+                  next.start % UInt64(byteCapacity) != 0,
+                  sliceEnd + UInt64(next.length) - sliceStart <= UInt64(limit) else { break }
+            sliceEnd += UInt64(next.length)
+            index += 1
+        }
+        return UnsafeRawBufferPointer(start: bytes + Int(sliceStart % UInt64(byteCapacity)), count: Int(sliceEnd - sliceStart))
+    }
+
+    private func skipFailed(upTo end: UInt64) {
+        while written < end, partialBytes == 0, record(written).pointee.isFailed { written += 1 }
+    }
+
+    /// Records that SSL_write took `count` bytes of the last slice at time `now`.
+    func markWritten(_ count: Int, now: UInt64) {
+        var remaining = count
+        while remaining > 0 {
+            let frame = record(written)
+            let left = Int(frame.pointee.length) - partialBytes
+            if remaining >= left {
+                remaining -= left
+                frame.pointee.writtenAt = now
+                written += 1
+                partialBytes = 0
+            } else {
+                partialBytes += remaining
+                remaining = 0
+            }
+        }
+    }
+
+    /// When the oldest in-flight frame settles, or nil when none is in flight.
+    func nextSettleTime(errorWait: UInt64) -> UInt64? {
+        settled < written ? record(settled).pointee.writtenAt + errorWait : nil
+    }
+
+    /// Settles as accepted every written frame older than the error wait.
+    func settleExpired(now: UInt64, errorWait: UInt64, sink: SettlementSink) {
+        var count = 0
+        while settled < written {
+            let frame = record(settled).pointee
+            guard frame.isFailed || frame.writtenAt + errorWait <= now else { break }
+            if !frame.isFailed { count += 1 }
+            settled += 1
+        }
+        if count > 0 { sink.accepted(count: count) }
+        release()
+    }
+
+    /// What an error response did to the window.
+    enum ErrorOutcome: Equatable {
+        /// The named frame was found; `resent` frames after it will be written again.
+        case applied(resent: Int)
+        /// The identifier named no frame in flight: the window was too short (or the
+        /// gateway is confused). The in-flight frames are handled as after a silent drop.
+        case windowOverrun(resent: Int, failed: Int)
+    }
+
+    /// Applies the gateway's `08 status identifier`: frames before the named one are
+    /// accepted; the named one is rejected (status 10: accepted, it was the last success);
+    /// every later frame is rewound to be written again on the next connection.
+    func applyErrorResponse(_ response: ErrorResponse, dropBudget: Int, atMostOnce: Bool, sink: SettlementSink) -> ErrorOutcome {
+        // Identifiers wrap at 32 bits; so does the distance from the oldest unsettled frame.
+        let distance = UInt64(response.identifier &- Self.identifier(ofIndex: settled))
+        if response.status == .shutdown && distance == UInt64(UInt32.max) {
+            // The last success is the frame just before the window: nothing in flight was processed.
+            let resent = rewind()
+            release()
+            return .applied(resent: resent)
+        }
+        guard distance < written - settled else {
+            let (resent, failed) = handleDrop(dropBudget: dropBudget, atMostOnce: atMostOnce, sink: sink)
+            return .windowOverrun(resent: resent, failed: failed)
+        }
+        let named = settled + distance
+        // Frames before the named one are proven processed.
+        var accepted = 0
+        while settled < named {
+            if !record(settled).pointee.isFailed { accepted += 1 }
+            settled += 1
+        }
+        if settled == named && named < written {
+            let frame = record(named).pointee
+            if response.status == .shutdown {
+                if !frame.isFailed { accepted += 1 }
+            } else if !frame.isFailed {
+                if accepted > 0 { sink.accepted(count: accepted); accepted = 0 }
+                sink.rejected(status: response.status, identifier: response.identifier, sequence: frame.sequence,
+                              frame: frameBytes(frame))
+            }
+            settled += 1
+        }
+        if accepted > 0 { sink.accepted(count: accepted) }
+        let resent = rewind()
+        release()
+        return .applied(resent: resent)
+    }
+
+    /// The connection closed with no error response: the in-flight frames' fate is
+    /// unknown. At-least-once rewinds them to be written again (each may be a duplicate);
+    /// at-most-once fails them as `deliveryUnknown`. Frames that were in flight on more
+    /// than `dropBudget` dropped connections fail as `retryBudgetExhausted`.
+    /// Returns (rewound, failed).
+    @discardableResult
+    func handleDrop(dropBudget: Int, atMostOnce: Bool, sink: SettlementSink) -> (resent: Int, failed: Int) {
+        var failed = 0
+        var index = settled
+        while index < written {
+            let frame = record(index)
+            if !frame.pointee.isFailed {
+                frame.pointee.drops += 1
+                let reason: FailureReason? = atMostOnce ? .deliveryUnknown
+                    : Int(frame.pointee.drops) > dropBudget ? .retryBudgetExhausted : nil
+                if let reason {
+                    frame.pointee.isFailed = true
+                    failed += 1
+                    sink.failed(reason: reason, sequence: frame.pointee.sequence, frame: frameBytes(frame.pointee))
+                }
+            }
+            index += 1
+        }
+        let rewound = rewind() - failed
+        release()
+        return (rewound, failed)
+    }
+
+    /// Fails every unsettled frame (written or not) with `reason`: the gateway is out of
+    /// reach or the sender is shutting down.
+    func failAllUnsettled(reason: FailureReason, sink: SettlementSink) -> Int {
+        if reason == .gatewayUnreachable { gaveUp.store(true, ordering: .releasing) }
+        let end = published
+        var failed = 0
+        var index = settled
+        while index < end {
+            let frame = record(index)
+            if !frame.pointee.isFailed {
+                frame.pointee.isFailed = true
+                failed += 1
+                sink.failed(reason: reason, sequence: frame.pointee.sequence, frame: frameBytes(frame.pointee))
+            }
+            index += 1
+        }
+        written = end
+        partialBytes = 0
+        settled = end
+        release()
+        return failed
+    }
+
+    /// Moves the write position back to the oldest unsettled frame (past any failed ones);
+    /// returns how many frames had been written and will be written again (failed ones included).
+    private func rewind() -> Int {
+        let count = Int(written - settled)
+        written = settled
+        partialBytes = 0
+        let end = published
+        while settled < end, record(settled).pointee.isFailed {
+            settled += 1
+            written = settled
+        }
+        return count
+    }
+
+    /// Hands settled frames' space back to producers.
+    private func release() {
+        guard releasedIndex.load(ordering: .relaxed) != settled else { return }
+        // Space is free up to the start of the oldest unsettled frame (or everything
+        // published, when all are settled).
+        let offset = settled < published
+            ? record(settled).pointee.start
+            : record(settled - 1).pointee.start + UInt64(record(settled - 1).pointee.length)
+        releasedOffset.store(offset, ordering: .releasing)
+        releasedIndex.store(settled, ordering: .releasing)
+    }
+
+    private func frameBytes(_ frame: Record) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: bytes + Int(frame.start % UInt64(byteCapacity)), count: Int(frame.length))
+    }
+
+    /// The device token inside an encoded frame of this ring's format.
+    func token(inFrame frame: UnsafeRawBufferPointer) -> DeviceToken? {
+        let offset = switch format {
+        case .simple: 3  // 00 len:u16
+        case .enhanced: 11  // 01 id:u32 expiry:u32 len:u16
+        case .frame: 8  // 02 frameLength:u32 itemId:u8 itemLen:u16 (the encoder writes the token item first)
+        }
+        return try? DeviceToken(bytes: UnsafeRawBufferPointer(rebasing: frame[offset..<offset + DeviceToken.byteCount]))
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import SalvoMock
-
-@Test func placeholder() { #expect(Bool(true)) }
