@@ -1,4 +1,0 @@
-import Testing
-@testable import SalvoEngine
-
-@Test func placeholder() { #expect(Bool(true)) }
