@@ -1,0 +1,183 @@
+import SalvoIO
+import SalvoWire
+
+/// One client of the mock gateway: reads the stream in large chunks, decodes it in place,
+/// judges each notification by the failure plan, and publishes counts once per read.
+final class GatewayConnection: ServerConnection {
+    /// Per-connection tallies, copied to a local for each read so that the per-notification
+    /// path touches stack memory only (no class-property exclusivity checks).
+    struct Ledger {
+        var received = 0
+        var accepted = 0
+        var simple = 0
+        var enhanced = 0
+        var frame = 0
+        var verdict: Verdict?
+    }
+
+    /// Reads per readiness event before yielding to the loop's other connections.
+    private static let readBudget = 16
+
+    private let state: GatewayState
+    private let counters: LoopCounters
+    private let ordinal: Int
+    private var decoder: FrameDecoder
+    private var ledger = Ledger()
+    private var nextStall: Int
+    private var stallCount = 0
+    private var isStalled = false
+
+    init(stream: TLSStream, ordinal: Int, loop: ServerRuntime.Loop, counters: LoopCounters,
+         state: GatewayState, maximumPayloadLength: Int) {
+        self.state = state
+        self.counters = counters
+        self.ordinal = ordinal
+        decoder = FrameDecoder(maximumPayloadLength: maximumPayloadLength)
+        nextStall = state.rules.stallEvery
+        super.init(loop: loop.eventLoop, stream: stream, registry: loop.registry, buffer: loop.buffer)
+    }
+
+    override func didEstablish() { readAvailable() }
+
+    override func connectionEvents(_ events: IOEvents) { readAvailable() }
+
+    override func handshakeDidFail(_ error: TLSError) {
+        state.count { $0.handshakeFailures += 1 }
+    }
+
+    private func readAvailable() {
+        var reads = 0
+        while phase == .established && !isStalled {
+            let result: TLSReadResult
+            do { result = try stream.read(into: buffer) } catch {
+                close()
+                return
+            }
+            switch result {
+            case .bytes(let count):
+                ingest(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                reads += 1
+                // Level-triggered epoll brings us back for bytes still in the socket, but
+                // not for bytes OpenSSL already holds: drain those first.
+                if reads >= Self.readBudget && stream.bufferedReadableBytes == 0 { return }
+            case .wouldBlock(let progress):
+                watch(progress == .wantWrite ? [.read, .write] : .read)
+                return
+            case .closed:
+                close()
+                return
+            }
+        }
+    }
+
+    private func ingest(_ bytes: UnsafeRawBufferPointer) {
+        var ledger = self.ledger
+        let before = ledger
+        let rules = state.rules
+        let state = self.state
+        let stop: DecodeStop?
+        if state.recordAccepted {
+            var digests: [UInt64] = []
+            stop = decoder.decode(bytes) { notification in
+                let accepted = Self.judge(notification, &ledger, rules, state)
+                if accepted || ledger.verdict.isShutdown {
+                    digests.append(MockStatistics.digest(token: notification.token, payload: notification.payload))
+                }
+                return accepted
+            }
+            state.record(digests: digests)
+        } else {
+            stop = decoder.decode(bytes) { Self.judge($0, &ledger, rules, state) }
+        }
+        self.ledger = ledger
+        publish(from: before, to: ledger, byteCount: bytes.count)
+
+        switch stop {
+        case nil:
+            if ledger.received >= nextStall { stall() }
+        case .stoppedByCaller?:
+            if let verdict = ledger.verdict { carryOut(verdict) }
+        case .violation(let violation)?:
+            state.count { $0.rejectedByStatus[violation.status.rawValue, default: 0] += 1 }
+            respondAndClose(violation.errorResponse.bytes)
+        }
+    }
+
+    /// The per-notification path: count, apply the plan, accept.
+    @inline(__always)
+    private static func judge(
+        _ notification: DecodedNotification, _ ledger: inout Ledger, _ rules: PlanRules, _ state: GatewayState
+    ) -> Bool {
+        switch notification.format {
+        case .frame: ledger.frame &+= 1
+        case .enhanced: ledger.enhanced &+= 1
+        case .simple: ledger.simple &+= 1
+        }
+        ledger.received &+= 1
+        if rules.judgesEach,
+           let verdict = rules.verdict(for: notification, receivedOnConnection: ledger.received, ordinal: state.ordinal) {
+            ledger.verdict = verdict
+            return false
+        }
+        ledger.accepted &+= 1
+        if ledger.accepted == rules.shutdownAfter {
+            ledger.verdict = .shutdown(lastAccepted: notification.identifier)
+            return false
+        }
+        return true
+    }
+
+    private func publish(from before: Ledger, to after: Ledger, byteCount: Int) {
+        counters.bytesReceived.wrappingAdd(byteCount, ordering: .relaxed)
+        if after.accepted != before.accepted {
+            counters.accepted.wrappingAdd(after.accepted &- before.accepted, ordering: .relaxed)
+        }
+        if after.frame != before.frame { counters.frame.wrappingAdd(after.frame &- before.frame, ordering: .relaxed) }
+        if after.enhanced != before.enhanced {
+            counters.enhanced.wrappingAdd(after.enhanced &- before.enhanced, ordering: .relaxed)
+        }
+        if after.simple != before.simple { counters.simple.wrappingAdd(after.simple &- before.simple, ordering: .relaxed) }
+    }
+
+    private func carryOut(_ verdict: Verdict) {
+        switch verdict {
+        case .reject(let status, let identifier):
+            state.count { $0.rejectedByStatus[status.rawValue, default: 0] += 1 }
+            respondAndClose(ErrorResponse(status: status, identifier: identifier).bytes)
+        case .shutdown(let lastAccepted):
+            state.count { $0.shutdowns += 1 }
+            respondAndClose(ErrorResponse(status: .shutdown, identifier: lastAccepted).bytes)
+        case .drop:
+            state.count { $0.droppedConnections += 1 }
+            closeSilently()
+        }
+    }
+
+    private func stall() {
+        let every = state.rules.stallEvery
+        nextStall = (ledger.received / every + 1) * every
+        stallCount += 1
+        isStalled = true
+        watch([])
+        state.count { $0.stalls += 1 }
+        loop.schedule(after: state.rules.stallDelay(connection: ordinal, stall: stallCount)) { [weak self] in
+            self?.resume()
+        }
+    }
+
+    private func resume() {
+        isStalled = false
+        guard phase == .established else { return }
+        watch(.read)
+        // OpenSSL may hold decrypted bytes that epoll cannot announce.
+        readAvailable()
+    }
+}
+
+extension Optional where Wrapped == Verdict {
+    /// A shutdown verdict: its notification was accepted, so it counts as such.
+    var isShutdown: Bool {
+        if case .shutdown? = self { return true }
+        return false
+    }
+}

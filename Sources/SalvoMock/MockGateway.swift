@@ -1,0 +1,137 @@
+import SalvoIO
+import SalvoWire
+
+/// An in-process APNs gateway speaking the legacy binary provider protocol, for tests and
+/// benchmarks: TLS (optionally requiring client certificates), commands 0, 1 and 2 decoded
+/// strictly, error responses `08 status identifier` followed by close_notify and a close,
+/// and a `FailurePlan` that rejects, shuts down, drops or stalls on purpose.
+///
+/// It runs `Configuration.loops` event-loop threads; one listener is accepted on the first
+/// and connections are handed round-robin to all of them. Each connection reads into its
+/// loop's large buffer and decodes in place; counters are published once per read, so the
+/// per-notification path is a decode, a few compares and stack increments.
+///
+/// ```swift
+/// let pki = try DevelopmentPKI.Bundle()
+/// let gateway = try MockGateway(.init(tls: .server(certificateChain: pki.server.certificate,
+///                                                  privateKey: pki.server.privateKey)))
+/// defer { gateway.stop() }
+/// // connect to 127.0.0.1:gateway.port …
+/// print(gateway.statistics().accepted)
+/// ```
+public final class MockGateway: Sendable {
+    /// How the gateway listens and behaves.
+    public struct Configuration: Sendable {
+        /// The address to listen on.
+        public var host: String
+        /// The port; 0 picks a free one (read it back from `MockGateway.port`).
+        public var port: Int
+        /// The server's TLS setup. Set `requireClientCertificate` (with `trustRoots` and
+        /// `verifyPeer`) to refuse clients without a certificate, as Apple's gateway does.
+        public var tls: TLSConfiguration
+        /// Event-loop threads; default: the number of cores.
+        public var loops: Int
+        /// What fails on purpose; default: nothing.
+        public var failurePlan: FailurePlan
+        /// Keep the digest of every accepted notification (see `MockStatistics.digest`) to
+        /// compare with what a sender believes was accepted, and count duplicates. Costs a
+        /// hash per notification and a lock per read; off for throughput runs.
+        public var recordAccepted: Bool
+        /// The largest payload accepted; longer ones get status 7. Default 2048.
+        public var maximumPayloadLength: Int
+        /// Bytes per read (one buffer per loop). Default 64 KiB.
+        public var readBufferSize: Int
+
+        public init(
+            host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, loops: Int = availableCores,
+            failurePlan: FailurePlan = .none, recordAccepted: Bool = false, maximumPayloadLength: Int = 2048,
+            readBufferSize: Int = 65536
+        ) {
+            self.host = host
+            self.port = port
+            self.tls = tls
+            self.loops = loops
+            self.failurePlan = failurePlan
+            self.recordAccepted = recordAccepted
+            self.maximumPayloadLength = maximumPayloadLength
+            self.readBufferSize = readBufferSize
+        }
+    }
+
+    /// The configuration the gateway runs with.
+    public let configuration: Configuration
+    /// The port it listens on (the one picked when `configuration.port` was 0).
+    public var port: Int { runtime.port }
+
+    private let state: GatewayState
+    private let counters: [LoopCounters]
+    private let runtime: ServerRuntime
+
+    /// Starts listening and the loop threads.
+    ///
+    /// - Throws: `FailurePlanError` for an invalid plan, `TLSError` for unusable
+    ///   certificates or keys, `ConnectError`/`IOError` when the address cannot be bound.
+    public init(_ configuration: Configuration) throws {
+        try configuration.failurePlan.validate()
+        guard (1...Int(UInt16.max)).contains(configuration.maximumPayloadLength) else {
+            throw FailurePlanError.invalid("maximumPayloadLength must be 1...65535")
+        }
+        self.configuration = configuration
+        let context = try TLSContext(configuration.tls, role: .server)
+        let state = GatewayState(plan: configuration.failurePlan, recordAccepted: configuration.recordAccepted)
+        let loopCount = max(1, configuration.loops)
+        let counters = (0..<loopCount).map { _ in LoopCounters() }
+        let maximumPayloadLength = configuration.maximumPayloadLength
+        self.state = state
+        self.counters = counters
+        // Room for at least one whole frame per read keeps the decoder's carry path rare.
+        let bufferSize = max(configuration.readBufferSize, FrameDecoder.largestFrameLength(maximumPayloadLength))
+        runtime = try ServerRuntime(
+            name: "mock-gw", host: configuration.host, port: configuration.port, loopCount: loopCount,
+            bufferSize: bufferSize
+        ) { socket, ordinal, loop in
+            state.count { $0.connections += 1 }
+            guard let stream = try? TLSStream(context: context, socket: socket) else { return nil }
+            return GatewayConnection(
+                stream: stream, ordinal: ordinal, loop: loop, counters: counters[ordinal % counters.count],
+                state: state, maximumPayloadLength: maximumPayloadLength)
+        }
+    }
+
+    /// A consistent-enough snapshot: each counter is read atomically; counters are published
+    /// once per read, and always before the gateway answers or closes a connection.
+    public func statistics() -> MockStatistics {
+        var snapshot = MockStatistics()
+        for loop in counters {
+            snapshot.accepted += loop.accepted.load(ordering: .acquiring)
+            snapshot.framesByCommand.simple += loop.simple.load(ordering: .acquiring)
+            snapshot.framesByCommand.enhanced += loop.enhanced.load(ordering: .acquiring)
+            snapshot.framesByCommand.frame += loop.frame.load(ordering: .acquiring)
+            snapshot.bytesReceived += loop.bytesReceived.load(ordering: .acquiring)
+        }
+        state.events.withLock { events in
+            for (status, count) in events.rejectedByStatus {
+                snapshot.rejectedByStatus[Status(rawValue: status).name] = count
+                snapshot.rejected += count
+            }
+            snapshot.connections = events.connections
+            snapshot.handshakeFailures = events.handshakeFailures
+            snapshot.droppedConnections = events.droppedConnections
+            snapshot.shutdowns = events.shutdowns
+            snapshot.stalls = events.stalls
+        }
+        if configuration.recordAccepted {
+            state.digests.withLock { record in
+                snapshot.acceptedDigests = record.accepted.sorted()
+                snapshot.duplicates = record.duplicates
+            }
+        }
+        return snapshot
+    }
+
+    /// Closes the listener and every connection and joins the loop threads. Idempotent;
+    /// call it from any thread but the gateway's own loops.
+    public func stop() { runtime.stop() }
+
+    deinit { stop() }
+}

@@ -1,0 +1,86 @@
+import SalvoIO
+import Synchronization
+
+/// The threads, listener and connection bookkeeping shared by the mock gateway and the mock
+/// feedback service: one listener accepted on the first loop, connections spread round-robin
+/// over all loops, and an orderly, idempotent stop.
+final class ServerRuntime: Sendable {
+    /// One loop thread and what its connections share. The registry and the buffer are only
+    /// touched on the loop's thread (or after it was joined).
+    final class Loop: @unchecked Sendable {
+        let thread: LoopThread
+        let registry = ConnectionRegistry()
+        let buffer: UnsafeMutableRawBufferPointer
+
+        init(name: String, bufferSize: Int) throws(IOError) {
+            thread = try LoopThread(name: name)
+            buffer = .allocate(byteCount: bufferSize, alignment: 64)
+        }
+
+        var eventLoop: EventLoop { thread.loop }
+
+        deinit { buffer.deallocate() }
+    }
+
+    /// Makes the connection for an accepted socket, on the owning loop's thread; nil drops
+    /// the socket. The second argument is the connection's ordinal (0-based, accept order).
+    typealias Factory = @Sendable (Socket, Int, Loop) -> ServerConnection?
+
+    let loops: [Loop]
+    /// The port the listener is bound to.
+    let port: Int
+    private let acceptor: UncheckedBox<Acceptor?>
+    private let stopped = Mutex(false)
+
+    init(name: String, host: String, port: Int, loopCount: Int, bufferSize: Int, factory: @escaping Factory) throws {
+        let listener = try Socket.listen(host: host, port: port)
+        self.port = listener.localAddress?.port ?? port
+        var loops: [Loop] = []
+        do {
+            for index in 0..<max(1, loopCount) {
+                loops.append(try Loop(name: "\(name)-\(index)", bufferSize: bufferSize))
+            }
+        } catch {
+            loops.forEach { $0.thread.stopAndJoin() }
+            throw error
+        }
+        self.loops = loops
+        var nextOrdinal = 0
+        let acceptor = Acceptor(listener: listener) { [loops] socket in
+            let ordinal = nextOrdinal
+            nextOrdinal += 1
+            let loop = loops[ordinal % loops.count]
+            loop.eventLoop.execute {
+                factory(socket, ordinal, loop)?.start()
+            }
+        }
+        self.acceptor = UncheckedBox(acceptor)
+        do {
+            try loops[0].eventLoop.runAndWait { try acceptor.register(on: loops[0].eventLoop) }
+        } catch {
+            loops.forEach { $0.thread.stopAndJoin() }
+            throw error
+        }
+    }
+
+    /// Stops accepting, stops and joins every loop, then closes what connections remain.
+    /// Idempotent; safe from any thread but the loops' own.
+    func stop() {
+        let alreadyStopped = stopped.withLock { value in
+            defer { value = true }
+            return value
+        }
+        guard !alreadyStopped else { return }
+        // Accepting stops first, so that no hand-off can reach a loop after its last sweep.
+        let acceptor = self.acceptor
+        try? loops[0].eventLoop.runAndWait {
+            acceptor.value?.deregister()
+            acceptor.value = nil  // closes the listener
+        }
+        for loop in loops { loop.thread.stopAndJoin() }
+        // The threads are gone; what they owned can be touched from here.
+        for loop in loops { loop.registry.closeAll() }
+    }
+
+    deinit { stop() }
+}
