@@ -1,0 +1,117 @@
+import ArgumentParser
+import SalvoIO
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The client TLS flags shared by `salvo send` and `salvo feedback`.
+///
+/// APNs authenticates providers by their client certificate; the server is verified
+/// against the system's CAs unless `--ca` names others (a private CA, the mock's).
+struct TLSOptions: ParsableArguments {
+    @Option(name: .customLong("cert"),
+            help: ArgumentHelp("The provider certificate (PEM), followed by any intermediates.", valueName: "file"))
+    var certificate: String?
+
+    @Option(name: .customLong("key"),
+            help: ArgumentHelp("The certificate's private key (PEM). Default: the --cert file, for combined PEMs.",
+                               valueName: "file"))
+    var privateKey: String?
+
+    @Option(name: .customLong("passphrase-file"),
+            help: ArgumentHelp("A file holding the private key's passphrase (one line).", valueName: "file"))
+    var passphraseFile: String?
+
+    @Option(name: .customLong("ca"),
+            help: ArgumentHelp("Trust these CA certificates (PEM) instead of the system's.", valueName: "file"))
+    var trustedCertificates: String?
+
+    @Flag(help: "Do not verify the server's certificate or name. For development only.")
+    var insecure = false
+
+    @Flag(name: .customLong("allow-world-readable-key"),
+          help: "Accept a private key file that other users can read (refused by default).")
+    var allowWorldReadableKey = false
+
+    func validate() throws {
+        if privateKey != nil, certificate == nil {
+            throw ValidationError("--key needs --cert: give the certificate the key belongs to")
+        }
+        if passphraseFile != nil, certificate == nil {
+            throw ValidationError("--passphrase-file needs --cert and the key it unlocks")
+        }
+        if insecure, trustedCertificates != nil {
+            throw ValidationError("--ca and --insecure contradict each other: --ca verifies against a CA, --insecure verifies nothing")
+        }
+    }
+
+    /// The client configuration these flags describe. Reads the passphrase file.
+    func configuration() throws -> TLSConfiguration {
+        var configuration = TLSConfiguration.client(
+            certificateChain: certificate.map(PEMSource.file),
+            privateKey: (privateKey ?? certificate).map(PEMSource.file),
+            passphrase: try passphraseFile.map(Self.readPassphrase),
+            trustRoots: trustedCertificates.map { .certificates(.file($0)) } ?? .system)
+        configuration.verifyPeer = !insecure
+        configuration.allowWorldReadableKey = allowWorldReadableKey
+        return configuration
+    }
+
+    /// Builds the client context, warning on stderr when verification is off.
+    func makeContext() throws -> TLSContext {
+        if insecure {
+            printError("warning: TLS verification is OFF: the server's certificate and name are not checked, so anyone on the network path can pose as it. Use --ca to trust a private CA instead.")
+        }
+        return try TLSContext(try configuration(), role: .client)
+    }
+
+    /// The file's first line; the line ending is not part of the passphrase.
+    static func readPassphrase(_ path: String) throws -> String {
+        let bytes = try readWholeFile(path, limit: 4096, what: "passphrase file")
+        let text = String(decoding: bytes, as: UTF8.self)
+        return String(text.prefix { $0 != "\n" && $0 != "\r\n" && $0 != "\r" })
+    }
+}
+
+/// Why a file given on the command line could not be read.
+struct FileInputError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Reads a small file given on the command line, refusing anything over `limit` bytes.
+func readWholeFile(_ path: String, limit: Int, what: String) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else {
+        throw FileInputError(description: "cannot open the \(what) \(path): \(String(cString: strerror(errno)))")
+    }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16384)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if count == 0 { return bytes }
+        if count < 0 {
+            if errno == EINTR { continue }
+            throw FileInputError(description: "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        bytes.append(contentsOf: chunk[..<count])
+        guard bytes.count <= limit else {
+            throw FileInputError(description: "the \(what) \(path) is larger than \(limit) bytes")
+        }
+    }
+}
+
+/// Writes a line to standard error (diagnostics never mix with the data on stdout).
+func printError(_ message: String) {
+    // write(2) on the descriptor: the C `stderr` global is shared mutable state to Swift 6.
+    var line = message + "\n"
+    line.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
+}
