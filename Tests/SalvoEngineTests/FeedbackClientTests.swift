@@ -3,6 +3,7 @@ import SalvoIO
 import SalvoWire
 import Testing
 @testable import SalvoEngine
+import SalvoMock
 
 /// A feedback service for one client: accepts, handshakes, writes `bytes`, and closes.
 final class OneShotFeedbackServer: Sendable {
@@ -147,5 +148,29 @@ final class OneShotFeedbackServer: Sendable {
     ])
     func badEndpointsSayWhy(text: String, reason: String) {
         #expect(throws: EndpointError(text: text, reason: reason)) { try Endpoint(parsing: text) }
+    }
+}
+
+/// The client against the project's mock feedback service, as `salvo feedback` would use it.
+@Suite struct FeedbackClientAgainstMockTests {
+    @Test func theMockListArrivesOnceThenIsEmpty() throws {
+        let pki = try DevelopmentPKI.Bundle()
+        var serverTLS = TLSConfiguration.server(
+            certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
+            clientCertificateRoots: .certificates(pki.authority.certificate))
+        serverTLS.requireClientCertificate = true
+        let sent = try (1...250).map { n in
+            FeedbackTuple(timestamp: UInt32(n) << 20, token: try DeviceToken(hex: campaignToken(n)))
+        }
+        let feedback = try MockFeedback(.init(tls: serverTLS, tuples: sent))
+        defer { feedback.stop() }
+        let client = try TLSContext(
+            .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
+                    trustRoots: .certificates(pki.authority.certificate)), role: .client)
+
+        let first = try FeedbackClient.fetch(host: "127.0.0.1", port: feedback.port, context: client)
+        #expect(first.flatMap(\.bytes) == sent.flatMap(\.bytes))
+        // Apple (and the mock) clear the list once it has been read.
+        #expect(try FeedbackClient.fetch(host: "127.0.0.1", port: feedback.port, context: client).isEmpty)
     }
 }
