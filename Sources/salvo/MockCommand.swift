@@ -1,6 +1,330 @@
 import ArgumentParser
+import Dispatch
+import Foundation
+import SalvoIO
+import SalvoMock
+import SalvoWire
+import Synchronization
 
+/// `salvo mock`: a local APNs gateway and feedback service speaking the binary protocol,
+/// with failure plans, for trying out senders and for the benchmarks.
 struct MockCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "mock", abstract: "Not yet implemented.")
-    func run() async throws { throw ValidationError("salvo mock is not implemented yet") }
+    static let configuration = CommandConfiguration(
+        commandName: "mock",
+        abstract: "Run a mock APNs gateway and feedback service (legacy binary protocol).",
+        discussion: """
+            The first line on standard output is `listening gateway=PORT feedback=PORT`. On \
+            SIGINT or SIGTERM, or after --duration, the gateway's statistics are written as \
+            JSON (to --report, else standard output) and the command exits 0.
+
+            Without --cert and --key, throwaway certificates are made in a new temporary \
+            directory (named on standard error): trust its ca.pem; its client.pem and \
+            client.key pass --require-client-cert. scripts/certs.sh makes a lasting set.
+
+            Failure rules (see FailurePlan): --invalid-token/--invalid-token-suffix reject \
+            with status 8; --reject-every N rejects every Nth notification gateway-wide; \
+            --shutdown-every N answers status 10 after N accepted on a connection; \
+            --drop-every N closes a connection silently at its Nth notification; \
+            --stall-every N stops reading a connection for --stall-ms after every N.
+            """)
+
+    @Option(help: "Gateway port; 0 picks a free one.")
+    var port = 2195
+
+    @Option(name: .customLong("feedback-port"), help: "Feedback service port; 0 picks a free one.")
+    var feedbackPort = 2196
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: ArgumentHelp("Server certificate (PEM), followed by any intermediates.", valueName: "file"))
+    var cert: String?
+
+    @Option(help: ArgumentHelp("The server certificate's private key (PEM).", valueName: "file"))
+    var key: String?
+
+    @Option(help: ArgumentHelp("CA certificates (PEM) that client certificates must chain to.", valueName: "file"))
+    var ca: String?
+
+    @Flag(name: .customLong("require-client-cert"), help: "Refuse clients without a certificate issued by --ca.")
+    var requireClientCertificate = false
+
+    @Option(name: .customLong("invalid-token"), help: ArgumentHelp("Reject this token (64 hex digits) with status 8; repeatable.", valueName: "hex"))
+    var invalidTokens: [String] = []
+
+    @Option(name: .customLong("invalid-token-suffix"), help: ArgumentHelp("Reject tokens ending in these hex bytes with status 8.", valueName: "hex"))
+    var invalidTokenSuffix: String?
+
+    @Option(name: .customLong("reject-every"), help: ArgumentHelp("Reject every Nth notification, counted gateway-wide.", valueName: "n"))
+    var rejectEvery: Int?
+
+    @Option(name: .customLong("reject-status"), help: ArgumentHelp("Status for --reject-every and --reject-probability.", valueName: "code"))
+    var rejectStatus = 8
+
+    @Option(name: .customLong("reject-probability"), help: ArgumentHelp("Reject each notification with this probability (seeded).", valueName: "p"))
+    var rejectProbability: Double?
+
+    @Option(name: .customLong("shutdown-every"), help: ArgumentHelp("Answer status 10 after N notifications accepted on a connection.", valueName: "n"))
+    var shutdownEvery: Int?
+
+    @Option(name: .customLong("drop-every"), help: ArgumentHelp("Close a connection silently at its Nth notification.", valueName: "n"))
+    var dropEvery: Int?
+
+    @Option(name: .customLong("stall-every"), help: ArgumentHelp("Stop reading a connection for --stall-ms after every N notifications.", valueName: "n"))
+    var stallEvery: Int?
+
+    @Option(name: .customLong("stall-ms"), help: ArgumentHelp("Length of each stall.", valueName: "ms"))
+    var stallMilliseconds = 100
+
+    @Option(name: .customLong("stall-jitter-ms"), help: ArgumentHelp("Up to this much (seeded) is added to each stall.", valueName: "ms"))
+    var stallJitterMilliseconds = 0
+
+    @Option(help: "Seed for the randomized rules.")
+    var seed: UInt64 = 0
+
+    @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
+    var duration: Double?
+
+    @Option(help: ArgumentHelp("Write the JSON statistics here instead of standard output.", valueName: "file"))
+    var report: String?
+
+    @Option(help: "Gateway event-loop threads. Default: the number of cores.")
+    var loops: Int?
+
+    @Flag(name: .customLong("record-accepted"), help: "Report the digest of every accepted notification (and count duplicates).")
+    var recordAccepted = false
+
+    @Option(name: .customLong("feedback-tuple"), help: ArgumentHelp("A feedback record, UNIX time and token; repeatable.", valueName: "time:hex"))
+    var feedbackTuples: [String] = []
+
+    @Option(name: .customLong("ingest-probe"), help: .hidden)
+    var ingestProbe: Int?
+
+    @Option(name: .customLong("probe-runs"), help: .hidden)
+    var probeRuns = 5
+
+    // MARK: Validation (exit 2 with a message, as every salvo usage error)
+
+    func validate() throws {
+        do {
+            _ = try failurePlan()
+            _ = try tuples()
+            if cert == nil ? key != nil : key == nil {
+                throw UsageError("--cert and --key go together: give both, or neither for throwaway certificates")
+            }
+            if requireClientCertificate && ca == nil && cert != nil {
+                throw UsageError("--require-client-cert needs --ca, the CA that client certificates must chain to")
+            }
+            for (name, value) in [("--port", port), ("--feedback-port", feedbackPort)] where !(0...65535).contains(value) {
+                throw UsageError("\(name) must be 0...65535, got \(value)")
+            }
+            if let loops, loops < 1 { throw UsageError("--loops must be at least 1, got \(loops)") }
+            if let duration, !(duration > 0) { throw UsageError("--duration must be positive, got \(duration)") }
+            if let ingestProbe, ingestProbe < 1 { throw UsageError("--ingest-probe needs a frame count of at least 1") }
+            if probeRuns < 1 { throw UsageError("--probe-runs must be at least 1") }
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data("Error: \(error.message)\nUsage: see 'salvo mock --help'.\n".utf8))
+            throw ExitCode(2)
+        }
+    }
+
+    func failurePlan() throws(UsageError) -> FailurePlan {
+        var plan = FailurePlan(seed: seed)
+        for text in invalidTokens {
+            do { plan.invalidTokens.insert(try DeviceToken(hex: text)) } catch {
+                throw UsageError("--invalid-token \(text): \(error)")
+            }
+        }
+        if let invalidTokenSuffix {
+            guard let bytes = Self.hexBytes(invalidTokenSuffix), !bytes.isEmpty, bytes.count <= 32 else {
+                throw UsageError("--invalid-token-suffix must be 1 to 32 bytes of hex (an even number of digits), got '\(invalidTokenSuffix)'")
+            }
+            plan.invalidTokenSuffix = bytes
+        }
+        guard let status = UInt8(exactly: rejectStatus) else {
+            throw UsageError("--reject-status must be a status byte 0...255, got \(rejectStatus)")
+        }
+        plan.rejectStatus = Status(rawValue: status)
+        plan.rejectEvery = rejectEvery
+        plan.rejectProbability = rejectProbability
+        plan.shutdownEvery = shutdownEvery
+        plan.dropEvery = dropEvery
+        plan.stallEvery = stallEvery
+        guard stallMilliseconds >= 0, stallJitterMilliseconds >= 0 else {
+            throw UsageError("--stall-ms and --stall-jitter-ms must not be negative")
+        }
+        plan.stallDuration = .milliseconds(stallMilliseconds)
+        plan.stallJitter = .milliseconds(stallJitterMilliseconds)
+        do { try plan.validate() } catch {
+            // The plan's field names, spelled as the flags.
+            let message = error.description
+                .replacingOccurrences(of: "rejectEvery", with: "--reject-every")
+                .replacingOccurrences(of: "shutdownEvery", with: "--shutdown-every")
+                .replacingOccurrences(of: "dropEvery", with: "--drop-every")
+                .replacingOccurrences(of: "stallEvery", with: "--stall-every")
+                .replacingOccurrences(of: "rejectProbability", with: "--reject-probability")
+            throw UsageError(message)
+        }
+        return plan
+    }
+
+    func tuples() throws(UsageError) -> [FeedbackTuple] {
+        try feedbackTuples.map { text throws(UsageError) in
+            let parts = text.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let time = UInt32(parts[0]) else {
+                throw UsageError("--feedback-tuple wants TIME:HEX (UNIX seconds, 64 hex digits), got '\(text)'")
+            }
+            do { return FeedbackTuple(timestamp: time, token: try DeviceToken(hex: parts[1])) } catch {
+                throw UsageError("--feedback-tuple \(text): \(error)")
+            }
+        }
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+
+    // MARK: Running
+
+    func run() async throws {
+        let (serverTLS, throwaway) = try serverConfiguration()
+        if let ingestProbe {
+            try runIngestProbe(frames: ingestProbe, server: serverTLS, throwaway: throwaway)
+            return
+        }
+        var gatewayConfiguration = MockGateway.Configuration(
+            host: host, port: port, tls: serverTLS, failurePlan: try failurePlan(), recordAccepted: recordAccepted)
+        if let loops { gatewayConfiguration.loops = loops }
+        let gateway = try MockGateway(gatewayConfiguration)
+        let feedback = try MockFeedback(.init(host: host, port: feedbackPort, tls: serverTLS, tuples: try tuples()))
+        print("listening gateway=\(gateway.port) feedback=\(feedback.port)")
+        fflush(nil)  // all streams: other processes wait for this line
+
+        await StopSignal.wait(duration: duration)
+        gateway.stop()
+        feedback.stop()
+        try writeReport(gateway.statistics())
+    }
+
+    /// The server's TLS setup from the flags, or from fresh throwaway certificates.
+    private func serverConfiguration() throws -> (TLSConfiguration, DevelopmentPKI.Bundle?) {
+        if let cert, let key {
+            var configuration = TLSConfiguration.server(certificateChain: .file(cert), privateKey: .file(key))
+            if let ca {
+                configuration.trustRoots = .certificates(.file(ca))
+                configuration.verifyPeer = true
+                configuration.requireClientCertificate = requireClientCertificate
+            }
+            return (configuration, nil)
+        }
+        let bundle = try DevelopmentPKI.Bundle()
+        let directory = try Self.makeTemporaryDirectory()
+        try bundle.write(to: directory)
+        FileHandle.standardError.write(Data("""
+            salvo mock: throwaway certificates in \(directory) (trust ca.pem; client.pem and client.key are a client identity)
+
+            """.utf8))
+        var configuration = TLSConfiguration.server(certificateChain: bundle.server.certificate,
+                                                    privateKey: bundle.server.privateKey)
+        if ca != nil || requireClientCertificate {
+            configuration.trustRoots = .certificates(ca.map { .file($0) } ?? bundle.authority.certificate)
+            configuration.verifyPeer = true
+            configuration.requireClientCertificate = requireClientCertificate
+        }
+        return (configuration, bundle)
+    }
+
+    private static func makeTemporaryDirectory() throws -> String {
+        var template = Array("\(NSTemporaryDirectory())/salvo-mock-XXXXXX".utf8CString)
+        guard let path = mkdtemp(&template) else {
+            throw IOError("mkdtemp", errno: errno, target: NSTemporaryDirectory())
+        }
+        return String(cString: path).replacingOccurrences(of: "//", with: "/")
+    }
+
+    private func writeReport(_ statistics: MockStatistics) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let json = try encoder.encode(statistics) + Data("\n".utf8)
+        if let report {
+            try json.write(to: URL(fileURLWithPath: report))
+        } else {
+            FileHandle.standardOutput.write(json)
+        }
+    }
+
+    /// `--ingest-probe N`: how fast the gateway takes N 161-byte frames over one connection.
+    private func runIngestProbe(frames: Int, server: TLSConfiguration, throwaway: DevelopmentPKI.Bundle?) throws {
+        var client = TLSConfiguration.client(trustRoots: throwaway.map { .certificates($0.authority.certificate) } ?? .system)
+        if throwaway == nil { client.verifyPeer = false }  // the probe talks to itself
+        if requireClientCertificate, let throwaway {
+            client.certificateChain = throwaway.client.certificate
+            client.privateKey = throwaway.client.privateKey
+        }
+        let context = try TLSContext(client, role: .client)
+        var rates: [Double] = []
+        for run in 1...probeRuns {
+            let result = try IngestProbe.run(frameCount: frames, server: server, client: context)
+            rates.append(result.framesPerSecond)
+            print(String(format: "run %d: %d frames of %d bytes in %.3f s: %.2f M frames/s, %.0f MB/s",
+                         run, result.frames, result.frameLength, result.seconds,
+                         result.framesPerSecond / 1e6, result.bytesPerSecond / 1e6))
+        }
+        let sorted = rates.sorted()
+        let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        print(String(format: "median of %d runs: %.2f M frames/s", rates.count, median / 1e6))
+    }
+}
+
+/// A usage mistake, reported on standard error with exit status 2.
+struct UsageError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// Waits for SIGINT, SIGTERM or the end of the duration, whichever comes first.
+///
+/// The signals are set to be ignored and watched through dispatch sources, so nothing runs
+/// in signal context.
+final class StopSignal: Sendable {
+    private let state = Mutex<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    static func wait(duration: Double?) async {
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let stop = StopSignal()
+        let queue = DispatchQueue(label: "salvo.mock.signals")
+        let sources = [SIGINT, SIGTERM].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { stop.fire() }
+            source.resume()
+            return source
+        }
+        if let duration {
+            queue.asyncAfter(deadline: .now() + duration) { stop.fire() }
+        }
+        await withCheckedContinuation { continuation in
+            let resumeNow = stop.state.withLock { state in
+                if !state.fired { state.waiter = continuation }
+                return state.fired
+            }
+            if resumeNow { continuation.resume() }
+        }
+        withExtendedLifetime(sources) {}
+    }
+
+    private func fire() {
+        state.withLock { state in
+            defer { state.waiter = nil }
+            state.fired = true
+            return state.waiter
+        }?.resume()
+    }
 }
