@@ -209,6 +209,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
 
     private func connectFailed(_ reason: String, permanent: Bool) {
         close(reason: reason)
+        shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
         perform(lifecycle.connectFailed(reason, permanent: permanent))
     }
 

@@ -109,6 +109,8 @@ public enum SenderEvent: Sendable, Hashable {
     case connected(shard: Int, connection: Int)
     /// A connection closed; `reason` says why (error response, drop, ...).
     case disconnected(shard: Int, connection: Int, reason: String)
+    /// A connection attempt failed; it will be retried after a backoff unless it gave up.
+    case connectionFailed(shard: Int, connection: Int, reason: String)
     /// A connection gave up: the gateway is out of reach.
     case unreachable(reason: String)
 }

@@ -87,6 +87,12 @@ final class SendRing: @unchecked Sendable {
     private(set) var settled: UInt64 = 0
     private(set) var written: UInt64 = 0
     private var partialBytes = 0  // bytes of frame `written` already taken by SSL_write
+    /// The most frames allowed in flight. Unlimited until a silent drop; then halved per
+    /// drop and grown by what settles (additive increase, multiplicative decrease, as TCP
+    /// does), so that a gateway that drops connections every N notifications still sees
+    /// progress instead of the same window resent forever.
+    private(set) var inFlightLimit: UInt64 = .max
+    static let smallestInFlightLimit: UInt64 = 16
 
     init(byteCapacity: Int, format: FrameFormat, maximumFrameLength: Int) {
         precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
@@ -176,12 +182,13 @@ final class SendRing: @unchecked Sendable {
     func nextSlice(limit: Int) -> UnsafeRawBufferPointer? {
         let end = published
         skipFailed(upTo: end)
-        guard written < end else { return nil }
+        guard written < end, written - settled < inFlightLimit else { return nil }
+        let frameBudget = inFlightLimit == .max ? end : min(end, settled + inFlightLimit)
         let first = record(written).pointee
         let sliceStart = first.start + UInt64(partialBytes)
         var sliceEnd = first.start + UInt64(first.length)
         var index = written + 1
-        while index < end, sliceEnd - sliceStart < UInt64(limit) {
+        while index < frameBudget, sliceEnd - sliceStart < UInt64(limit) {
             let next = record(index).pointee
             // Stop at a failed frame, at the wrap point, or when the slice would exceed the limit.
             guard !next.isFailed, next.start == sliceEnd,
@@ -229,7 +236,10 @@ final class SendRing: @unchecked Sendable {
             if !frame.isFailed { count += 1 }
             settled += 1
         }
-        if count > 0 { sink.accepted(count: count) }
+        if count > 0 {
+            sink.accepted(count: count)
+            if inFlightLimit != .max { inFlightLimit += UInt64(count) }
+        }
         release()
     }
 
@@ -289,6 +299,7 @@ final class SendRing: @unchecked Sendable {
     /// Returns (rewound, failed).
     @discardableResult
     func handleDrop(dropBudget: Int, atMostOnce: Bool, sink: SettlementSink) -> (resent: Int, failed: Int) {
+        inFlightLimit = max(Self.smallestInFlightLimit, min(inFlightLimit, written - settled) / 2)
         var failed = 0
         var index = settled
         while index < written {

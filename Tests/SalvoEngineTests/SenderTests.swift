@@ -1,0 +1,248 @@
+import Foundation
+import SalvoIO
+import SalvoMock
+import SalvoWire
+import Synchronization
+import Testing
+@testable import SalvoEngine
+
+/// A mock gateway with throwaway certificates and a sender configured for it.
+struct LoopbackRig {
+    static let pki = try! DevelopmentPKI.Bundle()
+
+    let gateway: MockGateway
+
+    init(plan: FailurePlan = .none, port: Int = 0, requireClientCertificate: Bool = true) throws {
+        var tls = TLSConfiguration.server(certificateChain: Self.pki.server.certificate, privateKey: Self.pki.server.privateKey,
+                                          clientCertificateRoots: .certificates(Self.pki.authority.certificate))
+        tls.requireClientCertificate = requireClientCertificate
+        gateway = try MockGateway(.init(port: port, tls: tls, loops: 2, failurePlan: plan, recordAccepted: true))
+    }
+
+    static func senderConfiguration(port: Int, trusting authority: DevelopmentPKI.Identity = pki.authority) -> SenderConfiguration {
+        var configuration = SenderConfiguration(
+            host: "127.0.0.1", port: port,
+            tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
+                         trustRoots: .certificates(authority.certificate)))
+        configuration.shards = 2
+        configuration.connectionsPerShard = 2
+        configuration.errorWait = .milliseconds(300)
+        configuration.reconnectBackoff = Backoff(initial: .milliseconds(5), maximum: .milliseconds(100))
+        configuration.connectAttempts = 50
+        configuration.retryBudget = 20
+        configuration.pinThreads = false
+        return configuration
+    }
+
+    static func token(_ n: Int) -> DeviceToken {
+        var bytes = [UInt8](repeating: 0xA5, count: 32)
+        withUnsafeBytes(of: UInt64(n).bigEndian) { bytes.replaceSubrange(24..<32, with: $0) }
+        return bytes.withUnsafeBytes { try! DeviceToken(bytes: $0) }
+    }
+
+    static func payload(_ n: Int) -> [UInt8] { Array(#"{"aps":{"alert":"campaign"},"n":\#(n)}"#.utf8) }
+
+    /// Sends `count` notifications with `trySend`, spinning politely on backpressure, and
+    /// returns the final report plus the sequences reported rejected.
+    static func run(_ configuration: SenderConfiguration, count: Int) async throws -> (SenderReport, Set<UInt64>) {
+        let rejected = Mutex<Set<UInt64>>([])
+        let sender = try Sender(configuration) { _, _, sequence in
+            _ = rejected.withLock { $0.insert(sequence) }
+        }
+        let deadline = Instant.now() + .seconds(120)
+        for n in 0..<count {
+            let payload = payload(n)
+            while try !payload.withUnsafeBytes({ try sender.trySend(token: token(n), payload: $0, sequence: UInt64(n)) }) {
+                guard Instant.now() < deadline else { Issue.record("backpressure never cleared"); break }
+                await Task.yield()
+            }
+        }
+        let report = await sender.finish(timeout: .seconds(60))
+        return (report, rejected.withLock { $0 })
+    }
+
+    /// The digests of notifications 0..<count minus the excluded sequences.
+    static func digests(count: Int, excluding excluded: Set<UInt64>) -> Set<UInt64> {
+        Set((0..<count).lazy.filter { !excluded.contains(UInt64($0)) }.map { MockStatistics.digest(token: token($0), payload: payload($0)) })
+    }
+}
+
+/// Compares the mock's accepted set with the sender's without printing a million digests.
+func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLocation: SourceLocation = #_sourceLocation) {
+    let missing = sender.subtracting(mock).count
+    let unexpected = mock.subtracting(sender).count
+    #expect(missing == 0 && unexpected == 0,
+            "accepted by the sender but not the mock: \(missing); by the mock but not the sender: \(unexpected)",
+            sourceLocation: sourceLocation)
+}
+
+@Suite(.serialized) struct SenderTests {
+    @Test func everyNotificationIsAcceptedOverSeveralShardsAndConnections() async throws {
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let count = 1_000_000
+        let (report, rejected) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
+        let mock = rig.gateway.statistics()
+        #expect(report.submitted == count)
+        #expect(report.accepted == count)
+        #expect(report.isComplete)
+        #expect(rejected.isEmpty)
+        #expect(report.windowOverruns == 0)
+        #expect(mock.accepted == count)
+        #expect(mock.duplicates == 0)
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: count, excluding: []))
+        #expect(mock.connections >= 4)
+    }
+
+    @Test func invalidTokensAreRejectedOnceAndEverythingElseArrives() async throws {
+        // Tokens whose last byte is 0x07 are invalid: 1 in 256.
+        let rig = try LoopbackRig(plan: FailurePlan(invalidTokenSuffix: [0x07]))
+        defer { rig.gateway.stop() }
+        let count = 20_000
+        let (report, rejected) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
+        let mock = rig.gateway.statistics()
+        let expectedRejected = Set((0..<count).filter { $0 & 0xff == 0x07 }.map(UInt64.init))
+        #expect(rejected == expectedRejected)
+        #expect(report.rejected == expectedRejected.count)
+        #expect(report.rejectedByStatus == ["invalid_token": expectedRejected.count])
+        #expect(report.accepted == count - expectedRejected.count)
+        #expect(report.isComplete)
+        #expect(report.resent > 0)
+        #expect(mock.rejected(.invalidToken) == expectedRejected.count)
+        #expect(mock.duplicates == 0)
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: count, excluding: expectedRejected))
+    }
+
+    @Test(arguments: [
+        FailurePlan(rejectEvery: 997),
+        FailurePlan(shutdownEvery: 1500),
+        FailurePlan(stallEvery: 3000, stallDuration: .milliseconds(50)),
+    ])
+    func failurePlansKeepTheAccountingExact(plan: FailurePlan) async throws {
+        let rig = try LoopbackRig(plan: plan)
+        defer { rig.gateway.stop() }
+        let count = 20_000
+        let (report, rejected) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
+        let mock = rig.gateway.statistics()
+        #expect(report.isComplete)
+        #expect(report.failed == 0)
+        #expect(report.windowOverruns == 0)
+        #expect(report.accepted == mock.accepted)
+        #expect(report.rejected == mock.rejected)
+        #expect(rejected.count == report.rejected)
+        #expect(mock.duplicates == 0)
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: count, excluding: rejected))
+        if plan.shutdownEvery != nil { #expect(mock.shutdowns > 0 && report.reconnects > 0) }
+        if plan.rejectEvery != nil { #expect(report.rejected > 0) }
+        if plan.stallEvery != nil { #expect(mock.stalls > 0) }
+    }
+
+    @Test func silentDropsResendAndBoundTheDuplicates() async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(dropEvery: 2500))
+        defer { rig.gateway.stop() }
+        let count = 20_000
+        let (report, _) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
+        let mock = rig.gateway.statistics()
+        #expect(report.isComplete)
+        #expect(report.accepted == count)
+        #expect(mock.droppedConnections > 0)
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: count, excluding: []))
+        #expect(mock.duplicates <= report.possibleDuplicates)
+        #expect(report.possibleDuplicates > 0)
+    }
+
+    @Test func silentDropsUnderAtMostOnceAreReportedNotResent() async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(dropEvery: 2500))
+        defer { rig.gateway.stop() }
+        let count = 20_000
+        var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
+        configuration.dropPolicy = .atMostOnce
+        let (report, _) = try await LoopbackRig.run(configuration, count: count)
+        let mock = rig.gateway.statistics()
+        #expect(report.isComplete)
+        #expect(report.possibleDuplicates == 0)
+        #expect(mock.duplicates == 0)
+        #expect(report.failedByReason["delivery_unknown", default: 0] == report.failed)
+        #expect(report.failed > 0)
+        // Every notification the sender counts accepted really arrived; the unknown ones may have.
+        #expect(mock.accepted >= report.accepted)
+        #expect(mock.accepted <= report.accepted + report.failed)
+    }
+
+    @Test func refusedConnectionsBackOffUntilTheGatewayAppears() async throws {
+        let port = try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: port))
+        let count = 1000
+        for n in 0..<count {
+            _ = try LoopbackRig.payload(n).withUnsafeBytes { try sender.trySend(token: LoopbackRig.token(n), payload: $0) }
+        }
+        // Wait for a refused attempt, then bring the gateway up on that port.
+        for await event in sender.events {
+            if case .connectionFailed(_, _, let reason) = event {
+                #expect(reason.contains("ECONNREFUSED"))
+                break
+            }
+        }
+        let rig = try LoopbackRig(port: port)
+        defer { rig.gateway.stop() }
+        let report = await sender.finish(timeout: .seconds(60))
+        #expect(report.accepted == count)
+        #expect(rig.gateway.statistics().accepted == count)
+    }
+
+    @Test func anUntrustedGatewayIsAClearErrorAndNothingCountsAsAccepted() async throws {
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let stranger = try DevelopmentPKI.makeAuthority(commonName: "Stranger CA")
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port, trusting: stranger))
+        var sent = 0
+        var failure: SendError?
+        let deadline = Instant.now() + .seconds(30)
+        while failure == nil && Instant.now() < deadline {
+            do {
+                if try LoopbackRig.payload(sent).withUnsafeBytes({ try sender.trySend(token: LoopbackRig.token(sent), payload: $0) }) {
+                    sent += 1
+                }
+            } catch let error as SendError {
+                failure = error
+            }
+            await Task.yield()
+        }
+        let report = await sender.finish(timeout: .seconds(10))
+        let reason = try #require(failure).description
+        #expect(reason.contains("certificate verify failed"))
+        #expect(report.accepted == 0)
+        #expect(report.failed == sent)
+        #expect(report.failedByReason["gateway_unreachable"] == sent)
+        #expect(rig.gateway.statistics().accepted == 0)
+    }
+
+    @Test func aRefusedClientCertificateFailsEverything() async throws {
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
+        configuration.tls.certificateChain = nil
+        configuration.tls.privateKey = nil
+        let sender = try Sender(configuration)
+        for n in 0..<10 {
+            _ = try LoopbackRig.payload(n).withUnsafeBytes { try sender.trySend(token: LoopbackRig.token(n), payload: $0) }
+        }
+        let report = await sender.finish(timeout: .seconds(30))
+        #expect(report.accepted == 0)
+        #expect(report.failed == 10)
+        #expect(rig.gateway.statistics().accepted == 0)
+    }
+
+    @Test func oversizePayloadsAreRefusedAloneWithAClearError() async throws {
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port))
+        let big = [UInt8](repeating: 0x20, count: 2049)
+        #expect(throws: SendError.invalidPayload(.payloadTooLong(length: 2049, maximum: 2048))) {
+            _ = try big.withUnsafeBytes { try sender.trySend(token: LoopbackRig.token(1), payload: $0) }
+        }
+        try await sender.send(token: LoopbackRig.token(2), payload: LoopbackRig.payload(2))
+        let report = await sender.finish()
+        #expect(report.submitted == 1 && report.accepted == 1)
+    }
+}
