@@ -259,9 +259,7 @@ public final class CampaignReader {
     }
 
     private func parseTokenLine(_ line: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) throws(LineProblem) -> CampaignItem? {
-        guard let first = line.firstIndex(where: { !Self.isBlank($0) }), line[first] != UInt8(ascii: "#") else {
-            return nil
-        }
+        guard let first = Self.firstNonBlank(line), first != UInt8(ascii: "#") else { return nil }
         do throws(DeviceTokenError) {
             return CampaignItem(line: lines.lineNumber, token: try DeviceToken(hex: line), payload: payload)
         } catch {
@@ -270,7 +268,7 @@ public final class CampaignReader {
     }
 
     private func parseJSONLine(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> CampaignItem? {
-        guard line.contains(where: { !Self.isBlank($0) }) else { return nil }
+        guard Self.firstNonBlank(line) != nil else { return nil }
         let fields: JSONLineFields
         do throws(JSONScanError) {
             fields = try JSONLineFields(scanning: line)
@@ -359,9 +357,14 @@ public final class CampaignReader {
         }
     }
 
-    @inline(__always)
-    private static func isBlank(_ byte: UInt8) -> Bool {
-        byte == 0x20 || byte == 0x09 || byte == 0x0D
+    /// The first byte that is not a space, tab or CR. A plain loop rather than
+    /// `firstIndex(where:)`, which allocates per element in unoptimised builds.
+    private static func firstNonBlank(_ line: UnsafeRawBufferPointer) -> UInt8? {
+        for index in 0..<line.count {
+            let byte = line[index]
+            if byte != 0x20, byte != 0x09, byte != 0x0D { return byte }
+        }
+        return nil
     }
 
     // MARK: - The shared payload
