@@ -46,6 +46,10 @@ final class GatewayConnection: ServerConnection {
     }
 
     private func readAvailable() {
+        guard !isStalled else { return }
+        // Undo a write interest left by an earlier WANT_WRITE (a no-op when unchanged), so
+        // an always-writable socket cannot keep waking us.
+        watch(.read)
         var reads = 0
         while phase == .established && !isStalled {
             let result: TLSReadResult
@@ -168,7 +172,6 @@ final class GatewayConnection: ServerConnection {
     private func resume() {
         isStalled = false
         guard phase == .established else { return }
-        watch(.read)
         // OpenSSL may hold decrypted bytes that epoll cannot announce.
         readAvailable()
     }

@@ -24,6 +24,11 @@ public enum IngestProbe {
         public var framesPerSecond: Double { Double(frames) / seconds }
         /// Application bytes per second.
         public var bytesPerSecond: Double { Double(frames * frameLength) / seconds }
+        /// CPU time the gateway's loop thread used over `seconds`: near 1 × `seconds`
+        /// means the gateway was the bottleneck, well below means it waited for the sender.
+        public var gatewayCPUSeconds: Double
+        /// CPU time the sending thread used over `seconds`.
+        public var senderCPUSeconds: Double
     }
 
     /// Why a probe did not finish.
@@ -46,6 +51,8 @@ public enum IngestProbe {
         let gateway = try MockGateway(.init(tls: server, loops: 1))
         defer { gateway.stop() }
         let stream = try TLSStream.connect(host: "127.0.0.1", port: gateway.port, context: client)
+        let gatewayClock = try gateway.runtime.loops[0].eventLoop.runAndWait { ThreadClock.current() }
+        let senderClock = ThreadClock.current()
 
         // A whole number of frames and of chunks, so every write is a full chunk.
         let framesInBuffer = chunkSize
@@ -53,6 +60,8 @@ public enum IngestProbe {
         let total = frameCount * frameLength
 
         let started = Instant.now()
+        let gatewayCPUStart = gatewayClock.seconds
+        let senderCPUStart = senderClock.seconds
         let deadline = started + timeout
         try buffer.withUnsafeBytes { bytes in
             var sent = 0
@@ -71,8 +80,11 @@ public enum IngestProbe {
             usleep(100)
         }
         let seconds = Instant.now().since(started).secondsDouble
+        let gatewayCPU = gatewayClock.seconds - gatewayCPUStart
+        let senderCPU = senderClock.seconds - senderCPUStart
         stream.shutdown()
-        return Result(frames: frameCount, frameLength: frameLength, seconds: seconds)
+        return Result(frames: frameCount, frameLength: frameLength, seconds: seconds,
+                      gatewayCPUSeconds: gatewayCPU, senderCPUSeconds: senderCPU)
     }
 
     /// `count` command-2 frames of `frameLength` bytes, identifiers 1...count.
@@ -92,5 +104,23 @@ public enum IngestProbe {
             }
         }
         return buffer
+    }
+}
+
+/// A thread's CPU-time clock, readable from any thread.
+struct ThreadClock: Sendable {
+    let id: clockid_t
+
+    /// The calling thread's clock.
+    static func current() -> ThreadClock {
+        var id = clockid_t()
+        pthread_getcpuclockid(pthread_self(), &id)
+        return ThreadClock(id: id)
+    }
+
+    var seconds: Double {
+        var time = timespec()
+        clock_gettime(id, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }

@@ -65,7 +65,7 @@ public final class MockGateway: Sendable {
 
     private let state: GatewayState
     private let counters: [LoopCounters]
-    private let runtime: ServerRuntime
+    let runtime: ServerRuntime
 
     /// Starts listening and the loop threads.
     ///

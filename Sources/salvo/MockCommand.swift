@@ -273,9 +273,10 @@ struct MockCommand: AsyncParsableCommand {
         for run in 1...probeRuns {
             let result = try IngestProbe.run(frameCount: frames, server: server, client: context)
             rates.append(result.framesPerSecond)
-            print(String(format: "run %d: %d frames of %d bytes in %.3f s: %.2f M frames/s, %.0f MB/s",
+            print(String(format: "run %d: %d frames of %d bytes in %.3f s: %.2f M frames/s, %.0f MB/s; CPU busy: gateway %.0f%%, sender %.0f%%",
                          run, result.frames, result.frameLength, result.seconds,
-                         result.framesPerSecond / 1e6, result.bytesPerSecond / 1e6))
+                         result.framesPerSecond / 1e6, result.bytesPerSecond / 1e6,
+                         100 * result.gatewayCPUSeconds / result.seconds, 100 * result.senderCPUSeconds / result.seconds))
         }
         let sorted = rates.sorted()
         let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
