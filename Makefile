@@ -27,7 +27,7 @@ release: deps
 	$(SWIFT) build -c release
 
 run: release
-	$(SWIFT) run -c release --skip-build salvo payload
+	$(SWIFT) run -c release --skip-build salvo demo --count 1000000
 
 test: deps
 	$(SWIFT) build --build-tests

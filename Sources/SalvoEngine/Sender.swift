@@ -174,15 +174,33 @@ public final class Sender: Sendable {
     public func send(
         token: DeviceToken, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil, sequence: UInt64? = nil
     ) async throws(SendError) {
-        while true {
-            let generation = hub.beginWaiting()
-            defer { hub.endWaiting() }
-            let attempt = payload.withUnsafeBytes { bytes in
+        try await untilTaken { () throws(SendError) -> Bool in
+            try payload.withUnsafeBytes { bytes in
                 Result { () throws(SendError) -> Bool in
                     try trySend(token: token, payload: bytes, expiry: expiry, priority: priority, sequence: sequence)
                 }
-            }
-            if try attempt.get() { return }
+            }.get()
+        }
+    }
+
+    /// Like `send(token:payload:...)` for payload bytes you hold (a campaign reader's
+    /// buffer): they are copied into the ring before this returns.
+    public func send(
+        token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
+        sequence: UInt64? = nil
+    ) async throws(SendError) {
+        if try trySend(token: token, payload: payload, expiry: expiry, priority: priority, sequence: sequence) { return }
+        try await untilTaken { () throws(SendError) -> Bool in
+            try trySend(token: token, payload: payload, expiry: expiry, priority: priority, sequence: sequence)
+        }
+    }
+
+    /// Retries `attempt` each time a shard makes progress, until it is taken.
+    private func untilTaken(_ attempt: () throws(SendError) -> Bool) async throws(SendError) {
+        while true {
+            let generation = hub.beginWaiting()
+            defer { hub.endWaiting() }
+            if try attempt() { return }
             await hub.waitForProgress(after: generation)
         }
     }

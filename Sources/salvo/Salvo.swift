@@ -12,7 +12,7 @@ struct Salvo: AsyncParsableCommand {
             1 when any failed, 2 for usage or input errors.
             """,
         version: "0.1.0 (jemalloc \(jemallocVersion))",
-        subcommands: [PayloadCommand.self, MockCommand.self, SendCommand.self, FeedbackCommand.self]
+        subcommands: [SendCommand.self, DemoCommand.self, MockCommand.self, FeedbackCommand.self, PayloadCommand.self]
     )
 }
 
