@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 internal import CJemalloc
 
 /// `salvo`: bulk sends over the APNs binary protocol, the mock gateway, and the benchmarks.
@@ -14,6 +15,24 @@ struct Salvo: AsyncParsableCommand {
         version: "0.1.0 (jemalloc \(jemallocVersion))",
         subcommands: [SendCommand.self, DemoCommand.self, MockCommand.self, FeedbackCommand.self, PayloadCommand.self]
     )
+
+    /// Runs the command; usage errors exit with 2 (ArgumentParser's own default is 64),
+    /// so scripts can tell "fix the command line" from "some notifications failed" (1).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            guard code == .validationFailure else { exit(withError: error) }
+            printError(fullMessage(for: error))
+            Foundation.exit(2)
+        }
+    }
 }
 
 /// The allocator's version; referencing jemalloc also keeps the linker from dropping it.
