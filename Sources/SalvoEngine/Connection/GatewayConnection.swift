@@ -19,6 +19,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
     private var ledger: DeliveryLedger { shard.ledger }
     private var configuration: SenderConfiguration { shard.configuration }
     private let errorWait: UInt64
+    private let settleSlack: UInt64
 
     private enum Phase {
         case idle
@@ -33,6 +34,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
         self.index = index
         self.ring = ring
         errorWait = shard.configuration.errorWait.nanosecondsClamped
+        settleSlack = max(1_000_000, errorWait / 8)
         lifecycle = ConnectionLifecycle(
             maximumAttempts: shard.configuration.connectAttempts, backoff: shard.configuration.reconnectBackoff,
             seed: shard.configuration.seed &+ UInt64(shard.index * 1000 + index))
@@ -241,7 +243,11 @@ final class GatewayConnection: EventHandler, SettlementSink {
     // MARK: Settling
 
     private func armSettleTimer() {
-        guard let deadline = ring.nextSettleTime(errorWait: errorWait), deadline < settleDeadline else { return }
+        // Settling a little late lets one timer settle a large batch: fewer wake-ups for
+        // the loop and for producers waiting on backpressure.
+        guard let due = ring.nextSettleTime(errorWait: errorWait) else { return }
+        let deadline = due + settleSlack
+        guard deadline < settleDeadline else { return }
         if let settleTimer { shard.loop.cancel(settleTimer) }
         settleDeadline = deadline
         settleTimer = shard.loop.schedule(at: Instant(nanoseconds: deadline)) { [weak self] in
