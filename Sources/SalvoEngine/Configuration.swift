@@ -56,4 +56,9 @@ public struct SenderConfiguration: Sendable {
         self.port = port
         self.tls = tls
     }
+
+    /// A configuration for `gateway` (`.production`, `.sandbox`, or any host and port).
+    public init(gateway: Endpoint, tls: TLSConfiguration) {
+        self.init(host: gateway.host, port: gateway.port, tls: tls)
+    }
 }

@@ -36,7 +36,7 @@ final class CampaignRun: Sendable {
     }
 
     private func startBackgroundWork() {
-        var tasks: [Task<Void, Never>] = []
+        var tasks: [Task<Void, Never>] = [Task { [sender] in await reportConnectionEvents(sender) }]
         if isatty(STDERR_FILENO) == 1 {
             tasks.append(Task { [sender, total] in
                 // At most 10 refreshes a second, on one line.
@@ -116,6 +116,28 @@ final class CampaignRun: Sendable {
         object["bad_lines"] = badLines.map { ["line": $0.line, "reason": $0.reason] as [String: Any] }
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// Tells the user, on stderr, what the connections do: the first failed attempt (the
+/// sender retries with backoff), giving up, and whether kTLS engaged when it was asked for.
+private func reportConnectionEvents(_ sender: Sender) async {
+    var toldFailure = false
+    var toldKernelTLS = !sender.configuration.tls.kernelTLS
+    for await event in sender.events {
+        switch event {
+        case .connectionFailed(_, _, let reason) where !toldFailure:
+            toldFailure = true
+            printError("\nconnection failed: \(reason); retrying with backoff")
+        case .unreachable(let reason):
+            printError("\ngateway unreachable: \(reason)")
+        case .connected(_, _, let kernelTLS) where !toldKernelTLS:
+            toldKernelTLS = true
+            printError(kernelTLS ? "kTLS: engaged, the kernel encrypts records"
+                                 : "kTLS: not engaged (needs the kernel's tls module and a kTLS-capable cipher); OpenSSL encrypts")
+        default:
+            break
+        }
     }
 }
 

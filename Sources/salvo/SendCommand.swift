@@ -181,6 +181,9 @@ struct EngineOptions: ParsableArguments {
     @Option(name: .customLong("ring-mib"), help: ArgumentHelp("Send ring per connection, MiB.", valueName: "MiB"))
     var ringMiB: Int = 4
 
+    @Flag(name: .customLong("ktls"), help: "Ask OpenSSL to let the kernel encrypt records (kTLS); says whether it engaged.")
+    var kernelTLS = false
+
     enum FormatChoice: String, ExpressibleByArgument, CaseIterable {
         case frame, enhanced, simple
         var format: FrameFormat {
@@ -206,6 +209,7 @@ struct EngineOptions: ParsableArguments {
         configuration.errorWait = .milliseconds(errorWaitMilliseconds)
         configuration.dropPolicy = onDrop
         configuration.ringCapacity = ringMiB << 20
+        configuration.tls.kernelTLS = kernelTLS
     }
 }
 

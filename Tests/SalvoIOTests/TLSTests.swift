@@ -92,6 +92,23 @@ final class EchoServer: Sendable {
         #expect(Array(buffer.prefix(message.count)) == message)
     }
 
+    @Test func kernelTLSIsAnOptionThatNeverBreaksTheStream() throws {
+        var server = serverConfiguration
+        server.kernelTLS = true
+        let echo = try EchoServer(server)
+        var client = TLSConfiguration.client(trustRoots: .certificates(pki.authority.certificate))
+        client.kernelTLS = true
+        let stream = try TLSStream.connect(host: "127.0.0.1", port: echo.port, context: TLSContext(client, role: .client))
+        // Whether it engaged depends on the kernel's tls module; either way bytes must flow.
+        let engaged = stream.isKernelTLSSending
+        let message = Array("kTLS \(engaged ? "on" : "off")".utf8)
+        try message.withUnsafeBytes { try stream.writeAll($0) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let result = try buffer.withUnsafeMutableBytes { try stream.readSome(into: $0) }
+        #expect(result == .bytes(message.count))
+        #expect(Array(buffer.prefix(message.count)) == message)
+    }
+
     @Test(arguments: ["localhost", "127.0.0.1"])
     func serverNameAndAddressAreVerified(name: String) throws {
         let server = try EchoServer(serverConfiguration)

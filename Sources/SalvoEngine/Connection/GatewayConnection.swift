@@ -138,7 +138,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
                 if lifecycle.opened > 1 { ledger.reconnects.add(1, ordering: .relaxed) }
                 phase = .open(stream)
                 responseCount = 0
-                shard.emit(.connected(shard: shard.index, connection: index))
+                shard.emit(.connected(shard: shard.index, connection: index, kernelTLS: stream.isKernelTLSSending))
                 pump()
             case .wantRead: setInterest(.read)
             case .wantWrite: setInterest(.write)
@@ -250,10 +250,11 @@ final class GatewayConnection: EventHandler, SettlementSink {
         guard deadline < settleDeadline else { return }
         if let settleTimer { shard.loop.cancel(settleTimer) }
         settleDeadline = deadline
-        settleTimer = shard.loop.schedule(at: Instant(nanoseconds: deadline)) { [weak self] in
-            self?.settleTimerFired()
-        }
+        settleTimer = shard.loop.schedule(at: Instant(nanoseconds: deadline), settleCallback)
     }
+
+    /// Made once: scheduling a timer then allocates nothing on the hot path.
+    private lazy var settleCallback: () -> Void = { [unowned self] in self.settleTimerFired() }
 
     private func settleTimerFired() {
         settleTimer = nil
