@@ -34,7 +34,7 @@ port=$(sed -n 's/^listening gateway=\([0-9]*\).*/\1/p' <<<"$line")
 
 MALLOC_CONF=stats_print:true /usr/bin/time -v "$salvo" send --gateway "127.0.0.1:$port" \
   --cert "$work/certs/client.pem" --key "$work/certs/client.key" --ca "$work/certs/ca.pem" \
-  --tokens "$work/tokens.txt" --payload "$work/payload.json" --error-wait-ms 100 \
+  --tokens "$work/tokens.txt" --payload "$work/payload.json" --error-wait-ms 50 --ring-mib 8 \
   --report "$work/report.json" "$@" >"$work/send.out" 2>"$work/send.err"
 kill -INT "$mock"; wait "$mock" || true
 

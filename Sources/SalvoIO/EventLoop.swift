@@ -47,6 +47,13 @@ public struct Registration: Hashable, Sendable {
     var epollData: UInt64 { UInt64(generation) << 32 | UInt64(slot) }
 }
 
+/// What a timer runs. Make one once and schedule it as often as needed: scheduling a
+/// `TimerAction` allocates nothing, where each new closure would.
+public final class TimerAction {
+    let body: () -> Void
+    public init(_ body: @escaping () -> Void) { self.body = body }
+}
+
 /// A scheduled timer; cancel it with `EventLoop.cancel(_:)`.
 public struct TimerID: Hashable, Sendable {
     let value: UInt64
@@ -72,10 +79,12 @@ public final class EventLoop: @unchecked Sendable {
     private var freeSlots: [UInt32] = []
 
     private var timers = TimerHeap()
-    private var timerCallbacks: [UInt64: () -> Void] = [:]
+    private var timerActions: [UInt64: TimerAction] = [:]
     private var nextTimerID: UInt64 = 1
 
     private let tasks = Mutex<[@Sendable () -> Void]>([])
+    /// The other half of a double buffer with `tasks`, so draining allocates nothing.
+    private var draining: [@Sendable () -> Void] = []
     private let wakePending = Atomic<Bool>(false)
     private let stopRequested = Atomic<Bool>(false)
 
@@ -185,14 +194,21 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Timers
 
-    /// Runs `body` on the loop thread at `deadline` (or at the next iteration if it has passed).
+    /// Runs `action` on the loop thread at `deadline` (or at the next iteration if it has passed).
     @discardableResult
-    public func schedule(at deadline: Instant, _ body: @escaping () -> Void) -> TimerID {
+    public func schedule(at deadline: Instant, _ action: TimerAction) -> TimerID {
         let id = nextTimerID
         nextTimerID += 1
-        timerCallbacks[id] = body
+        timerActions[id] = action
         timers.push(deadline: deadline, id: id)
         return TimerID(value: id)
+    }
+
+    /// Runs `body` on the loop thread at `deadline`. Allocates the closure's action; hot
+    /// paths schedule a `TimerAction` they keep.
+    @discardableResult
+    public func schedule(at deadline: Instant, _ body: @escaping () -> Void) -> TimerID {
+        schedule(at: deadline, TimerAction(body))
     }
 
     /// Runs `body` on the loop thread after `delay`.
@@ -203,7 +219,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Cancels a timer; harmless when it already fired.
     public func cancel(_ timer: TimerID) {
-        timerCallbacks[timer.value] = nil
+        timerActions[timer.value] = nil
     }
 
     // MARK: Cross-thread
@@ -281,15 +297,13 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func runQueuedTasks() {
-        let batch = tasks.withLock { queued -> [@Sendable () -> Void] in
-            defer { queued.removeAll(keepingCapacity: true) }
-            return queued
-        }
-        for task in batch { task() }
+        tasks.withLock { queued in swap(&queued, &draining) }
+        for task in draining { task() }
+        draining.removeAll(keepingCapacity: true)
     }
 
     private func nextTimeoutMilliseconds() -> Int32 {
-        while let top = timers.top, timerCallbacks[top.id] == nil { _ = timers.pop() }
+        while let top = timers.top, timerActions[top.id] == nil { _ = timers.pop() }
         guard let top = timers.top else { return -1 }
         let current = Instant.now()
         if top.deadline <= current { return 0 }
@@ -300,7 +314,7 @@ public final class EventLoop: @unchecked Sendable {
     private func runDueTimers() {
         while let top = timers.top, top.deadline <= now {
             _ = timers.pop()
-            if let callback = timerCallbacks.removeValue(forKey: top.id) { callback() }
+            if let action = timerActions.removeValue(forKey: top.id) { action.body() }
         }
     }
 }

@@ -41,8 +41,11 @@ struct DemoCommand: AsyncParsableCommand {
             host: "127.0.0.1", port: gateway.port,
             tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
                          trustRoots: .certificates(pki.authority.certificate)))
+        // A loopback gateway answers within microseconds: a short error wait, and rings
+        // large enough for what is in flight during it. Flags override both.
+        configuration.errorWait = .milliseconds(50)
+        configuration.ringCapacity = 16 << 20
         engine.apply(to: &configuration)
-        if engine.errorWaitMilliseconds == 1000 { configuration.errorWait = .milliseconds(100) }  // loopback answers fast
         printError("mock gateway on 127.0.0.1:\(gateway.port); sending \(count) notifications over "
                    + "\(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
 

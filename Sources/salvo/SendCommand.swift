@@ -172,14 +172,17 @@ struct EngineOptions: ParsableArguments {
     var connections: Int = 1
 
     @Option(name: .customLong("error-wait-ms"),
-            help: ArgumentHelp("How long an error can still arrive for a written notification (Apple: ~1000).", valueName: "ms"))
-    var errorWaitMilliseconds: Int = 1000
+            help: ArgumentHelp("How long an error can still arrive for a written notification (default 1000, as Apple needs).",
+                               valueName: "ms"))
+    var errorWaitMilliseconds: Int?
 
     @Option(name: .customLong("on-drop"), help: "After a silent drop: resend (at-least-once) or report (at-most-once).")
     var onDrop: DropPolicy = .atLeastOnce
 
-    @Option(name: .customLong("ring-mib"), help: ArgumentHelp("Send ring per connection, MiB.", valueName: "MiB"))
-    var ringMiB: Int = 4
+    @Option(name: .customLong("ring-mib"),
+            help: ArgumentHelp("Send ring per connection, MiB (default 4). It holds everything written within the error wait: rate x error wait x frame size.",
+                               valueName: "MiB"))
+    var ringMiB: Int?
 
     @Flag(name: .customLong("ktls"), help: "Ask OpenSSL to let the kernel encrypt records (kTLS); says whether it engaged.")
     var kernelTLS = false
@@ -198,17 +201,17 @@ struct EngineOptions: ParsableArguments {
     func validate() throws {
         if let shards, shards < 1 { throw ValidationError("--shards must be at least 1") }
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
-        guard errorWaitMilliseconds >= 1 else { throw ValidationError("--error-wait-ms must be at least 1") }
-        guard (1...1024).contains(ringMiB) else { throw ValidationError("--ring-mib must be 1...1024") }
+        if let errorWaitMilliseconds, errorWaitMilliseconds < 1 { throw ValidationError("--error-wait-ms must be at least 1") }
+        if let ringMiB, !(1...1024).contains(ringMiB) { throw ValidationError("--ring-mib must be 1...1024") }
     }
 
     func apply(to configuration: inout SenderConfiguration) {
         configuration.format = format.format
         if let shards { configuration.shards = shards }
         configuration.connectionsPerShard = connections
-        configuration.errorWait = .milliseconds(errorWaitMilliseconds)
+        if let errorWaitMilliseconds { configuration.errorWait = .milliseconds(errorWaitMilliseconds) }
         configuration.dropPolicy = onDrop
-        configuration.ringCapacity = ringMiB << 20
+        if let ringMiB { configuration.ringCapacity = ringMiB << 20 }
         configuration.tls.kernelTLS = kernelTLS
     }
 }

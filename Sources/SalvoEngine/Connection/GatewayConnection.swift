@@ -253,8 +253,8 @@ final class GatewayConnection: EventHandler, SettlementSink {
         settleTimer = shard.loop.schedule(at: Instant(nanoseconds: deadline), settleCallback)
     }
 
-    /// Made once: scheduling a timer then allocates nothing on the hot path.
-    private lazy var settleCallback: () -> Void = { [unowned self] in self.settleTimerFired() }
+    /// Made once: scheduling it allocates nothing on the hot path.
+    private lazy var settleCallback = TimerAction { [unowned self] in self.settleTimerFired() }
 
     private func settleTimerFired() {
         settleTimer = nil
