@@ -98,8 +98,10 @@ final class SendRing: @unchecked Sendable {
         precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
         self.byteCapacity = byteCapacity
         self.format = format
-        // The smallest frame is about 40 bytes; more records than that could never be used.
-        recordCapacity = max(16, byteCapacity / 40)
+        // One record per 64 bytes of ring: real frames are 80 bytes and up (a 32-byte token
+        // and a minimal payload), so the bytes run out first; rings of tiny frames hit this
+        // bound instead, which is backpressure too. Records cost 32 bytes each.
+        recordCapacity = max(16, byteCapacity / 64)
         bytes = .allocate(byteCount: byteCapacity, alignment: 64)
         records = .allocate(capacity: recordCapacity)
     }
