@@ -122,28 +122,3 @@ public enum FailurePlanError: Error, Hashable, Sendable, CustomStringConvertible
         }
     }
 }
-
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough to make plan
-/// decisions look random while staying reproducible.
-struct SplitMix64 {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// One draw keyed by `seed` and `key`: a stateless hash, so decisions need no shared state.
-    static func draw(seed: UInt64, key: UInt64) -> UInt64 {
-        var generator = SplitMix64(state: seed ^ (key &* 0xD1B5_4A32_D192_ED03))
-        return generator.next()
-    }
-
-    /// A draw mapped to [0, 1).
-    static func unit(seed: UInt64, key: UInt64) -> Double {
-        Double(draw(seed: seed, key: key) >> 11) * 0x1p-53
-    }
-}

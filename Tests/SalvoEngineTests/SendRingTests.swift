@@ -1,3 +1,4 @@
+import SalvoIO
 import SalvoWire
 import Testing
 @testable import SalvoEngine

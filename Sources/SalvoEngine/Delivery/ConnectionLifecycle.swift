@@ -1,3 +1,5 @@
+import SalvoIO
+
 /// Capped exponential backoff with jitter, deterministic for a given seed.
 public struct Backoff: Sendable, Hashable {
     /// The delay after the first failure.
@@ -19,21 +21,8 @@ public struct Backoff: Sendable, Hashable {
         let cap = maximum.nanosecondsClamped
         let exponential = attempt >= 40 ? cap : min(cap, base << UInt64(max(0, attempt - 1)))
         let spread = Double(exponential) * min(max(jitter, 0), 1)
-        let unit = Double(random.next() >> 11) / Double(1 << 53)
+        let unit = random.nextUnit()
         return .nanoseconds(Int64(Double(exponential) - spread * unit))
-    }
-}
-
-/// A small fast PRNG for jitter: reproducible from a seed, no global state.
-struct SplitMix64: Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
