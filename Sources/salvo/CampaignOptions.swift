@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+import SalvoEngine
+
+/// The campaign input flags.
+struct CampaignOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("A JSONL campaign: one {\"token\", \"payload\"} object per line.", valueName: "file"))
+    var input: String?
+
+    @Option(help: ArgumentHelp("A list of hex device tokens, one per line (use with --payload).", valueName: "file"))
+    var tokens: String?
+
+    @Option(help: ArgumentHelp("The JSON payload sent to every token of --tokens.", valueName: "file"))
+    var payload: String?
+
+    @Option(name: .customLong("on-bad-line"), help: "abort (default) or skip lines that cannot be sent; skipped lines are listed in the report.")
+    var onBadLine: BadLineChoice = .abort
+
+    enum BadLineChoice: String, ExpressibleByArgument, CaseIterable {
+        case abort, skip
+    }
+
+    func validate() throws {
+        switch (input, tokens, payload) {
+        case (_?, nil, nil), (nil, _?, _?): break
+        case (_?, _, _): throw ValidationError("give either --input or --tokens with --payload, not both")
+        case (nil, _?, nil): throw ValidationError("--tokens needs --payload FILE.json (the payload sent to every token)")
+        case (nil, nil, _?): throw ValidationError("--payload goes with --tokens FILE")
+        case (nil, nil, nil): throw ValidationError("nothing to send: give --input FILE.jsonl, or --tokens FILE with --payload FILE.json")
+        }
+    }
+
+    func openReader(maximumPayloadLength: Int) throws -> CampaignReader {
+        let policy: BadLinePolicy = onBadLine == .skip ? .skip : .abort
+        if let input {
+            return try CampaignReader(.jsonl(input), maximumPayloadLength: maximumPayloadLength, onBadLine: policy)
+        }
+        let payloadBytes = try readWholeFile(payload!, limit: 1 << 20, what: "payload file")
+        return try CampaignReader(.tokens(tokens!, payload: payloadBytes), maximumPayloadLength: maximumPayloadLength,
+                                  onBadLine: policy)
+    }
+
+    /// Lines in the input, for the progress display's ETA (a fast newline count).
+    func countLines() -> Int? {
+        guard let path = input ?? tokens, let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        var count = 0
+        while let chunk = try? handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            count += chunk.withUnsafeBytes { bytes in bytes.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) } }
+        }
+        return count
+    }
+}

@@ -1,0 +1,61 @@
+import ArgumentParser
+import SalvoEngine
+import SalvoWire
+
+/// Engine tuning flags shared by `send` and `demo`.
+struct EngineOptions: ParsableArguments {
+    @Option(help: "Notification format: frame (command 2), enhanced (1) or simple (0, no identifiers).")
+    var format: FormatChoice = .frame
+
+    @Option(help: ArgumentHelp("Event-loop threads. Default: one per core.", valueName: "n"))
+    var shards: Int?
+
+    @Option(help: ArgumentHelp("Gateway connections per shard.", valueName: "n"))
+    var connections: Int = 1
+
+    @Option(name: .customLong("error-wait-ms"),
+            help: ArgumentHelp("How long an error can still arrive for a written notification (default 1000, as Apple needs).",
+                               valueName: "ms"))
+    var errorWaitMilliseconds: Int?
+
+    @Option(name: .customLong("on-drop"), help: "After a silent drop: resend (at-least-once) or report (at-most-once).")
+    var onDrop: DropPolicy = .atLeastOnce
+
+    @Option(name: .customLong("ring-mib"),
+            help: ArgumentHelp("Send ring per connection, MiB (default 4). It holds everything written within the error wait: rate x error wait x frame size.",
+                               valueName: "MiB"))
+    var ringMiB: Int?
+
+    @Flag(name: .customLong("ktls"), help: "Ask OpenSSL to let the kernel encrypt records (kTLS); says whether it engaged.")
+    var kernelTLS = false
+
+    enum FormatChoice: String, ExpressibleByArgument, CaseIterable {
+        case frame, enhanced, simple
+        var format: FrameFormat {
+            switch self {
+            case .frame: .frame
+            case .enhanced: .enhanced
+            case .simple: .simple
+            }
+        }
+    }
+
+    func validate() throws {
+        if let shards, shards < 1 { throw ValidationError("--shards must be at least 1") }
+        guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
+        if let errorWaitMilliseconds, errorWaitMilliseconds < 1 { throw ValidationError("--error-wait-ms must be at least 1") }
+        if let ringMiB, !(1...1024).contains(ringMiB) { throw ValidationError("--ring-mib must be 1...1024") }
+    }
+
+    func apply(to configuration: inout SenderConfiguration) {
+        configuration.format = format.format
+        if let shards { configuration.shards = shards }
+        configuration.connectionsPerShard = connections
+        if let errorWaitMilliseconds { configuration.errorWait = .milliseconds(errorWaitMilliseconds) }
+        configuration.dropPolicy = onDrop
+        if let ringMiB { configuration.ringCapacity = ringMiB << 20 }
+        configuration.tls.kernelTLS = kernelTLS
+    }
+}
+
+extension DropPolicy: ExpressibleByArgument {}
