@@ -48,8 +48,18 @@ final class GatewayConnection: EventHandler, SettlementSink {
 
     // MARK: Driving
 
+    /// The most one SSL_write takes: one full TLS record.
+    private static let recordSize = 16384
+    /// How long a partial record may wait for more frames.
+    private static let coalescingDelay: Duration = .milliseconds(1)
+
     /// New frames were published (or the sender started): connect if needed, then write.
-    func pump() {
+    ///
+    /// Writes go out in full 16 KiB records while frames keep coming; a partial record
+    /// waits up to `coalescingDelay` for more (or goes at once with `flush`). Each record
+    /// costs a fixed amount of work (and, in OpenSSL 3.0, a few allocations), so full
+    /// records are what keeps the cost per notification low.
+    func pump(flush: Bool = false) {
         if hasGivenUp {
             _ = ring.failAllUnsettled(reason: .gatewayUnreachable, sink: self)
             return
@@ -59,7 +69,11 @@ final class GatewayConnection: EventHandler, SettlementSink {
             return
         }
         do {
-            while let slice = ring.nextSlice(limit: 16384) {
+            while let slice = ring.nextSlice(limit: Self.recordSize) {
+                if slice.count < Self.recordSize && !flush {
+                    if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
+                    break
+                }
                 switch try stream.write(slice) {
                 case .wrote(let count):
                     ring.markWritten(count, now: shard.loop.now.nanoseconds)
@@ -251,6 +265,12 @@ final class GatewayConnection: EventHandler, SettlementSink {
         if let settleTimer { shard.loop.cancel(settleTimer) }
         settleDeadline = deadline
         settleTimer = shard.loop.schedule(at: Instant(nanoseconds: deadline), settleCallback)
+    }
+
+    private var flushTimer: TimerID?
+    private lazy var flushAction = TimerAction { [unowned self] in
+        self.flushTimer = nil
+        self.pump(flush: true)
     }
 
     /// Made once: scheduling it allocates nothing on the hot path.
