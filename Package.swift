@@ -71,7 +71,8 @@ let package = Package(
         .testTarget(name: "SalvoMockTests", dependencies: ["SalvoMock", "SalvoIO", "SalvoWire"]),
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire"]
+            // salvo: the bench harness's pure pieces (statistics, SVG, results README) are tested here.
+            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "salvo"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,110 @@
+import Foundation
+import SalvoEngine
+import SalvoIO
+import SalvoMock
+
+/// The cells of a bench run and how each is measured: a fresh mock per cell, an optional
+/// warm-up run, then the measured runs, and the mock's counts against the sender's.
+struct BenchMatrix: Sendable {
+    struct CellSpec: Sendable, Hashable {
+        var connections: Int
+        var errorRate: Double
+        var payloadBytes: Int
+        var frameBytes: Int { 61 + payloadBytes }  // command 2, all five items
+
+        var label: String {
+            "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B"
+        }
+
+        /// The mock flags that make it reject at this rate: every Nth when 1/rate is whole.
+        var failurePlan: [String] {
+            guard errorRate > 0 else { return [] }
+            let every = 1 / errorRate
+            if abs(every - every.rounded()) < 1e-6 * every { return ["--reject-every", String(Int(every.rounded()))] }
+            return ["--reject-probability", String(errorRate)]
+        }
+    }
+
+    var connections: [Int]
+    var errorRates: [Double]
+    var payloadSizes: [Int]
+
+    /// Payload size outermost, then error rate, then connections (the plot's X axis).
+    var cells: [CellSpec] {
+        payloadSizes.flatMap { payload in
+            errorRates.flatMap { rate in
+                connections.map { CellSpec(connections: $0, errorRate: rate, payloadBytes: payload) }
+            }
+        }
+    }
+}
+
+/// Where the sender sends: a fresh mock per cell, or an external gateway.
+enum BenchTarget {
+    case mock(executable: String, certificates: BenchCertificates, core: Int?, workDirectory: String)
+    case external(host: String, port: Int, tls: TLSConfiguration)
+}
+
+/// Runs the cells of a matrix one by one.
+struct BenchCellRunner {
+    var target: BenchTarget
+    var base: (_ host: String, _ port: Int, _ tls: TLSConfiguration) -> SenderConfiguration
+    var count: Int
+    var runs: Int
+    var warmup: Bool
+    var progress: BenchProgress?
+
+    func measure(_ spec: BenchMatrix.CellSpec, index: Int, of total: Int) async throws -> BenchResults.Cell {
+        BenchSystem.resetPeakResidentSet()
+        var mock: BenchMockProcess?
+        let host: String, port: Int, tls: TLSConfiguration
+        switch target {
+        case .mock(let executable, let certificates, let core, let workDirectory):
+            let process = try BenchMockProcess(executable: executable, certificates: certificates, failurePlan: spec.failurePlan,
+                                               core: core, workDirectory: workDirectory, name: "mock-\(index)")
+            mock = process
+            (host, port, tls) = ("127.0.0.1", process.gatewayPort, certificates.clientTLS)
+        case .external(let externalHost, let externalPort, let externalTLS):
+            (host, port, tls) = (externalHost, externalPort, externalTLS)
+        }
+        var configuration = base(host, port, tls)
+        configuration.connectionsPerShard = spec.connections
+
+        var measured: [BenchResults.Run] = []
+        var totals = (accepted: 0, rejected: 0, failed: 0)
+        do {
+            let planned = (warmup ? 1 : 0) + runs
+            for attempt in 1...planned {
+                let isWarmup = warmup && attempt == 1
+                let runLabel = isWarmup ? "warm-up" : "run \(attempt - (warmup ? 1 : 0))/\(runs)"
+                progress?.begin("[\(index)/\(total)] \(spec.label): \(runLabel)", total: count)
+                let run = try await BenchSenderRun.run(count: count, payloadBytes: spec.payloadBytes,
+                                                       configuration: configuration, progress: progress)
+                totals.accepted += run.accepted
+                totals.rejected += run.rejected
+                totals.failed += run.failed
+                if !isWarmup { measured.append(run) }
+            }
+        } catch {
+            mock?.abandon()
+            throw error
+        }
+        progress?.note("[\(index)/\(total)] \(spec.label): stopping the mock")
+        let statistics = try mock?.stop()
+        let accounting = BenchResults.Accounting(
+            senderAccepted: totals.accepted, senderRejected: totals.rejected, senderFailed: totals.failed,
+            mockAccepted: statistics?.accepted, mockRejected: statistics?.rejected)
+
+        let notifications = Double(count)
+        return BenchResults.Cell(
+            connections: spec.connections, errorRate: spec.errorRate, payloadBytes: spec.payloadBytes, frameBytes: spec.frameBytes,
+            runs: measured,
+            rate: BenchSpread(measured.map(\.rate))!,
+            cpuSecondsPerMillion: BenchSpread.median(measured.map { ($0.cpuUserSeconds + $0.cpuSystemSeconds) / notifications * 1e6 })!,
+            allocationsPerNotification: measured.allSatisfy { $0.allocations != nil }
+                ? BenchSpread.median(measured.map { Double($0.allocations!) / notifications }) : nil,
+            peakRssMib: BenchSystem.peakResidentSetMiB(),
+            resent: Int(BenchSpread.median(measured.map { Double($0.resent) })!.rounded()),
+            accounting: accounting)
+    }
+}

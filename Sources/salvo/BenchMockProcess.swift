@@ -1,0 +1,146 @@
+import Foundation
+import SalvoIO
+import SalvoMock
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why the bench stopped.
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Throwaway certificates for the mock and the sender, written once per bench run.
+struct BenchCertificates: Sendable {
+    let directory: String
+    let bundle: DevelopmentPKI.Bundle
+
+    init(directory: String) throws {
+        self.directory = directory
+        bundle = try DevelopmentPKI.Bundle()
+        try bundle.write(to: directory)
+    }
+
+    func path(_ name: String) -> String { "\(directory)/\(name)" }
+
+    /// The sender's side: the client identity, trusting the throwaway CA.
+    var clientTLS: TLSConfiguration {
+        .client(certificateChain: bundle.client.certificate, privateKey: bundle.client.privateKey,
+                trustRoots: .certificates(bundle.authority.certificate))
+    }
+}
+
+/// `salvo mock` as a child process: started with `taskset` on its own core when asked,
+/// stopped with SIGINT, and read back through its JSON report.
+final class BenchMockProcess {
+    let gatewayPort: Int
+    private let process: Process
+    private let output: Pipe
+    private let reportPath: String
+    private let errorPath: String
+
+    /// - Parameters:
+    ///   - failurePlan: mock flags such as `["--reject-every", "1000"]`.
+    ///   - core: run the mock on this core only (`taskset -c`), or anywhere when nil.
+    init(executable: String, certificates: BenchCertificates, failurePlan: [String], core: Int?, workDirectory: String, name: String) throws {
+        reportPath = "\(workDirectory)/\(name).json"
+        errorPath = "\(workDirectory)/\(name).stderr"
+        try? FileManager.default.removeItem(atPath: reportPath)
+        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+        let mockArguments = [
+            executable, "mock", "--port", "0", "--feedback-port", "0", "--loops", "1",
+            "--cert", certificates.path("server.pem"), "--key", certificates.path("server.key"),
+            "--ca", certificates.path("ca.pem"), "--require-client-cert", "--report", reportPath,
+        ] + failurePlan
+        process = Process()
+        if let core, let taskset = BenchSystem.which("taskset") {
+            process.executableURL = URL(fileURLWithPath: taskset)
+            process.arguments = ["-c", String(core)] + mockArguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = Array(mockArguments.dropFirst())
+        }
+        output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: errorPath)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+
+        // The first line says where it listens.
+        var line: [UInt8] = []
+        let fd = output.fileHandleForReading.fileDescriptor
+        var byte: UInt8 = 0
+        while line.last != UInt8(ascii: "\n") {
+            let count = read(fd, &byte, 1)
+            if count == 1 { line.append(byte); continue }
+            if count < 0 && errno == EINTR { continue }
+            process.waitUntilExit()
+            throw BenchError("salvo mock exited before listening (status \(process.terminationStatus)): \(Self.tail(errorPath))")
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let field = text.split(separator: " ").first(where: { $0.hasPrefix("gateway=") }),
+              let port = Int(field.dropFirst("gateway=".count)) else {
+            process.interrupt()
+            throw BenchError("salvo mock said '\(text.trimmingCharacters(in: .whitespacesAndNewlines))', not 'listening gateway=PORT ...'")
+        }
+        gatewayPort = port
+    }
+
+    /// Waits until the mock has read everything the sender wrote (see `unreadConnections`),
+    /// stops it with SIGINT and returns its statistics.
+    func stop(after grace: Duration = .milliseconds(20)) throws -> MockStatistics {
+        // A sender settles a frame once its error wait passed, which says nothing about the
+        // mock having read it: on loopback the socket buffers can hold megabytes. Stopping
+        // the mock before it drained them would undercount it.
+        let drainDeadline = Date().addingTimeInterval(30)
+        while Self.unreadConnections(port: gatewayPort) > 0 && Date() < drainDeadline { usleep(5_000) }
+        Thread.sleep(forTimeInterval: Double(grace.components.attoseconds) / 1e18 + Double(grace.components.seconds))
+        process.interrupt()
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { usleep(2_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            throw BenchError("salvo mock did not stop within 15 s of SIGINT: \(Self.tail(errorPath))")
+        }
+        process.waitUntilExit()
+        guard let data = FileManager.default.contents(atPath: reportPath) else {
+            throw BenchError("salvo mock (status \(process.terminationStatus)) wrote no report to \(reportPath): \(Self.tail(errorPath))")
+        }
+        do {
+            return try JSONDecoder().decode(MockStatistics.self, from: data)
+        } catch {
+            throw BenchError("cannot read the mock's report \(reportPath): \(error)")
+        }
+    }
+
+    /// Connections to `port` (the mock's side) that still hold unread bytes or are not yet
+    /// closed after the peer's close (`/proc/net/tcp{,6}`: ESTABLISHED with a receive queue,
+    /// or CLOSE_WAIT: the mock has not read up to the end of the stream yet).
+    static func unreadConnections(port: Int) -> Int {
+        var count = 0
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                guard fields.count > 4, let colon = fields[1].lastIndex(of: ":"),
+                      Int(fields[1][fields[1].index(after: colon)...], radix: 16) == port else { continue }
+                let state = fields[3]
+                let receiveQueue = fields[4].split(separator: ":").last.flatMap { Int($0, radix: 16) } ?? 0
+                if state == "08" || (state == "01" && receiveQueue > 0) { count += 1 }
+            }
+        }
+        return count
+    }
+
+    /// Kills the mock without reading anything (after an error).
+    func abandon() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    }
+
+    private static func tail(_ path: String) -> String {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return String(text.suffix(600)).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

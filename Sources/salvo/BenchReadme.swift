@@ -1,0 +1,187 @@
+import Foundation
+
+/// The goals of issue 5, judged from one run's results.
+struct BenchGoal: Sendable, Equatable {
+    enum Verdict: String, Sendable { case met = "yes", missed = "**no**", notMeasured = "not measured here" }
+    var goal: String
+    var measured: String
+    var verdict: Verdict
+}
+
+extension BenchResults {
+    /// The error-free cells, at the ceiling's frame size when there are any.
+    private var errorFreeCells: [Cell] {
+        let free = cells.filter { $0.errorRate == 0 }
+        let ceilingSized = free.filter { $0.frameBytes == (ceiling?.frameBytes ?? 161) }
+        return ceilingSized.isEmpty ? free : ceilingSized
+    }
+
+    func goals() -> [BenchGoal] {
+        var goals: [BenchGoal] = []
+        let bestFree = errorFreeCells.max { $0.rate.median < $1.rate.median }
+
+        // 1. End-to-end against the ceiling.
+        if let ceiling, let bestFree {
+            let share = 100 * bestFree.rate.median / ceiling.median
+            goals.append(BenchGoal(
+                goal: "End-to-end, no errors: ≥ 50 % of the ceiling",
+                measured: "\(BenchFormat.grouped(bestFree.rate.median)) /s (\(bestFree.connections) connections, "
+                    + "\(bestFree.payloadBytes) B payload) = \(BenchFormat.percent(share)) of \(BenchFormat.grouped(ceiling.median)) /s",
+                verdict: share >= 50 ? .met : .missed))
+        } else {
+            goals.append(BenchGoal(goal: "End-to-end, no errors: ≥ 50 % of the ceiling",
+                                   measured: "run with --ceiling", verdict: .notMeasured))
+        }
+
+        // 2. One error per 1,000 against error-free, with exact accounting.
+        let withErrors = cells.filter { abs($0.errorRate - 0.001) < 1e-12 }
+        if !withErrors.isEmpty {
+            var pairs: [(Cell, Cell)] = []
+            for cell in withErrors {
+                if let free = cells.first(where: { $0.errorRate == 0 && $0.connections == cell.connections && $0.payloadBytes == cell.payloadBytes }) {
+                    pairs.append((cell, free))
+                }
+            }
+            let bestErrors = withErrors.max { $0.rate.median < $1.rate.median }!
+            let bestFreeSamePayload = cells.filter { $0.errorRate == 0 && $0.payloadBytes == bestErrors.payloadBytes }
+                .max { $0.rate.median < $1.rate.median }
+            let exact = withErrors.filter(\.accounting.exact).count
+            if let bestFreeSamePayload {
+                let ratio = 100 * bestErrors.rate.median / bestFreeSamePayload.rate.median
+                let perCell = pairs.map { BenchFormat.percent(100 * $0.0.rate.median / $0.1.rate.median) }.joined(separator: ", ")
+                goals.append(BenchGoal(
+                    goal: "1 error per 1,000: ≥ 50 % of error-free throughput, accounting exact",
+                    measured: "best \(BenchFormat.grouped(bestErrors.rate.median)) /s vs \(BenchFormat.grouped(bestFreeSamePayload.rate.median)) /s "
+                        + "error-free = \(BenchFormat.percent(ratio)) (per cell: \(perCell)); accounting exact in \(exact) of \(withErrors.count) cells",
+                    verdict: ratio >= 50 && exact == withErrors.count ? .met : .missed))
+            }
+        } else {
+            goals.append(BenchGoal(goal: "1 error per 1,000: ≥ 50 % of error-free throughput, accounting exact",
+                                   measured: "no cell with --error-rates 0.001", verdict: .notMeasured))
+        }
+
+        // 3. Sender CPU per notification.
+        if let bestFree {
+            let nanoseconds = bestFree.cpuSecondsPerMillion * 1000
+            let lowest = errorFreeCells.map(\.cpuSecondsPerMillion).min()! * 1000
+            goals.append(BenchGoal(
+                goal: "Sender CPU (user + system) ≤ 100 ns per notification",
+                measured: "\(BenchFormat.fixed(nanoseconds, 0)) ns in the fastest cell; lowest \(BenchFormat.fixed(lowest, 0)) ns (error-free cells)",
+                verdict: nanoseconds <= 100 ? .met : .missed))
+        }
+
+        // 4. Allocations per notification.
+        let allocations = errorFreeCells.compactMap(\.allocationsPerNotification)
+        if let worst = allocations.max() {
+            goals.append(BenchGoal(
+                goal: "Steady state: 0 mallocs per notification",
+                measured: "at most \(BenchFormat.fixed(worst, 4)) per notification over whole runs (error-free cells), "
+                    + "i.e. the sender's fixed setup spread over the run; see also scripts/campaign-bench.sh",
+                verdict: worst < 0.01 ? .met : .missed))
+        } else {
+            goals.append(BenchGoal(goal: "Steady state: 0 mallocs per notification",
+                                   measured: "no allocator statistics; run scripts/campaign-bench.sh at two sizes", verdict: .notMeasured))
+        }
+
+        // 5. Not something salvo bench runs.
+        goals.append(BenchGoal(goal: "A 10 M-notification campaign from a file: peak RSS ≤ 64 MiB",
+                               measured: "scripts/campaign-bench.sh 10000000 (see the notes below)", verdict: .notMeasured))
+        return goals
+    }
+}
+
+/// Renders results/README.md: the generated part (settings, goals, table, plot) and, kept
+/// from the previous file, everything after `notesMarker` (hand-written analysis).
+enum BenchReadme {
+    static let notesMarker = "<!-- notes: everything below this line is kept when salvo bench regenerates this file -->"
+
+    static func render(_ results: BenchResults, plotFile: String, previous: String?) -> String {
+        let settings = results.settings
+        var text = """
+            # Salvo end-to-end benchmark
+
+            Generated by `salvo bench` on \(results.date) at commit `\(results.commit)`. Everything above the
+            notes marker is regenerated by each full run; the JSON of every run is kept next to this file.
+
+            Command (release build, from the repository root):
+
+                \(results.command)
+
+            Machine: \(results.machine.cores) cores (\(results.machine.cpu)), \(BenchFormat.fixed(results.machine.memoryGib, 0)) GiB, \
+            Linux \(results.machine.kernel). Gateway: \(settings.gateway == "mock" ? "a fresh `salvo mock` process per cell (one loop)" : settings.gateway). \
+            Pinning: \(settings.pinning). Sender: \(settings.shards) shard(s), \(settings.ringMib) MiB ring per \
+            connection, error wait \(settings.errorWaitMilliseconds) ms. \(BenchFormat.grouped(Double(settings.notificationsPerRun))) \
+            notifications per run, \(settings.runsPerCell) measured runs per cell\(settings.warmup ? " after one warm-up run" : "").
+
+
+            """
+        if let ceiling = results.ceiling {
+            text += """
+                ## Ceiling
+
+                \(BenchFormat.grouped(ceiling.median)) frames/s (median of \(ceiling.framesPerSecond.count); runs: \
+                \(ceiling.framesPerSecond.map(BenchFormat.grouped).joined(separator: ", "))): pre-encoded \
+                \(ceiling.frameBytes)-byte command-2 frames written in 16 KiB `SSL_write`s over one TLS connection to a \
+                gateway loop that only decrypts, decodes and counts (`salvo mock --ingest-probe`, a separate process, \
+                both threads unpinned). No sender can beat it on this machine.
+
+
+                """
+        }
+        if let php = results.php {
+            let best = results.cells.filter { $0.errorRate == 0 && $0.payloadBytes == php.payloadBytes }
+            let oneConnection = best.first { $0.connections == 1 }
+            let fastest = best.max { $0.rate.median < $1.rate.median }
+            text += """
+                ## Baseline: the classic PHP sender
+
+                `scripts/php-baseline.php`: one TLS stream, one `fwrite` per simple-format (command 0) notification, as \
+                the old iOS cookbooks taught; \(php.payloadBytes)-byte payload, \(BenchFormat.grouped(Double(php.notificationsPerRun))) \
+                per run, against a fresh mock on the same core as the cells' mock.
+                \(BenchFormat.grouped(php.median)) notifications/s (median of \(php.notificationsPerSecond.count); \
+                accounting \(php.accountingExact ? "exact" : "MISMATCH")).
+                """
+            if let oneConnection {
+                text += " Salvo over one connection: \(BenchFormat.fixed(oneConnection.rate.median / php.median, 1))×."
+            }
+            if let fastest {
+                text += " Salvo's fastest cell (\(fastest.connections) connections): \(BenchFormat.fixed(fastest.rate.median / php.median, 1))×."
+            }
+            text += "\n\n"
+        }
+        text += "## Goals\n\n"
+        var goals = BenchTable([("goal", .left), ("measured in this run", .left), ("met", .left)])
+        for goal in results.goals() { goals.append([goal.goal, goal.measured, goal.verdict.rawValue]) }
+        text += goals.markdown() + "\n\n"
+        text += "## Results\n\n" + results.table().markdown() + "\n\n"
+        text += "![Throughput vs connections](\(plotFile))\n\n"
+        text += """
+            How to read it:
+
+            - **median /s**: notifications per second, median of the measured runs; **min–max** is their spread.
+              A run's clock starts at the first send and stops when every notification is settled
+              (accepted, rejected or failed), less one error wait: the fixed tail in which the sender
+              only waits to be sure no error response names the last frames.
+            - **CPU s/M**, **ns/notif**: user + system CPU of the bench process (`getrusage(RUSAGE_SELF)`
+              deltas; the sender is all it runs during a run — the mock is another process) per million
+              notifications and per notification, median over runs, TLS handshakes included.
+            - **allocs/notif**: jemalloc allocation requests of the bench process during a run divided by the
+              notifications sent (setup of the sender included, so a constant per run shows as a small fraction).
+            - **peak RSS**: the bench process's resident-set high-water mark (`VmHWM`, reset before each cell
+              through `/proc/self/clear_refs`), i.e. the sender's rings and buffers plus the bench itself.
+            - **resent**: frames written again after an error response (median over runs); every frame the
+              gateway discarded after a rejected one is resent.
+            - **accounting**: the mock's accepted and rejected counts against the sender's, summed over all runs
+              of the cell (warm-up included). A mismatch makes `salvo bench` exit 1.
+
+
+            """
+        text += notesMarker + "\n"
+        if let previous, let range = previous.range(of: notesMarker) {
+            let notes = previous[range.upperBound...].drop { $0 == "\n" }
+            text += "\n" + notes
+            if !text.hasSuffix("\n") { text += "\n" }
+        }
+        return text
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import SalvoEngine
+import SalvoWire
+
+/// One measured run: `count` notifications through a fresh `Sender` in this process, timed,
+/// with the process's CPU time and allocation requests before and after.
+enum BenchSenderRun {
+    /// A JSON payload of exactly `bytes` bytes: `{"aps":{"alert":"xxx…"}}`.
+    static func payload(bytes: Int) -> [UInt8] {
+        let prefix = Array(#"{"aps":{"alert":""#.utf8), suffix = Array(#""}}"#.utf8)
+        precondition(bytes >= prefix.count + suffix.count + 1, "payloads start at 21 bytes")
+        return prefix + [UInt8](repeating: UInt8(ascii: "x"), count: bytes - prefix.count - suffix.count) + suffix
+    }
+
+    static func run(count: Int, payloadBytes: Int, configuration: SenderConfiguration,
+                    progress: BenchProgress?) async throws -> BenchResults.Run {
+        let encoded = payload(bytes: payloadBytes)
+        // One payload buffer for the whole run, as a campaign reader's would be.
+        let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: encoded.count, alignment: 1)
+        defer { payload.deallocate() }
+        payload.copyBytes(from: encoded)
+        var tokenBytes = [UInt8](repeating: 0x5A, count: 32)
+
+        let allocationsBefore = BenchSystem.allocationRequests()
+        let cpuBefore = BenchSystem.cpuSeconds()
+        let sender: Sender
+        do { sender = try Sender(configuration) } catch { throw BenchError("cannot start the sender: \(error)") }
+        let watcher = progress.map { progress in
+            Task { [sender] in
+                while !Task.isCancelled {
+                    progress.update(settled: sender.progress)
+                    try? await Task.sleep(for: .milliseconds(200))
+                }
+            }
+        }
+        let started = ContinuousClock.now
+        for n in 1...count {
+            withUnsafeBytes(of: UInt64(n).bigEndian) { tokenBytes.replaceSubrange(24..<32, with: $0) }
+            let token = try tokenBytes.withUnsafeBytes { try DeviceToken(bytes: $0) }
+            do {
+                try await sender.send(token: token, payload: UnsafeRawBufferPointer(payload))
+            } catch {
+                watcher?.cancel()
+                _ = await sender.finish(timeout: .seconds(5))
+                throw BenchError("sending notification \(n) of \(count) failed: \(error)")
+            }
+        }
+        let report = await sender.finish()
+        let elapsed = started.duration(to: .now)
+        watcher?.cancel()
+        let cpuAfter = BenchSystem.cpuSeconds()
+        let allocationsAfter = BenchSystem.allocationRequests()
+
+        let seconds = Self.seconds(elapsed)
+        let errorWait = Self.seconds(configuration.errorWait)
+        return BenchResults.Run(
+            rate: Double(count) / max(seconds - errorWait, 1e-9), seconds: seconds,
+            cpuUserSeconds: cpuAfter.user - cpuBefore.user, cpuSystemSeconds: cpuAfter.system - cpuBefore.system,
+            accepted: report.accepted, rejected: report.rejected, failed: report.failed, resent: report.resent,
+            reconnects: report.reconnects, possibleDuplicates: report.possibleDuplicates, windowOverruns: report.windowOverruns,
+            allocations: allocationsBefore.flatMap { before in allocationsAfter.map { $0 - before } })
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
