@@ -40,5 +40,6 @@ kill -INT "$mock"; wait "$mock" || true
 
 grep -E "^sent |accounting" "$work/send.out"
 awk '/Maximum resident set size/ {printf "peak RSS: %.1f MiB\n", $6/1024}' "$work/send.err"
+awk -v n="$count" '/User time \(seconds\)/ {u=$4} /System time \(seconds\)/ {s=$4} END {printf "sender CPU: %.2f s user + %.2f s system = %.0f ns per notification (reading and parsing the file included)\n", u, s, (u+s)*1e9/n}' "$work/send.err"
 awk '/^Merged arenas stats/{m=1} m && /^total:/{print "allocations:", $7; exit}' "$work/send.err"
 python3 -c "import json;r=json.load(open('$work/report.json'));m=json.load(open('$work/mock.json'));print('sender accepted', r['accepted'], 'rate_per_s', round(r['rate_per_s']), '| mock accepted', m['accepted'])"

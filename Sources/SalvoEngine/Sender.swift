@@ -57,7 +57,13 @@ public final class Sender: Sendable {
 
     private let rings: [SendRing]
     private let shards: [Shard]
-    private let shardOfRing: [Int]
+    /// Each ring with its shard, without reference counting: `rings` and `shards` keep
+    /// them alive, and the hot path then pays no retain/release per notification.
+    private let slots: [Slot]
+    private struct Slot {
+        unowned(unsafe) let ring: SendRing
+        unowned(unsafe) let shard: Shard
+    }
     private let encoder: FrameEncoder
     private let ledger = DeliveryLedger()
     private let hub: EventHub
@@ -114,7 +120,7 @@ public final class Sender: Sendable {
         }
         self.rings = rings
         self.shards = shards
-        self.shardOfRing = shardOfRing
+        slots = zip(rings, shardOfRing).map { Slot(ring: $0, shard: shards[$1]) }
     }
 
     deinit {
@@ -142,11 +148,11 @@ public final class Sender: Sendable {
         // Consecutive notifications go to the same ring in runs of 64, so each wake-up of a
         // shard finds a slice worth an SSL_write.
         let ticket = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
-        let first = (ticket >> 6) % rings.count
+        let first = (ticket >> 6) % slots.count
         var unreachable = 0
-        for offset in 0..<rings.count {
-            let index = (first + offset) % rings.count
-            let ring = rings[index]
+        for offset in 0..<slots.count {
+            let slot = slots[(first + offset) % slots.count]
+            let ring = slot.ring
             if ring.gaveUp.load(ordering: .relaxed) {
                 unreachable += 1
                 continue
@@ -160,13 +166,13 @@ public final class Sender: Sendable {
             } catch {
                 throw .invalidPayload(error)
             }
-            if case .published = result {
+            if case .published(_, let wake) = result {
                 ledger.submitted.add(1, ordering: .relaxed)
-                shards[shardOfRing[index]].wake()
+                if wake { slot.shard.wake() }
                 return true
             }
         }
-        if unreachable == rings.count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        if unreachable == slots.count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
         return false
     }
 
@@ -213,8 +219,10 @@ public final class Sender: Sendable {
     }
 
     /// The oldest `sequence` not yet settled, or nil when everything sent so far is
-    /// settled. Every notification with a smaller sequence (from a producer that uses
-    /// increasing sequences) has reached its final state: a safe point for a checkpoint.
+    /// settled. For a checkpoint with increasing sequences: first note the highest
+    /// sequence whose `send` has returned, then call this; everything below the smaller
+    /// of the two (minus one) has reached its final state. (Taken the other way round, a
+    /// notification sent during the call could be missed.)
     public func oldestUnsettledSequence() -> UInt64? {
         rings.compactMap { $0.oldestUnsettledSequence() }.min()
     }

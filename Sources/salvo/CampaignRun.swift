@@ -23,16 +23,32 @@ final class CampaignRun: Sendable {
         startBackgroundWork()
     }
 
+    /// Hands one notification to the sender if a ring has room; false is backpressure.
+    /// Producers call this first and `submit` only when it fails, so the common case
+    /// crosses no suspension point.
+    @inline(__always)
+    func trySubmit(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32?, priority: UInt8?, line: Int) throws -> Bool {
+        guard try sender.trySend(token: token, payload: payload, expiry: expiry, priority: priority, sequence: UInt64(line)) else {
+            return false
+        }
+        lastSubmittedLine.store(line, ordering: .releasing)
+        return true
+    }
+
     /// Sends one notification, waiting while the rings are full.
     func submit(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32?, priority: UInt8?, line: Int) async throws {
         try await sender.send(token: token, payload: payload, expiry: expiry, priority: priority, sequence: UInt64(line))
-        lastSubmittedLine.store(line, ordering: .relaxed)
+        lastSubmittedLine.store(line, ordering: .releasing)
     }
 
     /// The highest line such that it and every line before it reached a final state.
     private func completedThroughLine() -> Int {
-        if let oldest = sender.oldestUnsettledSequence() { return Int(oldest) - 1 }
-        return lastSubmittedLine.load(ordering: .relaxed)
+        // Read the high-water mark first: every line up to it is then either settled or
+        // still in a ring when the rings are scanned. (Scanning first could miss lines
+        // published into an already-scanned ring during the scan.)
+        let submitted = lastSubmittedLine.load(ordering: .acquiring)
+        guard let oldest = sender.oldestUnsettledSequence() else { return submitted }
+        return min(submitted, Int(oldest) - 1)
     }
 
     private func startBackgroundWork() {

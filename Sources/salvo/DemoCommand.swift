@@ -64,7 +64,9 @@ struct DemoCommand: AsyncParsableCommand {
         for n in 1...count {
             withUnsafeBytes(of: UInt64(n).bigEndian) { tokenBytes.replaceSubrange(24..<32, with: $0) }
             let token = try tokenBytes.withUnsafeBytes { try DeviceToken(bytes: $0) }
-            try await run.submit(token: token, payload: UnsafeRawBufferPointer(payload), expiry: nil, priority: 10, line: n)
+            if try !run.trySubmit(token: token, payload: UnsafeRawBufferPointer(payload), expiry: nil, priority: 10, line: n) {
+                try await run.submit(token: token, payload: UnsafeRawBufferPointer(payload), expiry: nil, priority: 10, line: n)
+            }
         }
         let report = await run.finish(badLines: [], badLineCount: 0, lastLine: count, resumedAfter: 0, reportPath: nil)
         let mock = gateway.statistics()

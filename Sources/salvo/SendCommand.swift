@@ -73,8 +73,10 @@ extension SendCommand {
         let checkpointFile = checkpoint.map(Checkpoint.init(path:))
         let (reader, resumedAfter) = try openCampaign(
             checkpoint: checkpointFile, maximumPayloadLength: configuration.maximumPayloadLength)
+        // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
+        let total = isatty(STDERR_FILENO) == 1 ? campaign.countLines() : nil
         let run = try CampaignRun(configuration: configuration, rejectedPath: rejected, checkpoint: checkpointFile,
-                                  total: campaign.countLines())
+                                  total: total)
         return (reader, resumedAfter, run)
     }
 
@@ -96,8 +98,11 @@ extension SendCommand {
     static func send(from reader: CampaignReader, through run: CampaignRun) async -> String? {
         do {
             while let item = try reader.next() {
-                try await run.submit(token: item.token, payload: item.payload, expiry: item.expiry,
-                                     priority: item.priority, line: item.line)
+                if try !run.trySubmit(token: item.token, payload: item.payload, expiry: item.expiry,
+                                      priority: item.priority, line: item.line) {
+                    try await run.submit(token: item.token, payload: item.payload, expiry: item.expiry,
+                                         priority: item.priority, line: item.line)
+                }
             }
             return nil
         } catch let error as CampaignError {

@@ -38,7 +38,7 @@ func sendWeeklyDigest(to tokens: [String], port: Int, ca: PEMSource, certificate
                                                 certificate: pki.client.certificate, key: pki.client.privateKey)
         #expect(report.accepted == 500)
         #expect(report.isComplete)
-        #expect(rig.gateway.statistics().accepted == 500)
+        #expect(rig.statistics { $0.accepted >= 500 }.accepted == 500)
     }
 
     @Test func theREADMEShowsExactlyThisCode() throws {

@@ -90,7 +90,7 @@ import Testing
         let csv = try String(contentsOfFile: workspace.path("rejected.csv"), encoding: .utf8).split(separator: "\n")
         #expect(csv.first == "token,status,status_name")
         #expect(Set(csv.dropFirst()) == Set(invalid.map { "\(LoopbackRig.token($0).hex),8,invalid_token" }))
-        #expect(rig.gateway.statistics().accepted == 3000 - invalid.count)
+        #expect(rig.statistics { $0.accepted >= 3000 - invalid.count }.accepted == 3000 - invalid.count)
     }
 
     @Test func aBadLineAbortsWithItsNumberOrIsSkippedAndListed() throws {
@@ -105,7 +105,7 @@ import Testing
         let (aborted, _, abortErrors) = try Self.run(base)
         #expect(aborted == 2)
         #expect(abortErrors.contains("line 40"))
-        #expect(rig.gateway.statistics().accepted == 39, "the lines before the bad one are sent, none after")
+        #expect(rig.statistics { $0.accepted >= 39 }.accepted == 39, "the lines before the bad one are sent, none after")
 
         let (skipped, _, skipErrors) = try Self.run(base + ["--on-bad-line", "skip", "--report", workspace.path("r.json")])
         #expect(skipped == 0, "stderr: \(skipErrors)")
@@ -146,7 +146,7 @@ import Testing
         #expect(status == 0, "stderr: \(errors)")
         #expect(errors.contains("resuming after line"))
         #expect(output.contains("accounting: complete"))
-        let mock = rig.gateway.statistics()
+        let mock = rig.statistics { $0.accepted - $0.duplicates >= lines }
         expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: lines + 1, excluding: [0]))
         // Duplicates are bounded by what was unsettled at the checkpoint: at most one error window.
         #expect(mock.accepted - lines == mock.duplicates)

@@ -43,7 +43,7 @@ final class RecordingSink: SettlementSink {
                 try! ring.publish(encoder: Self.encoder, token: Self.token(n), payload: $0, expiry: nil, priority: nil,
                                   sequence: UInt64(n))
             }
-            guard case .published(let identifier) = result else { Issue.record("ring full at \(n)"); return 0 }
+            guard case .published(let identifier, _) = result else { Issue.record("ring full at \(n)"); return 0 }
             return identifier
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SalvoIO
 import SalvoMock
 import SalvoWire
@@ -17,6 +18,23 @@ struct LoopbackRig {
                                           clientCertificateRoots: .certificates(Self.pki.authority.certificate))
         tls.requireClientCertificate = requireClientCertificate
         gateway = try MockGateway(.init(port: port, tls: tls, loops: 2, failurePlan: plan, recordAccepted: true))
+    }
+
+    /// The mock's statistics once `condition` holds (bounded). The sender settles by time,
+    /// so when it finishes the mock may still be reading frames from its socket buffers.
+    func statistics(when condition: (MockStatistics) -> Bool) -> MockStatistics {
+        let deadline = Instant.now() + .seconds(20)
+        var statistics = gateway.statistics()
+        while !condition(statistics) && Instant.now() < deadline {
+            usleep(2_000)
+            statistics = gateway.statistics()
+        }
+        return statistics
+    }
+
+    /// The mock's statistics once it has seen at least what `report` says was settled by it.
+    func statistics(caughtUpWith report: SenderReport) -> MockStatistics {
+        statistics { $0.accepted - $0.duplicates >= report.accepted && $0.rejected >= report.rejected }
     }
 
     static func senderConfiguration(port: Int, trusting authority: DevelopmentPKI.Identity = pki.authority) -> SenderConfiguration {
@@ -82,7 +100,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         defer { rig.gateway.stop() }
         let count = 1_000_000
         let (report, rejected) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
-        let mock = rig.gateway.statistics()
+        let mock = rig.statistics(caughtUpWith: report)
         #expect(report.submitted == count)
         #expect(report.accepted == count)
         #expect(report.isComplete)
@@ -100,7 +118,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         defer { rig.gateway.stop() }
         let count = 20_000
         let (report, rejected) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
-        let mock = rig.gateway.statistics()
+        let mock = rig.statistics(caughtUpWith: report)
         let expectedRejected = Set((0..<count).filter { $0 & 0xff == 0x07 }.map(UInt64.init))
         #expect(rejected == expectedRejected)
         #expect(report.rejected == expectedRejected.count)
@@ -123,7 +141,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         defer { rig.gateway.stop() }
         let count = 20_000
         let (report, rejected) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
-        let mock = rig.gateway.statistics()
+        let mock = rig.statistics(caughtUpWith: report)
         #expect(report.isComplete)
         #expect(report.failed == 0)
         #expect(report.windowOverruns == 0)
@@ -142,7 +160,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         defer { rig.gateway.stop() }
         let count = 20_000
         let (report, _) = try await LoopbackRig.run(LoopbackRig.senderConfiguration(port: rig.gateway.port), count: count)
-        let mock = rig.gateway.statistics()
+        let mock = rig.statistics(caughtUpWith: report)
         #expect(report.isComplete)
         #expect(report.accepted == count)
         #expect(mock.droppedConnections > 0)
@@ -158,7 +176,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
         configuration.dropPolicy = .atMostOnce
         let (report, _) = try await LoopbackRig.run(configuration, count: count)
-        let mock = rig.gateway.statistics()
+        let mock = rig.statistics(caughtUpWith: report)
         #expect(report.isComplete)
         #expect(report.possibleDuplicates == 0)
         #expect(mock.duplicates == 0)
@@ -187,7 +205,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         defer { rig.gateway.stop() }
         let report = await sender.finish(timeout: .seconds(60))
         #expect(report.accepted == count)
-        #expect(rig.gateway.statistics().accepted == count)
+        #expect(rig.statistics(caughtUpWith: report).accepted == count)
     }
 
     @Test func anUntrustedGatewayIsAClearErrorAndNothingCountsAsAccepted() async throws {

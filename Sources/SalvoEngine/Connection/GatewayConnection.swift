@@ -69,10 +69,17 @@ final class GatewayConnection: EventHandler, SettlementSink {
             return
         }
         do {
-            while let slice = ring.nextSlice(limit: Self.recordSize) {
-                if slice.count < Self.recordSize && !flush {
+            while true {
+                // A partial record waits (at most `coalescingDelay`) for more frames.
+                if !flush && ring.unwrittenBytes < Self.recordSize && ring.hasUnwritten {
                     if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
                     break
+                }
+                guard let slice = ring.nextSlice(limit: Self.recordSize) else {
+                    // Held back by the in-flight limit: settling calls pump again.
+                    if ring.hasUnwritten { break }
+                    if ring.loopWentIdle() { break }
+                    continue
                 }
                 switch try stream.write(slice) {
                 case .wrote(let count):

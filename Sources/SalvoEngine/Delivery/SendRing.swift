@@ -75,9 +75,23 @@ final class SendRing: @unchecked Sendable {
     // Producer side, guarded by `producerLock`.
     private let producerLock = Mutex<Void>(())
     private var writeOffset: UInt64 = 0  // virtual byte offset of the next frame
+    private var bytesSinceWake = 0
+    // What the producer last read of the loop's release cursors. Reading the atomics
+    // themselves costs a cache miss (the loop's core wrote them), so they are re-read
+    // only when the cached values say the ring is full.
+    private var knownReleasedIndex: UInt64 = 0
+    private var knownReleasedOffset: UInt64 = 0
 
     // Shared: published by producers, released by the loop.
     private let publishedIndex = Atomic<UInt64>(0)
+    /// Virtual byte offset just past the last published frame.
+    private let publishedEnd = Atomic<UInt64>(0)
+    /// Set by the loop when it has written everything it saw and waits to be woken; the
+    /// next publish wakes it. Otherwise producers wake it once per full record of new
+    /// bytes, and a partial record is the loop's own flush timer's business.
+    private let loopIsIdle = Atomic<Bool>(true)
+    /// New bytes after which a producer wakes a busy loop: one full TLS record.
+    static let wakeBytes = 16384
     private let releasedIndex = Atomic<UInt64>(0)
     private let releasedOffset = Atomic<UInt64>(0)
     /// Set by the loop when its connection gave up on the gateway; producers skip the ring.
@@ -124,7 +138,8 @@ final class SendRing: @unchecked Sendable {
     // MARK: Producer side (any thread)
 
     enum PublishResult: Equatable {
-        case published(identifier: UInt32)
+        /// Taken; when `wake`, the caller must wake the ring's loop.
+        case published(identifier: UInt32, wake: Bool)
         case full
     }
 
@@ -136,13 +151,17 @@ final class SendRing: @unchecked Sendable {
         let length = encoder.encodedLength(payloadLength: payload.count, hasExpiry: expiry != nil, hasPriority: priority != nil)
         return try producerLock.withLock { _ throws(FrameEncodingError) -> PublishResult in
             let index = publishedIndex.load(ordering: .relaxed)
-            guard index - releasedIndex.load(ordering: .acquiring) < UInt64(recordCapacity) else { return .full }
+            if index - knownReleasedIndex >= UInt64(recordCapacity) {
+                knownReleasedIndex = releasedIndex.load(ordering: .acquiring)
+                guard index - knownReleasedIndex < UInt64(recordCapacity) else { return .full }
+            }
             // Frames never wrap: one that would cross the end starts at the beginning instead.
             var start = writeOffset
             let physical = Int(start % UInt64(byteCapacity))
             if physical + length > byteCapacity { start += UInt64(byteCapacity - physical) }
-            guard start + UInt64(length) - releasedOffset.load(ordering: .acquiring) <= UInt64(byteCapacity) else {
-                return .full
+            if start + UInt64(length) - knownReleasedOffset > UInt64(byteCapacity) {
+                knownReleasedOffset = releasedOffset.load(ordering: .acquiring)
+                guard start + UInt64(length) - knownReleasedOffset <= UInt64(byteCapacity) else { return .full }
             }
             let identifier = Self.identifier(ofIndex: index)
             let region = UnsafeMutableRawBufferPointer(start: bytes + Int(start % UInt64(byteCapacity)), count: length)
@@ -152,8 +171,18 @@ final class SendRing: @unchecked Sendable {
             record(index).initialize(to: Record(start: start, sequence: sequence, writtenAt: 0, length: UInt32(length),
                                                 drops: 0, isFailed: false))
             writeOffset = start + UInt64(length)
-            publishedIndex.store(index + 1, ordering: .releasing)
-            return .published(identifier: identifier)
+            publishedEnd.store(writeOffset, ordering: .releasing)
+            // Sequentially consistent, paired with `loopWentIdle`: either the loop sees
+            // this frame, or this producer sees the loop idle and wakes it.
+            publishedIndex.store(index + 1, ordering: .sequentiallyConsistent)
+            bytesSinceWake += length
+            var wake = bytesSinceWake >= Self.wakeBytes
+            if loopIsIdle.load(ordering: .sequentiallyConsistent) {
+                loopIsIdle.store(false, ordering: .sequentiallyConsistent)
+                wake = true
+            }
+            if wake { bytesSinceWake = 0 }
+            return .published(identifier: identifier, wake: wake)
         }
     }
 
@@ -172,6 +201,21 @@ final class SendRing: @unchecked Sendable {
 
     /// Whether any frame waits to be written.
     var hasUnwritten: Bool { written < published }
+
+    /// Bytes published and not yet written (including any padding before a wrap), in O(1).
+    var unwrittenBytes: Int {
+        guard written < published else { return 0 }
+        return Int(publishedEnd.load(ordering: .acquiring) - record(written).pointee.start) - partialBytes
+    }
+
+    /// The loop wrote everything it could see: producers should wake it for the next
+    /// frame. Returns false when a frame arrived meanwhile (keep writing instead).
+    func loopWentIdle() -> Bool {
+        loopIsIdle.store(true, ordering: .sequentiallyConsistent)
+        guard written < publishedIndex.load(ordering: .sequentiallyConsistent) else { return true }
+        loopIsIdle.store(false, ordering: .sequentiallyConsistent)
+        return false
+    }
     /// Whether any frame is unsettled (written or not).
     var hasUnsettled: Bool { settled < published }
     /// Frames written and waiting out the error wait.
