@@ -13,6 +13,41 @@ struct DeviceTokenTests {
         token.withUnsafeBytes { Array($0) }
     }
 
+    @Test func everyByteValueInEveryPositionIsJudgedLikeTheCharacterLoop() throws {
+        // The word-at-a-time fast path must agree with a plain per-character check for
+        // every byte value, wherever it stands in the 64 characters.
+        let base = Array(String(repeating: "0123456789abcdefABCDEF", count: 3).utf8.prefix(64))
+        let expected = try base.withUnsafeBytes { try DeviceToken(hex: $0) }
+        for position in stride(from: 0, to: 64, by: 7) {
+            for value in 0...255 {
+                var text = base
+                text[position] = UInt8(value)
+                let isHex = (0x30...0x39).contains(value) || (0x41...0x46).contains(value) || (0x61...0x66).contains(value)
+                let result = text.withUnsafeBytes { bytes in Result { () throws(DeviceTokenError) in try DeviceToken(hex: bytes) } }
+                switch result {
+                case .success(let token):
+                    #expect(isHex, "byte \(value) at \(position) was accepted")
+                    let nibble = UInt8(value <= 0x39 ? value - 0x30 : (value | 0x20) - 0x61 + 10)
+                    let byte = token.withUnsafeBytes { $0[position / 2] }
+                    let original = expected.withUnsafeBytes { $0[position / 2] }
+                    let want = position % 2 == 0 ? (nibble << 4 | original & 0x0F) : (original & 0xF0 | nibble)
+                    #expect(byte == want)
+                case .failure(let error):
+                    // Whitespace at either end is trimmed, which changes the length instead.
+                    let trimmedAway = [0x09, 0x0A, 0x0D, 0x20].contains(value) && (position == 0 || position == 63)
+                    #expect(!isHex)
+                    if !trimmedAway {
+                        guard case .invalidCharacter(_, let reported) = error else {
+                            Issue.record("byte \(value) at \(position): \(error)")
+                            continue
+                        }
+                        #expect(reported == position + 1)
+                    }
+                }
+            }
+        }
+    }
+
     @Test func parsesLowercaseHexIntoBytesInOrder() throws {
         let token = try DeviceToken(hex: Self.sampleHex)
         #expect(bytes(of: token) == Self.sampleBytes)
