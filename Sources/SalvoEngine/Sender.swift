@@ -304,7 +304,10 @@ final class EventHub: SenderObserver {
             // A bounded wait for the drain loop: progress or a tick, whichever comes first.
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.waitForProgress(after: generation) }
-                group.addTask { try? await Task.sleep(for: atMost); self.wakeAll() }
+                group.addTask {
+                    try? await Task.sleep(for: atMost)
+                    if !Task.isCancelled { self.wakeAll() }
+                }
                 await group.next()
                 group.cancelAll()
             }
