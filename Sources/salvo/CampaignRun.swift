@@ -95,7 +95,8 @@ final class CampaignRun: Sendable {
         print(Self.summary(report, badLineCount: badLineCount, resumedAfter: resumedAfter))
         if let reportPath {
             do {
-                try Self.writeReport(report, badLines: badLines, badLineCount: badLineCount, to: reportPath)
+                try Self.writeReport(report, badLines: badLines, badLineCount: badLineCount, resumedAfter: resumedAfter,
+                                     to: reportPath)
             } catch {
                 printError("warning: cannot write the report to \(reportPath): \(error)")
             }
@@ -119,16 +120,21 @@ final class CampaignRun: Sendable {
                 + "possible duplicates \(number(report.possibleDuplicates)), window overruns \(number(report.windowOverruns))",
         ]
         if badLineCount > 0 { lines.append("  bad input lines skipped: \(number(badLineCount)) (listed in the report)") }
-        if resumedAfter > 0 { lines.append("  resumed after line \(number(resumedAfter))") }
+        if resumedAfter > 0 {
+            lines.append("  resumed after line \(number(resumedAfter)): notifications written in the last error window "
+                         + "before the interruption may have been sent twice")
+        }
         lines.append(report.isComplete ? "  accounting: complete (submitted = accepted + rejected + failed)"
                                        : "  accounting: INCOMPLETE — \(report.submitted - report.accepted - report.rejected - report.failed) unsettled")
         return lines.joined(separator: "\n")
     }
 
-    static func writeReport(_ report: SenderReport, badLines: [BadLine], badLineCount: Int, to path: String) throws {
+    static func writeReport(_ report: SenderReport, badLines: [BadLine], badLineCount: Int, resumedAfter: Int,
+                            to path: String) throws {
         let encoded = try JSONEncoder().encode(report)
         var object = try JSONSerialization.jsonObject(with: encoded) as! [String: Any]
         object["bad_line_count"] = badLineCount
+        if resumedAfter > 0 { object["resumed_after_line"] = resumedAfter }
         object["bad_lines"] = badLines.map { ["line": $0.line, "reason": $0.reason] as [String: Any] }
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: path))
