@@ -48,5 +48,9 @@ for ($n = 1; $n <= $count; $n++) {
     }
 }
 $seconds = (hrtime(true) - $started) / 1e9;
+// Not in the cookbooks, and not timed: closing at once loses the tail. The gateway's TLS 1.3
+// session tickets sit unread in our receive buffer, so close() sends a TCP reset and the
+// gateway's kernel drops what it has not read yet (160 of 100,000 on loopback).
+usleep(300000);
 fclose($fp);
 printf("php-baseline: %d notifications in %.6f s\n", $count, $seconds);

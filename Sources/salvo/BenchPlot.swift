@@ -128,7 +128,10 @@ struct SVGLinePlot: Sendable {
     /// 1500000 -> "1.5 M", 250000 -> "250 k", 8 -> "8".
     @Sendable static func shortNumber(_ value: Double) -> String {
         func trimmed(_ scaled: Double, _ suffix: String) -> String {
-            var text = String(format: "%.2f", scaled)
+            // Three significant digits at most: 626.72 k -> 627 k, 1.234 M -> 1.23 M.
+            let decimals = abs(scaled) >= 100 ? 0 : abs(scaled) >= 10 ? 1 : 2
+            var text = String(format: "%.\(decimals)f", scaled)
+            guard decimals > 0 else { return text + suffix }
             while text.hasSuffix("0") { text.removeLast() }
             if text.hasSuffix(".") { text.removeLast() }
             return text + suffix
