@@ -3,6 +3,8 @@
 #include <string.h>
 #include <pthread.h>
 #include <errno.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include "CLinuxShim.h"
 
 int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len) {
@@ -33,4 +35,10 @@ void salvo_set_current_thread_name(const char *name) {
     strncpy(truncated, name, sizeof(truncated) - 1);
     truncated[sizeof(truncated) - 1] = 0;
     pthread_setname_np(pthread_self(), truncated);
+}
+
+int salvo_unacknowledged_bytes(int fd) {
+    int bytes = 0;
+    if (ioctl(fd, SIOCOUTQ, &bytes) != 0) return -1;
+    return bytes;
 }

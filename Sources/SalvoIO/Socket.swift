@@ -260,6 +260,10 @@ public final class Socket: @unchecked Sendable {
         try syscall("write", target: peer?.description) { Glibc.write(fd, bytes.baseAddress, bytes.count) }
     }
 
+    /// Bytes written to this socket that the peer's TCP has not acknowledged yet (0 when
+    /// unknown). What is still in here has certainly not been read by the peer.
+    public var unacknowledgedBytes: Int { max(0, Int(salvo_unacknowledged_bytes(fd))) }
+
     /// Shuts down the sending direction (the peer reads end of stream).
     public func shutdownWrite() { _ = shutdown(fd, Int32(SHUT_WR)) }
 }

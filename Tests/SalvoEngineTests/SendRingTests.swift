@@ -185,6 +185,28 @@ final class RecordingSink: SettlementSink {
         #expect(decode(writeAll(ring, now: 2 * Self.errorWait)).count == capacity)
     }
 
+    @Test func framesThePeerHasNotAcknowledgedWaitAFullErrorWaitFromThen() {
+        let ring = makeRing()
+        publish(ring, count: 10)
+        writeAll(ring, now: 0)
+        let sink = RecordingSink()
+        // At the error wait, the last three frames are still in our socket's send queue.
+        ring.holdUnacknowledged(3 * Self.frameLength, now: Self.errorWait)
+        ring.settleExpired(now: Self.errorWait, errorWait: Self.errorWait, sink: sink)
+        #expect(sink.accepted == 7)
+        ring.settleExpired(now: 2 * Self.errorWait - 1, errorWait: Self.errorWait, sink: sink)
+        #expect(sink.accepted == 7)
+        ring.settleExpired(now: 2 * Self.errorWait, errorWait: Self.errorWait, sink: sink)
+        #expect(sink.accepted == 10)
+        // An error naming a held frame still finds it in the window.
+        publish(ring, count: 2, from: 10)
+        writeAll(ring, now: 3 * Self.errorWait)
+        ring.holdUnacknowledged(Int.max, now: 4 * Self.errorWait)
+        #expect(ring.applyErrorResponse(ErrorResponse(status: .invalidToken, identifier: 12), dropBudget: 3, atMostOnce: false,
+                                        sink: sink) == .applied(resent: 0))
+        #expect(sink.rejected.map(\.identifier) == [12])
+    }
+
     @Test func partialWritesResumeMidFrameAndSlicesRespectTheLimit() {
         let ring = makeRing()
         publish(ring, count: 20)

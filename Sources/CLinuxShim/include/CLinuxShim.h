@@ -21,6 +21,10 @@
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC.
 int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
 
+/// Bytes in a TCP socket's send queue that the peer has not acknowledged yet
+/// (ioctl SIOCOUTQ), or -1 with errno set.
+int salvo_unacknowledged_bytes(int fd);
+
 /// Pins the calling thread to one CPU; returns 0 or an errno value.
 int salvo_pin_current_thread(int cpu);
 

@@ -286,6 +286,9 @@ final class GatewayConnection: EventHandler, SettlementSink {
     private func settleTimerFired() {
         settleTimer = nil
         settleDeadline = .max
+        if case .open(let stream) = phase {
+            ring.holdUnacknowledged(stream.socket.unacknowledgedBytes, now: shard.loop.now.nanoseconds)
+        }
         ring.settleExpired(now: shard.loop.now.nanoseconds, errorWait: errorWait, sink: self)
         armSettleTimer()
         shard.notifyProgress()

@@ -273,6 +273,21 @@ final class SendRing: @unchecked Sendable {
         settled < written ? record(settled).pointee.writtenAt + errorWait : nil
     }
 
+    /// Restarts the error wait of the newest written frames that make up the last
+    /// `unacknowledgedBytes` of the stream: the peer's TCP has not even received them, so
+    /// the gateway cannot have judged them. Without this, a gateway that reads slowly
+    /// (its socket buffers full) would see frames settled as accepted before it read them.
+    func holdUnacknowledged(_ unacknowledgedBytes: Int, now: UInt64) {
+        var remaining = unacknowledgedBytes - partialBytes
+        var index = written
+        while remaining > 0, index > settled {
+            index -= 1
+            let frame = record(index)
+            frame.pointee.writtenAt = max(frame.pointee.writtenAt, now)
+            remaining -= Int(frame.pointee.length)
+        }
+    }
+
     /// Settles as accepted every written frame older than the error wait.
     func settleExpired(now: UInt64, errorWait: UInt64, sink: SettlementSink) {
         var count = 0
