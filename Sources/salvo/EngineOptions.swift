@@ -26,6 +26,11 @@ struct EngineOptions: ParsableArguments {
                                valueName: "MiB"))
     var ringMiB: Int?
 
+    @Option(name: .customLong("socket-buffer-kib"),
+            help: ArgumentHelp("Kernel send buffer per connection, KiB (default 256; 0: the kernel's autotuning). What sits in it must be resent after an error.",
+                               valueName: "KiB"))
+    var socketBufferKiB: Int?
+
     @Flag(name: .customLong("ktls"), help: "Ask OpenSSL to let the kernel encrypt records (kTLS); says whether it engaged.")
     var kernelTLS = false
 
@@ -45,6 +50,7 @@ struct EngineOptions: ParsableArguments {
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
         if let errorWaitMilliseconds, errorWaitMilliseconds < 1 { throw ValidationError("--error-wait-ms must be at least 1") }
         if let ringMiB, !(1...1024).contains(ringMiB) { throw ValidationError("--ring-mib must be 1...1024") }
+        if let socketBufferKiB, !(0...65536).contains(socketBufferKiB) { throw ValidationError("--socket-buffer-kib must be 0...65536") }
     }
 
     func apply(to configuration: inout SenderConfiguration) {
@@ -55,6 +61,7 @@ struct EngineOptions: ParsableArguments {
         configuration.dropPolicy = onDrop
         if let ringMiB { configuration.ringCapacity = ringMiB << 20 }
         configuration.tls.kernelTLS = kernelTLS
+        if let socketBufferKiB { configuration.socketSendBuffer = socketBufferKiB > 0 ? socketBufferKiB << 10 : nil }
     }
 }
 

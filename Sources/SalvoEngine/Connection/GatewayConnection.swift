@@ -142,6 +142,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
         do {
             let address = try shard.nextAddress()
             let (socket, connected) = try Socket.startConnect(to: address)
+            if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
             phase = .connecting(socket)
             registration = try shard.loop.register(socket.fd, interest: .write, handler: self)
             if connected { handleEvents(.write) }
