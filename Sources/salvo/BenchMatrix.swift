@@ -86,8 +86,9 @@ struct BenchCellRunner {
                 if !isWarmup { measured.append(run) }
             }
         } catch {
+            let diagnosis = mock?.diagnosis
             mock?.abandon()
-            throw error
+            throw BenchError("\(spec.label): \(error)" + (diagnosis.map { "\n  \($0)" } ?? ""))
         }
         progress?.note("[\(index)/\(total)] \(spec.label): stopping the mock")
         let statistics = try mock?.stop()

@@ -134,6 +134,14 @@ final class BenchMockProcess {
         return count
     }
 
+    /// Whether the mock is still running, and the end of what it wrote on standard error:
+    /// for the message when a cell fails.
+    var diagnosis: String {
+        let state = process.isRunning ? "still running" : "exited with status \(process.terminationStatus)"
+        let tail = Self.tail(errorPath)
+        return "salvo mock (pid \(process.processIdentifier)) \(state)" + (tail.isEmpty ? "" : "; its standard error: \(tail)")
+    }
+
     /// Kills the mock without reading anything (after an error).
     func abandon() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
