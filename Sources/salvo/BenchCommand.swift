@@ -82,6 +82,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(name: .customLong("json-only"), help: "Write only the JSON results (leave README.md and the plot alone).")
     var jsonOnly = false
 
+    @Option(name: .customLong("render"), help: ArgumentHelp("Only regenerate README.md and the plot in --output from this results JSON.", valueName: "file"))
+    var render: String?
+
     // MARK: The matrix
 
     var matrix: BenchMatrix {
@@ -125,6 +128,11 @@ struct BenchCommand: AsyncParsableCommand {
     // MARK: Running
 
     func run() async throws {
+        if let render {
+            let results = try BenchResults.decode(try Data(contentsOf: URL(fileURLWithPath: render)))
+            print("wrote " + (try BenchOutput.write(results, to: output, jsonOnly: false)).joined(separator: ", "))
+            return
+        }
         var matrix = try matrix
         if gateway != nil { matrix.errorRates = [0] }
         let cores = BenchSystem.cores

@@ -41,7 +41,8 @@ struct SVGLinePlot: Sendable {
         let dataMax = series.flatMap { $0.points.map(\.y) }.max() ?? 0
         let drawn = references.filter { dataMax == 0 || $0.y <= dataMax * Self.referenceScaleLimit }
         let offScale = references.filter { dataMax > 0 && $0.y > dataMax * Self.referenceScaleLimit }
-        let (yMax, yStep) = Self.niceScale(max(dataMax, drawn.map(\.y).max() ?? 0))
+        // Headroom above the data for the legend, which sits in the top left corner.
+        let (yMax, yStep) = Self.niceScale(max(dataMax * (1 + 0.09 * Double(series.count + offScale.count)), drawn.map(\.y).max() ?? 0))
 
         func xPosition(_ x: Double) -> Double {
             guard let index = xValues.firstIndex(of: x) else { return left }
@@ -83,7 +84,7 @@ struct SVGLinePlot: Sendable {
         for reference in drawn {
             let y = yPosition(reference.y)
             svg += "<line x1=\"\(Self.n(left))\" y1=\"\(Self.n(y))\" x2=\"\(Self.n(left + plotWidth))\" y2=\"\(Self.n(y))\" stroke=\"#777777\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n"
-            svg += "<text x=\"\(Self.n(left + plotWidth - 4))\" y=\"\(Self.n(y - 6))\" text-anchor=\"end\" fill=\"#555555\">\(Self.escape(reference.label))</text>\n"
+            svg += "<text x=\"\(Self.n(left + plotWidth * 0.5))\" y=\"\(Self.n(y + 16))\" text-anchor=\"middle\" fill=\"#555555\">\(Self.escape(reference.label))</text>\n"
         }
         // The series.
         for (index, line) in series.enumerated() {
