@@ -41,11 +41,16 @@ public final class MockGateway: Sendable {
         public var maximumPayloadLength: Int
         /// Bytes per read (one buffer per loop). Default 64 KiB.
         public var readBufferSize: Int
+        /// The kernel receive buffer of each connection (nil: the kernel's autotuning, up
+        /// to several MiB). Everything in it after a rejected notification is discarded
+        /// and must be resent, so it shapes the cost of every error; the default, 256 KiB,
+        /// keeps that cost near what a gateway that reads promptly would impose.
+        public var receiveBuffer: Int?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, loops: Int = availableCores,
             failurePlan: FailurePlan = .none, recordAccepted: Bool = false, maximumPayloadLength: Int = 2048,
-            readBufferSize: Int = 65536
+            readBufferSize: Int = 65536, receiveBuffer: Int? = 256 << 10
         ) {
             self.host = host
             self.port = port
@@ -55,6 +60,7 @@ public final class MockGateway: Sendable {
             self.recordAccepted = recordAccepted
             self.maximumPayloadLength = maximumPayloadLength
             self.readBufferSize = readBufferSize
+            self.receiveBuffer = receiveBuffer
         }
     }
 
@@ -89,8 +95,9 @@ public final class MockGateway: Sendable {
         runtime = try ServerRuntime(
             name: "mock-gw", host: configuration.host, port: configuration.port, loopCount: loopCount,
             bufferSize: bufferSize
-        ) { socket, ordinal, loop in
+        ) { [receiveBuffer = configuration.receiveBuffer] socket, ordinal, loop in
             state.count { $0.connections += 1 }
+            if let receiveBuffer { socket.setBufferSizes(send: nil, receive: receiveBuffer) }
             guard let stream = try? TLSStream(context: context, socket: socket) else { return nil }
             return GatewayConnection(
                 stream: stream, ordinal: ordinal, loop: loop, counters: counters[ordinal % counters.count],

@@ -67,8 +67,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("error-wait-ms"), help: ArgumentHelp("The sender's error wait (a loopback mock answers in well under a millisecond).", valueName: "ms"))
     var errorWaitMilliseconds = 50
 
-    @Option(name: .customLong("ring-mib"), help: ArgumentHelp("Send ring per connection, MiB.", valueName: "MiB"))
-    var ringMiB = 4
+    @Option(name: .customLong("ring-mib"),
+            help: ArgumentHelp("Send ring per connection, MiB. It holds what is in flight during the error wait: rate x wait x frame size.", valueName: "MiB"))
+    var ringMiB = 16
 
     @Option(help: ArgumentHelp("Sender shards. Default: one per core except the mock's.", valueName: "n"))
     var shards: Int?

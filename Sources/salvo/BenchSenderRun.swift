@@ -38,7 +38,10 @@ enum BenchSenderRun {
             withUnsafeBytes(of: UInt64(n).bigEndian) { tokenBytes.replaceSubrange(24..<32, with: $0) }
             let token = try tokenBytes.withUnsafeBytes { try DeviceToken(bytes: $0) }
             do {
-                try await sender.send(token: token, payload: UnsafeRawBufferPointer(payload))
+                // The non-suspending call first: only backpressure pays for an await.
+                if try !sender.trySend(token: token, payload: UnsafeRawBufferPointer(payload)) {
+                    try await sender.send(token: token, payload: UnsafeRawBufferPointer(payload))
+                }
             } catch {
                 watcher?.cancel()
                 _ = await sender.finish(timeout: .seconds(5))

@@ -91,6 +91,11 @@ struct MockCommand: AsyncParsableCommand {
     @Option(help: "Gateway event-loop threads. Default: the number of cores.")
     var loops: Int?
 
+    @Option(name: .customLong("receive-buffer-kib"),
+            help: ArgumentHelp("Kernel receive buffer per connection, KiB (default 256; 0: the kernel's autotuning). What sits in it after a rejected notification is discarded.",
+                               valueName: "KiB"))
+    var receiveBufferKiB: Int?
+
     @Flag(name: .customLong("record-accepted"), help: "Report the digest of every accepted notification (and count duplicates).")
     var recordAccepted = false
 
@@ -202,6 +207,7 @@ struct MockCommand: AsyncParsableCommand {
         var gatewayConfiguration = MockGateway.Configuration(
             host: host, port: port, tls: serverTLS, failurePlan: try failurePlan(), recordAccepted: recordAccepted)
         if let loops { gatewayConfiguration.loops = loops }
+        if let receiveBufferKiB { gatewayConfiguration.receiveBuffer = receiveBufferKiB > 0 ? receiveBufferKiB << 10 : nil }
         let gateway = try MockGateway(gatewayConfiguration)
         let feedback = try MockFeedback(.init(host: host, port: feedbackPort, tls: serverTLS, tuples: try tuples()))
         print("listening gateway=\(gateway.port) feedback=\(feedback.port)")
