@@ -122,6 +122,14 @@ public final class TLSContext: @unchecked Sendable {
         if configuration.kernelTLS { options |= salvo_SSL_OP_ENABLE_KTLS() }
         _ = salvo_SSL_CTX_set_options(context, options)
 
+        if role == .client {
+            _ = salvo_SSL_CTX_set_client_session_cache(context)
+        } else {
+            // Resuming a session whose client certificate was verified needs a session id
+            // context; without one OpenSSL fails the resumed handshake.
+            let name = Array("salvo".utf8)
+            _ = SSL_CTX_set_session_id_context(context, name, UInt32(name.count))
+        }
         if let chain = configuration.certificateChain {
             guard let key = configuration.privateKey else {
                 throw TLSError(.configuration, reason: "a certificate was given without its private key")

@@ -32,6 +32,14 @@ public enum TLSWriteResult: Sendable, Equatable {
     case wouldBlock(TLSProgress)
 }
 
+/// A TLS session a client can resume on its next connection to the same server: the
+/// handshake then skips certificate signing and verification. Owns its `SSL_SESSION *`.
+public final class TLSSession: @unchecked Sendable {
+    let session: OpaquePointer
+    init(_ session: OpaquePointer) { self.session = session }
+    deinit { SSL_SESSION_free(session) }
+}
+
 /// One TLS connection over a nonblocking socket: owns the `SSL *` and the socket.
 ///
 /// Follows OpenSSL's retry contract: after `.wouldBlock`, call again with the same
@@ -48,7 +56,9 @@ public final class TLSStream {
     /// Wraps `socket`. A client passes the `serverName` it expects: the name is sent as SNI
     /// (unless it is an IP address) and, when the context verifies peers, checked against
     /// the certificate (DNS name or IP address).
-    public init(context: TLSContext, socket: Socket, serverName: String? = nil) throws(TLSError) {
+    ///
+    /// A client may pass the `resuming` session of an earlier connection to the same server.
+    public init(context: TLSContext, socket: Socket, serverName: String? = nil, resuming session: TLSSession? = nil) throws(TLSError) {
         ERR_clear_error()
         guard let ssl = SSL_new(context.context) else {
             throw TLSError(.configuration, reason: TLSError.drainErrorQueue())
@@ -61,6 +71,7 @@ public final class TLSStream {
         SSL_set_fd(ssl, socket.fd)
         if context.role == .client {
             SSL_set_connect_state(ssl)
+            if let session { SSL_set_session(ssl, session.session) }
             if let serverName {
                 let isAddress = Self.isIPAddress(serverName)
                 if !isAddress { _ = salvo_SSL_set_tlsext_host_name(ssl, serverName) }
@@ -144,6 +155,20 @@ public final class TLSStream {
         _ = SSL_shutdown(ssl)
         ERR_clear_error()
     }
+
+    /// The session to resume on the next connection, once the server has sent one (TLS 1.3
+    /// sends it after the handshake, so it appears after the first read).
+    public var resumableSession: TLSSession? {
+        guard let session = SSL_get1_session(ssl) else { return nil }
+        guard SSL_SESSION_is_resumable(session) == 1 else {
+            SSL_SESSION_free(session)
+            return nil
+        }
+        return TLSSession(session)
+    }
+
+    /// Whether the handshake resumed an earlier session.
+    public var isResumed: Bool { SSL_session_reused(ssl) == 1 }
 
     /// Whether records are encrypted by the kernel (kTLS) for sending.
     public var isKernelTLSSending: Bool { salvo_BIO_get_ktls_send(ssl) != 0 }

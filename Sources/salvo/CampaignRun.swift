@@ -153,7 +153,7 @@ private func reportConnectionEvents(_ sender: Sender) async {
             printError("\nconnection failed: \(reason); retrying with backoff")
         case .unreachable(let reason):
             printError("\ngateway unreachable: \(reason)")
-        case .connected(_, _, let kernelTLS) where !toldKernelTLS:
+        case .connected(_, _, _, let kernelTLS) where !toldKernelTLS:
             toldKernelTLS = true
             printError(kernelTLS ? "kTLS: engaged, the kernel encrypts records"
                                  : "kTLS: not engaged (needs the kernel's tls module and a kTLS-capable cipher); OpenSSL encrypts")

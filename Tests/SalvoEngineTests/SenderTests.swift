@@ -155,6 +155,28 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         if plan.stallEvery != nil { #expect(mock.stalls > 0) }
     }
 
+    @Test func reconnectsAfterErrorResponsesResumeTheTLSSession() async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(shutdownEvery: 500))
+        defer { rig.gateway.stop() }
+        var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
+        configuration.shards = 1
+        configuration.connectionsPerShard = 1
+        let sender = try Sender(configuration)
+        let count = 3000
+        for n in 0..<count {
+            try await sender.send(token: LoopbackRig.token(n), payload: LoopbackRig.payload(n))
+        }
+        let report = await sender.finish()
+        var connections: [Bool] = []
+        for await event in sender.events {
+            if case .connected(_, _, let resumed, _) = event { connections.append(resumed) }
+        }
+        #expect(report.accepted == count)
+        #expect(connections.count >= 2)
+        #expect(connections.first == false)
+        #expect(connections.dropFirst().allSatisfy { $0 }, "every reconnect resumes: \(connections)")
+    }
+
     @Test func silentDropsResendAndBoundTheDuplicates() async throws {
         let rig = try LoopbackRig(plan: FailurePlan(dropEvery: 2500))
         defer { rig.gateway.stop() }

@@ -19,36 +19,38 @@ final class EchoServer: Sendable {
     }
     private let sink = Sink()
 
-    init(_ configuration: TLSConfiguration, slowReader: Bool = false) throws {
+    init(_ configuration: TLSConfiguration, slowReader: Bool = false, connections: Int = 1) throws {
         let context = try TLSContext(configuration, role: .server)
         listener = try Socket.listen(host: "127.0.0.1", port: 0)
         port = listener.localAddress!.port
         let thread = Thread { [listener, outcome, finished, sink] in
             defer { finished.signal() }
-            var poller = pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 10_000) == 1, let socket = try? listener.accept() else { return }
-            if slowReader { socket.setBufferSizes(send: nil, receive: 65536) }
-            do {
-                let stream = try TLSStream(context: context, socket: socket)
-                try stream.completeHandshake()
-                outcome.value.withLock { $0 = .success(stream.peerCertificateSubject) }
-                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: slowReader ? 512 : 65536, alignment: 1)
-                defer { buffer.deallocate() }
-                loop: while true {
-                    switch try stream.readSome(into: buffer) {
-                    case .bytes(let n) where slowReader:
-                        sink.value.withLock { state in
-                            for byte in buffer[0..<n] { state.hash = (state.hash ^ UInt64(byte)) &* 0x100000001b3 }
-                            state.count += n
+            for _ in 0..<connections {
+                var poller = pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 10_000) == 1, let socket = try? listener.accept() else { return }
+                if slowReader { socket.setBufferSizes(send: nil, receive: 65536) }
+                do {
+                    let stream = try TLSStream(context: context, socket: socket)
+                    try stream.completeHandshake()
+                    outcome.value.withLock { $0 = .success(stream.peerCertificateSubject) }
+                    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: slowReader ? 512 : 65536, alignment: 1)
+                    defer { buffer.deallocate() }
+                    loop: while true {
+                        switch try stream.readSome(into: buffer) {
+                        case .bytes(let n) where slowReader:
+                            sink.value.withLock { state in
+                                for byte in buffer[0..<n] { state.hash = (state.hash ^ UInt64(byte)) &* 0x100000001b3 }
+                                state.count += n
+                            }
+                        case .bytes(let n): try stream.writeAll(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                        case .closed, .wouldBlock: break loop
                         }
-                    case .bytes(let n): try stream.writeAll(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                    case .closed, .wouldBlock: break loop
                     }
-                }
-                stream.shutdown()
-            } catch let error as TLSError {
-                outcome.value.withLock { $0 = .failure(error) }
-            } catch {}
+                    stream.shutdown()
+                } catch let error as TLSError {
+                    outcome.value.withLock { $0 = .failure(error) }
+                } catch {}
+            }
         }
         thread.start()
     }
@@ -113,6 +115,35 @@ final class EchoServer: Sendable {
     func serverNameAndAddressAreVerified(name: String) throws {
         let server = try EchoServer(serverConfiguration)
         _ = try TLSStream.connect(host: "127.0.0.1", port: server.port, context: clientContext(), serverName: name)
+    }
+
+    @Test func aSecondConnectionResumesTheSessionWithAClientCertificate() throws {
+        var configuration = serverConfiguration
+        configuration.trustRoots = .certificates(pki.authority.certificate)
+        configuration.verifyPeer = true
+        configuration.requireClientCertificate = true
+        let server = try EchoServer(configuration, connections: 2)
+        let context = try clientContext(certificate: pki.client)
+
+        let first = try TLSStream.connect(host: "127.0.0.1", port: server.port, context: context)
+        // TLS 1.3 sends the session ticket after the handshake: one round trip delivers it.
+        let ping = Array("ping".utf8)
+        try ping.withUnsafeBytes { try first.writeAll($0) }
+        var buffer = [UInt8](repeating: 0, count: 16)
+        _ = try buffer.withUnsafeMutableBytes { try first.readSome(into: $0) }
+        #expect(!first.isResumed)
+        let session = try #require(first.resumableSession)
+        first.shutdown()
+
+        let socket = try Socket.connect(host: "127.0.0.1", port: server.port, timeout: .seconds(5))
+        let second = try TLSStream(context: context, socket: socket, serverName: "127.0.0.1", resuming: session)
+        try second.completeHandshake()
+        try ping.withUnsafeBytes { try second.writeAll($0) }
+        let echoed = try buffer.withUnsafeMutableBytes { try second.readSome(into: $0) }
+        #expect(echoed == .bytes(4))
+        #expect(second.isResumed)
+        second.shutdown()
+        #expect(try server.result()?.get()?.contains("Apple Push Services") == true, "the resumed session keeps the client's identity")
     }
 
     @Test func unknownCAFailsWithOpenSSLsReason() throws {

@@ -43,6 +43,11 @@ static inline long salvo_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *certificate
     return SSL_CTX_add1_chain_cert(ctx, certificate);
 }
 
+static inline long salvo_SSL_CTX_set_client_session_cache(SSL_CTX *ctx) {
+    // Sessions are kept by the caller (one per connection slot), not in a context-wide store.
+    return SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+}
+
 /// A fresh P-256 key (EVP_EC_gen is a variadic macro).
 static inline EVP_PKEY *salvo_EVP_EC_gen_P256(void) {
     return EVP_EC_gen("P-256");

@@ -11,6 +11,9 @@ final class GatewayConnection: EventHandler, SettlementSink {
     private var lifecycle: ConnectionLifecycle
     private var phase: Phase = .idle
     private var registration: Registration?
+    /// The last connection's TLS session: reconnecting after an error response (one per
+    /// rejected notification) then skips the certificate work of a full handshake.
+    private var session: TLSSession?
     private var settleTimer: TimerID?
     private var settleDeadline: UInt64 = .max
     /// Error-response bytes read so far (the gateway's only message is 6 bytes).
@@ -50,6 +53,10 @@ final class GatewayConnection: EventHandler, SettlementSink {
 
     /// The most one SSL_write takes: one full TLS record.
     private static let recordSize = 16384
+    /// Records written per turn before the loop looks for an error response again: a
+    /// gateway that drains and discards after an error would otherwise let one turn write
+    /// the whole ring, all of it to be resent.
+    private static let recordsPerTurn = 8
     /// How long a partial record may wait for more frames.
     private static let coalescingDelay: Duration = .milliseconds(1)
 
@@ -69,7 +76,14 @@ final class GatewayConnection: EventHandler, SettlementSink {
             return
         }
         do {
+            var records = 0
             while true {
+                if records == Self.recordsPerTurn {
+                    // Yield to the loop (reads first), and come back while the socket is writable.
+                    setInterest([.read, .write])
+                    armSettleTimer()
+                    return
+                }
                 // A partial record waits (at most `coalescingDelay`) for more frames.
                 if !flush && ring.unwrittenBytes < Self.recordSize && ring.hasUnwritten {
                     if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
@@ -84,6 +98,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
                 switch try stream.write(slice) {
                 case .wrote(let count):
                     ring.markWritten(count, now: shard.loop.now.nanoseconds)
+                    records += 1
                 case .wouldBlock(let progress):
                     setInterest(progress == .wantWrite ? [.read, .write] : .read)
                     armSettleTimer()
@@ -106,7 +121,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
             do {
                 try socket.finishConnect()
                 let stream = try TLSStream(context: shard.tlsContext, socket: socket,
-                                           serverName: configuration.serverName ?? configuration.host)
+                                           serverName: configuration.serverName ?? configuration.host, resuming: session)
                 phase = .handshaking(stream)
                 advanceHandshake(stream)
             } catch {
@@ -160,7 +175,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
                 if lifecycle.opened > 1 { ledger.reconnects.add(1, ordering: .relaxed) }
                 phase = .open(stream)
                 responseCount = 0
-                shard.emit(.connected(shard: shard.index, connection: index, kernelTLS: stream.isKernelTLSSending))
+                shard.emit(.connected(shard: shard.index, connection: index, resumed: stream.isResumed, kernelTLS: stream.isKernelTLSSending))
                 pump()
             case .wantRead: setInterest(.read)
             case .wantWrite: setInterest(.write)
@@ -242,8 +257,11 @@ final class GatewayConnection: EventHandler, SettlementSink {
         registration = nil
         switch phase {
         case .open(let stream):
+            // close_notify first: OpenSSL marks the session of a connection freed without
+            // it as not resumable.
+            stream.shutdown()
+            session = stream.resumableSession ?? session
             shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
-            _ = stream  // the socket closes when the stream is released
         case .handshaking, .connecting, .idle, .closed:
             break
         }

@@ -105,9 +105,10 @@ public enum SenderEvent: Sendable, Hashable {
     case rejected(token: DeviceToken, status: Status, sequence: UInt64)
     /// Salvo gave up on a notification.
     case failed(token: DeviceToken, reason: FailureReason, sequence: UInt64)
-    /// A connection opened (shard, slot); `kernelTLS` tells whether the kernel encrypts
-    /// its records (asked for with `TLSConfiguration.kernelTLS`).
-    case connected(shard: Int, connection: Int, kernelTLS: Bool)
+    /// A connection opened (shard, slot); `resumed` when it resumed the slot's previous TLS
+    /// session (no certificate work), `kernelTLS` when the kernel encrypts its records
+    /// (asked for with `TLSConfiguration.kernelTLS`).
+    case connected(shard: Int, connection: Int, resumed: Bool, kernelTLS: Bool)
     /// A connection closed; `reason` says why (error response, drop, ...).
     case disconnected(shard: Int, connection: Int, reason: String)
     /// A connection attempt failed; it will be retried after a backoff unless it gave up.
