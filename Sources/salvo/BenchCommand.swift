@@ -65,7 +65,7 @@ struct BenchCommand: AsyncParsableCommand {
     var tls: TLSOptions
 
     @Option(name: .customLong("error-wait-ms"), help: ArgumentHelp("The sender's error wait (a loopback mock answers in well under a millisecond).", valueName: "ms"))
-    var errorWaitMilliseconds = 50
+    var errorWaitMilliseconds = 20
 
     @Option(name: .customLong("ring-mib"),
             help: ArgumentHelp("Send ring per connection, MiB. It holds what is in flight during the error wait: rate x wait x frame size.", valueName: "MiB"))
