@@ -134,7 +134,7 @@ public final class Sender: Sendable {
     ///
     /// - Parameters:
     ///   - sequence: your number for it (a campaign line, a database row), reported back
-    ///     with rejections and used for checkpoints; by default the submission count.
+    ///     with rejections and used for checkpoints; by default the order of submission.
     /// - Returns: true when taken; false when every ring is full (backpressure: retry
     ///   after a moment, or use `send`, which waits).
     /// - Throws: `SendError` for a payload the encoder refuses, after `finish()`, or once
@@ -162,12 +162,11 @@ public final class Sender: Sendable {
                 result = try ring.publish(
                     encoder: encoder, token: token, payload: payload,
                     expiry: expiry ?? configuration.defaultExpiry, priority: priority ?? configuration.defaultPriority,
-                    sequence: sequence ?? UInt64(ledger.submitted.load(ordering: .relaxed)))
+                    sequence: sequence ?? UInt64(ticket))
             } catch {
                 throw .invalidPayload(error)
             }
             if case .published(_, let wake) = result {
-                ledger.submitted.add(1, ordering: .relaxed)
                 if wake { slot.shard.wake() }
                 return true
             }
@@ -213,9 +212,12 @@ public final class Sender: Sendable {
 
     // MARK: Progress
 
+    /// Notifications taken so far: what the rings have published.
+    private var submittedCount: Int { rings.reduce(0) { $0 + Int($1.published) } }
+
     /// The accounting so far (a snapshot; `finish()` returns the final one).
     public var progress: SenderReport {
-        ledger.report(seconds: Instant.now().since(started).secondsDouble)
+        ledger.report(submitted: submittedCount, seconds: Instant.now().since(started).secondsDouble)
     }
 
     /// The oldest `sequence` not yet settled, or nil when everything sent so far is
@@ -235,13 +237,13 @@ public final class Sender: Sendable {
         isFinished.store(true, ordering: .relaxed)
         let deadline = Instant.now() + timeout
         var cancelled = false
-        while ledger.settledCount < ledger.submitted.load(ordering: .relaxed) {
+        while ledger.settledCount < submittedCount {
             if !cancelled && Instant.now() >= deadline {
                 cancelled = true
                 shards.forEach { $0.execute { $0.cancelAll() } }
             }
             let generation = hub.beginWaiting()
-            if ledger.settledCount >= ledger.submitted.load(ordering: .relaxed) {
+            if ledger.settledCount >= submittedCount {
                 hub.endWaiting()
                 break
             }
@@ -250,7 +252,7 @@ public final class Sender: Sendable {
         }
         shards.forEach { $0.stop() }
         hub.finish()
-        return ledger.report(seconds: Instant.now().since(started).secondsDouble)
+        return ledger.report(submitted: submittedCount, seconds: Instant.now().since(started).secondsDouble)
     }
 }
 

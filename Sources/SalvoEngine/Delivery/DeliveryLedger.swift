@@ -5,7 +5,6 @@ import Synchronization
 /// batches (one add per settled batch, not per notification); the rarer rejections and
 /// failures go through small locked dictionaries.
 final class DeliveryLedger: Sendable {
-    let submitted = Atomic<Int>(0)
     let accepted = Atomic<Int>(0)
     let resent = Atomic<Int>(0)
     let reconnects = Atomic<Int>(0)
@@ -24,12 +23,14 @@ final class DeliveryLedger: Sendable {
             + failedByReason.withLock { $0.values.reduce(0, +) }
     }
 
-    func report(seconds: Double) -> SenderReport {
+    /// The report, given how many notifications were submitted (the rings count those:
+    /// one fewer shared atomic on every send).
+    func report(submitted: Int, seconds: Double) -> SenderReport {
         let rejected = rejectedByStatus.withLock { $0 }
         let failed = failedByReason.withLock { $0 }
         let accepted = accepted.load(ordering: .relaxed)
         return SenderReport(
-            submitted: submitted.load(ordering: .relaxed),
+            submitted: submitted,
             accepted: accepted,
             rejected: rejected.values.reduce(0, +),
             failed: failed.values.reduce(0, +),
