@@ -166,9 +166,14 @@ public final class Sender: Sendable {
             } catch {
                 throw .invalidPayload(error)
             }
-            if case .published(_, let wake) = result {
+            switch result {
+            case .published(_, let wake):
                 if wake { slot.shard.wake() }
                 return true
+            case .unavailable:
+                unreachable += 1
+            case .full:
+                break
             }
         }
         if unreachable == slots.count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }

@@ -141,6 +141,8 @@ final class SendRing: @unchecked Sendable {
         /// Taken; when `wake`, the caller must wake the ring's loop.
         case published(identifier: UInt32, wake: Bool)
         case full
+        /// The ring's connection gave up on the gateway.
+        case unavailable
     }
 
     /// Encodes one notification into the ring and publishes it to the loop.
@@ -150,6 +152,9 @@ final class SendRing: @unchecked Sendable {
     ) throws(FrameEncodingError) -> PublishResult {
         let length = encoder.encodedLength(payloadLength: payload.count, hasExpiry: expiry != nil, hasPriority: priority != nil)
         return try producerLock.withLock { _ throws(FrameEncodingError) -> PublishResult in
+            // Checked under the lock that `failAllUnsettled` takes to set it: a frame is
+            // either published before the ring gave up (and failed with the rest) or refused.
+            guard !gaveUp.load(ordering: .relaxed) else { return .unavailable }
             let index = publishedIndex.load(ordering: .relaxed)
             if index - knownReleasedIndex >= UInt64(recordCapacity) {
                 knownReleasedIndex = releasedIndex.load(ordering: .acquiring)
@@ -385,7 +390,7 @@ final class SendRing: @unchecked Sendable {
     /// Fails every unsettled frame (written or not) with `reason`: the gateway is out of
     /// reach or the sender is shutting down.
     func failAllUnsettled(reason: FailureReason, sink: SettlementSink) -> Int {
-        if reason == .gatewayUnreachable { gaveUp.store(true, ordering: .releasing) }
+        if reason == .gatewayUnreachable { producerLock.withLock { _ in gaveUp.store(true, ordering: .relaxed) } }
         let end = published
         var failed = 0
         var index = settled
