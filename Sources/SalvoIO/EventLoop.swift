@@ -249,9 +249,6 @@ public final class EventLoop: @unchecked Sendable {
         wakeUp()
     }
 
-    /// Whether `stop()` was called.
-    public var isStopping: Bool { stopRequested.load(ordering: .acquiring) }
-
     // MARK: Running
 
     /// Runs the loop on the calling thread until `stop()`.

@@ -146,6 +146,16 @@ final class EchoServer: Sendable {
         #expect(try server.result()?.get()?.contains("Apple Push Services") == true, "the resumed session keeps the client's identity")
     }
 
+    @Test func applicationProtocolsAreNegotiated() throws {
+        var server = serverConfiguration
+        server.applicationProtocols = ["h2", "http/1.1"]
+        let echo = try EchoServer(server)
+        var client = TLSConfiguration.client(trustRoots: .certificates(pki.authority.certificate))
+        client.applicationProtocols = ["h2"]
+        let stream = try TLSStream.connect(host: "127.0.0.1", port: echo.port, context: TLSContext(client, role: .client))
+        #expect(stream.negotiatedApplicationProtocol == "h2")
+    }
+
     @Test func unknownCAFailsWithOpenSSLsReason() throws {
         let server = try EchoServer(serverConfiguration)
         let stranger = try DevelopmentPKI.makeAuthority(commonName: "Stranger CA")

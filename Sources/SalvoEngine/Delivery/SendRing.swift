@@ -223,8 +223,6 @@ final class SendRing: @unchecked Sendable {
     }
     /// Whether any frame is unsettled (written or not).
     var hasUnsettled: Bool { settled < published }
-    /// Frames written and waiting out the error wait.
-    var inFlightCount: Int { Int(written - settled) }
 
     /// The next bytes to hand to SSL_write: a run of physically contiguous frames starting
     /// where the last write stopped, at most `limit` bytes. Calling again without
