@@ -45,7 +45,8 @@ protocol SettlementSink: AnyObject {
 /// ```
 ///   released ≤ settled ≤ written ≤ published
 ///   [released, settled): settled, bytes about to be reused (collapsed: always empty between calls)
-///   [settled, written):  on the wire, waiting out the error wait
+///   [settled, written):  on the wire, waiting out the error wait (which restarts while
+///                        the gateway's TCP has not acknowledged them)
 ///   [written, published): not yet (completely) written to the current connection
 /// ```
 ///
@@ -60,7 +61,7 @@ final class SendRing: @unchecked Sendable {
     struct Record {
         var start: UInt64  // virtual byte offset; physical = start % byteCapacity
         var sequence: UInt64  // the producer's sequence number (campaign line)
-        var writtenAt: UInt64  // monotonic ns when its last byte went to SSL_write
+        var writtenAt: UInt64  // monotonic ns its error wait runs from: written, or last seen unacknowledged
         var length: UInt32
         var drops: UInt16  // silent drops it was in flight for
         var isFailed: Bool  // gave up; its bytes are skipped
