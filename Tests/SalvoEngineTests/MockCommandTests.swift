@@ -1,0 +1,70 @@
+import Foundation
+import SalvoIO
+import Testing
+
+/// `salvo mock` as a process: the first line, throwaway certificates, and the report on a
+/// signal or after --duration.
+@Suite(.serialized) struct MockCommandTests {
+    /// Starts `salvo mock` and returns it with its parsed first line (bounded wait).
+    static func start(_ arguments: [String]) throws -> (Process, gateway: Int, feedback: Int) {
+        let (process, out, _) = try SendCommandTests.launch(["mock", "--port", "0", "--feedback-port", "0"] + arguments)
+        var line = Data()
+        let handle = out.fileHandleForReading
+        while !line.contains(0x0A) {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let first = String(decoding: line.prefix { $0 != 0x0A }, as: UTF8.self)
+        let parts = first.split(separator: " ")
+        #expect(parts.first == "listening", "first line: \(first)")
+        let ports = parts.dropFirst().compactMap { Int($0.split(separator: "=").last ?? "") }
+        guard ports.count == 2 else { throw UnexpectedOutput("unexpected first line: \(first)") }
+        return (process, ports[0], ports[1])
+    }
+
+    struct UnexpectedOutput: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    static func waitForExit(_ process: Process, within timeout: Duration = .seconds(20)) {
+        let deadline = Instant.now() + timeout
+        while process.isRunning && Instant.now() < deadline { usleep(10_000) }
+        if process.isRunning { process.terminate(); Issue.record("salvo mock did not exit") }
+        process.waitUntilExit()
+    }
+
+    @Test func sigtermWritesTheReportAndExitsZero() throws {
+        let report = NSTemporaryDirectory() + "salvo-mock-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: report) }
+        let (process, gateway, feedback) = try Self.start(["--report", report])
+        #expect(gateway > 0 && feedback > 0 && gateway != feedback)
+        // The gateway answers TLS on its port (throwaway certificates: verification off here).
+        var insecure = TLSConfiguration.client()
+        insecure.verifyPeer = false
+        let stream = try TLSStream.connect(host: "127.0.0.1", port: gateway, context: TLSContext(insecure, role: .client))
+        stream.shutdown()
+        process.terminate()  // SIGTERM
+        Self.waitForExit(process)
+        #expect(process.terminationStatus == 0)
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+        #expect(json?["accepted"] as? Int == 0)
+        #expect((json?["connections"] as? Int ?? 0) >= 1)
+    }
+
+    @Test func durationStopsItOnItsOwn() throws {
+        let report = NSTemporaryDirectory() + "salvo-mock-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: report) }
+        let (process, _, _) = try Self.start(["--duration", "1", "--report", report])
+        Self.waitForExit(process)
+        #expect(process.terminationStatus == 0)
+        #expect(FileManager.default.fileExists(atPath: report))
+    }
+
+    @Test func badFlagsExitWithTwo() throws {
+        let (status, _, errors) = try SendCommandTests.run(["mock", "--reject-every", "0"])
+        #expect(status == 2)
+        #expect(errors.contains("reject-every"))
+    }
+}
