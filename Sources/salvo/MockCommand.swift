@@ -1,10 +1,8 @@
 import ArgumentParser
-import Dispatch
 import Foundation
 import SalvoIO
 import SalvoMock
 import SalvoWire
-import Synchronization
 
 /// `salvo mock`: a local APNs gateway and feedback service speaking the binary protocol,
 /// with failure plans, for trying out senders and for the benchmarks.
@@ -210,10 +208,12 @@ struct MockCommand: AsyncParsableCommand {
         if let receiveBufferKiB { gatewayConfiguration.receiveBuffer = receiveBufferKiB > 0 ? receiveBufferKiB << 10 : nil }
         let gateway = try MockGateway(gatewayConfiguration)
         let feedback = try MockFeedback(.init(host: host, port: feedbackPort, tls: serverTLS, tuples: try tuples()))
+        // Watch the signals before announcing the ports: whoever reads the line may signal at once.
+        let stop = StopSignal(duration: duration)
         print("listening gateway=\(gateway.port) feedback=\(feedback.port)")
         fflush(nil)  // all streams: other processes wait for this line
 
-        await StopSignal.wait(duration: duration)
+        await stop.wait()
         gateway.stop()
         feedback.stop()
         try writeReport(gateway.statistics())
@@ -298,40 +298,50 @@ struct UsageError: Error {
 
 /// Waits for SIGINT, SIGTERM or the end of the duration, whichever comes first.
 ///
-/// The signals are set to be ignored and watched through dispatch sources, so nothing runs
-/// in signal context.
+/// The handlers are installed synchronously in `init` (before the listening line is
+/// printed), so a signal sent the moment a client reads that line is never lost. The
+/// handler only writes a byte to a pipe (async-signal-safe); a plain thread waits on it.
 final class StopSignal: Sendable {
-    private let state = Mutex<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let readEnd: Int32
+    private let deadline: Instant?
 
-    static func wait(duration: Double?) async {
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let stop = StopSignal()
-        let queue = DispatchQueue(label: "salvo.mock.signals")
-        let sources = [SIGINT, SIGTERM].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { stop.fire() }
-            source.resume()
-            return source
+    init(duration: Double?) {
+        var ends: [Int32] = [-1, -1]
+        precondition(pipe(&ends) == 0, "pipe: \(String(cString: strerror(errno)))")
+        readEnd = ends[0]
+        stopPipeWriteEnd = ends[1]
+        deadline = duration.map { Instant.now() + .milliseconds(Int64($0 * 1000)) }
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in
+            var byte: UInt8 = 1
+            _ = write(stopPipeWriteEnd, &byte, 1)
         }
-        if let duration {
-            queue.asyncAfter(deadline: .now() + duration) { stop.fire() }
-        }
-        await withCheckedContinuation { continuation in
-            let resumeNow = stop.state.withLock { state in
-                if !state.fired { state.waiter = continuation }
-                return state.fired
-            }
-            if resumeNow { continuation.resume() }
-        }
-        withExtendedLifetime(sources) {}
+        sigemptyset(&action.sa_mask)
+        sigaction(SIGINT, &action, nil)
+        sigaction(SIGTERM, &action, nil)
     }
 
-    private func fire() {
-        state.withLock { state in
-            defer { state.waiter = nil }
-            state.fired = true
-            return state.waiter
-        }?.resume()
+    /// Returns once a signal arrived or the duration passed.
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [readEnd, deadline] in
+                var poller = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+                while true {
+                    var timeout: Int32 = -1
+                    if let deadline {
+                        let now = Instant.now()
+                        if now >= deadline { break }
+                        timeout = Int32(clamping: (deadline.nanoseconds - now.nanoseconds) / 1_000_000 + 1)
+                    }
+                    let ready = poll(&poller, 1, timeout)
+                    if ready > 0 || (ready < 0 && errno != EINTR) { break }
+                }
+                continuation.resume()
+            }
+            thread.start()
+        }
     }
 }
+
+/// Where the signal handler writes; set once, before the handlers are installed.
+nonisolated(unsafe) private var stopPipeWriteEnd: Int32 = -1
