@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A campaign of N notifications from a token file through `salvo send` to `salvo mock`
-# running as a separate process on loopback. Prints the sender's rate, its peak RSS and
-# its heap allocations (jemalloc's request counter), and the mock's accepted count.
+# running as a separate process on loopback. Prints the sender's rate, its CPU time, its
+# peak RSS, its heap allocations (jemalloc's request counter) and the mock's accepted count.
+# Needs /usr/bin/time (Debian's `time` package) and python3.
 #
 #   scripts/campaign-bench.sh [N=10000000] [extra salvo send flags...]
 #
