@@ -182,11 +182,12 @@ public final class TLSContext: @unchecked Sendable {
         case .text(let text):
             return Array(text.utf8)
         case .file(let path):
-            guard let bytes = readFile(path) else {
+            do {
+                return try readSmallFile(path, limit: 16 << 20)
+            } catch {
                 throw TLSError(.configuration, subject: path,
-                               reason: "cannot read the \(what): \(String(cString: strerror(errno)))")
+                               reason: "cannot read the \(what): \(String(cString: strerror(error.errno)))")
             }
-            return bytes
         }
     }
 
@@ -292,17 +293,22 @@ extension PEMSource {
     }
 }
 
-/// Reads a whole (small) file; nil with errno set on failure.
-func readFile(_ path: String) -> [UInt8]? {
+/// Reads a whole small file (a key, a certificate, a passphrase, a payload), refusing
+/// anything over `limit` bytes with EFBIG. Shared with the CLI, which reads its own inputs.
+package func readSmallFile(_ path: String, limit: Int) throws(IOError) -> [UInt8] {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
+    guard fd >= 0 else { throw IOError("open", errno: errno, target: path) }
     defer { close(fd) }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16384)
     while true {
         let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw IOError("read", errno: errno, target: path)
+        }
         if n == 0 { return bytes }
         bytes.append(contentsOf: chunk[0..<n])
+        guard bytes.count <= limit else { throw IOError("read", errno: EFBIG, target: path) }
     }
 }

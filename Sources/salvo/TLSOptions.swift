@@ -80,24 +80,12 @@ struct FileInputError: Error, CustomStringConvertible {
 
 /// Reads a small file given on the command line, refusing anything over `limit` bytes.
 func readWholeFile(_ path: String, limit: Int, what: String) throws -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-        throw FileInputError(description: "cannot open the \(what) \(path): \(String(cString: strerror(errno)))")
-    }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16384)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count == 0 { return bytes }
-        if count < 0 {
-            if errno == EINTR { continue }
-            throw FileInputError(description: "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
-        }
-        bytes.append(contentsOf: chunk[..<count])
-        guard bytes.count <= limit else {
-            throw FileInputError(description: "the \(what) \(path) is larger than \(limit) bytes")
-        }
+    do {
+        return try readSmallFile(path, limit: limit)
+    } catch where error.errno == EFBIG {
+        throw FileInputError(description: "the \(what) \(path) is larger than \(limit) bytes")
+    } catch {
+        throw FileInputError(description: "cannot \(error.operation) the \(what) \(path): \(String(cString: strerror(error.errno)))")
     }
 }
 
