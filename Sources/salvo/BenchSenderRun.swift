@@ -1,5 +1,6 @@
 import Foundation
 import SalvoEngine
+import SalvoIO
 import SalvoWire
 
 /// One measured run: `count` notifications through a fresh `Sender` in this process, timed,
@@ -54,17 +55,13 @@ enum BenchSenderRun {
         let cpuAfter = BenchSystem.cpuSeconds()
         let allocationsAfter = BenchSystem.allocationRequests()
 
-        let seconds = Self.seconds(elapsed)
-        let errorWait = Self.seconds(configuration.errorWait)
+        let seconds = elapsed.secondsDouble
+        let errorWait = configuration.errorWait.secondsDouble
         return BenchResults.Run(
             rate: Double(count) / max(seconds - errorWait, 1e-9), seconds: seconds,
             cpuUserSeconds: cpuAfter.user - cpuBefore.user, cpuSystemSeconds: cpuAfter.system - cpuBefore.system,
             accepted: report.accepted, rejected: report.rejected, failed: report.failed, resent: report.resent,
             reconnects: report.reconnects, possibleDuplicates: report.possibleDuplicates, windowOverruns: report.windowOverruns,
             allocations: allocationsBefore.flatMap { before in allocationsAfter.map { $0 - before } })
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
