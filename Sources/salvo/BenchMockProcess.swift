@@ -95,7 +95,7 @@ final class BenchMockProcess {
         // the mock before it drained them would undercount it.
         let drainDeadline = Date().addingTimeInterval(30)
         while Self.unreadConnections(port: gatewayPort) > 0 && Date() < drainDeadline { usleep(5_000) }
-        Thread.sleep(forTimeInterval: Double(grace.components.attoseconds) / 1e18 + Double(grace.components.seconds))
+        Thread.sleep(forTimeInterval: grace.secondsDouble)
         process.interrupt()
         let deadline = Date().addingTimeInterval(15)
         while process.isRunning && Date() < deadline { usleep(2_000) }
