@@ -25,11 +25,23 @@ public struct SenderConfiguration: Sendable {
     public var shards: Int = availableCores
     /// Gateway connections per shard.
     public var connectionsPerShard: Int = 1
-    /// Bytes of send ring per connection: the most that can be queued or in flight on it.
-    public var ringCapacity: Int = 4 << 20
-    /// How long after a frame is written an error response can still name it. A frame is
-    /// settled as accepted once this has passed with no error. Apple: about 1 s.
+    /// Bytes of staging ring per connection: frames encoded and waiting for `SSL_write`.
+    /// Written frames leave it at once (resends are read again from their source), so it
+    /// only absorbs the producer's bursts.
+    public var ringCapacity: Int = 2 << 20
+    /// Bytes per connection for notifications sent one at a time (`Sender.send(token:payload:)`),
+    /// which are kept until final: it bounds that path's rate to about this ÷ (error wait
+    /// × notification size). `send(contentsOf:)` does not use it.
+    public var retainedCapacity: Int = 4 << 20
+    /// How long after a notification is written (and acknowledged by the gateway's TCP)
+    /// an error response can still name it: then it is presumed accepted. Apple answers
+    /// within about a second. Raised for the rest of the run when an error arrives later.
     public var errorWait: Duration = .seconds(1)
+    /// How long presumed-accepted notifications keep their records, so that a late error
+    /// still rejects exactly what it names and resends what follows: they count as
+    /// accepted when released. At least twice the error wait; released sooner once nothing
+    /// more will be sent (or memory runs short). A checkpoint lags by about this much.
+    public var recordRetention: Duration = .seconds(5)
     /// Delay between reconnect attempts.
     public var reconnectBackoff = Backoff()
     /// Consecutive failed connection attempts after which a connection gives up.

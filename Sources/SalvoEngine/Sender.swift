@@ -9,8 +9,9 @@ public struct SenderError: Error, Sendable, CustomStringConvertible {
 
 /// Why one notification was not taken.
 public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
-    /// The payload is empty or too long; nothing else is affected.
-    case invalidPayload(FrameEncodingError)
+    /// The payload of the notification with this sequence is empty or too long; nothing
+    /// else is affected.
+    case invalidPayload(FrameEncodingError, sequence: UInt64)
     /// `finish()` was called.
     case finished
     /// Every connection gave up on the gateway; the reason says why (e.g. a certificate
@@ -19,7 +20,7 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case .invalidPayload(let error): "invalid payload: \(error)"
+        case .invalidPayload(let error, let sequence): "notification \(sequence): invalid payload: \(error)"
         case .finished: "the sender has finished; create a new one"
         case .gatewayUnreachable(let reason): "the gateway is unreachable: \(reason)"
         }
@@ -31,15 +32,28 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
 ///
 /// ```swift
 /// let sender = try Sender(configuration)
-/// try await sender.send(token: token, payload: Array(#"{"aps":{"alert":"Hi"}}"#.utf8))
+/// try await sender.send(contentsOf: NotificationList(tokens: tokens, payload: payload))
 /// let report = await sender.finish()
 /// ```
 ///
 /// Each notification ends in exactly one of accepted, rejected (the gateway named it in an
-/// error response) or failed; `finish()` returns the totals once all are settled. The
-/// binary protocol never acknowledges success: a notification counts as accepted once
+/// error response) or failed; `finish()` returns the totals once all are final. The
+/// binary protocol never acknowledges success: a notification is presumed accepted once
 /// `errorWait` has passed after it was written with no error naming it or anything
-/// before it.
+/// before it, and counted as accepted when its record is released, after
+/// `recordRetention` (or sooner, once nothing else is to be sent). An error response that
+/// arrives later, while the record is kept, still rejects exactly the notification it
+/// names and resends everything after it; it also raises the error wait.
+///
+/// Two ways in:
+/// - `send(contentsOf:)` takes a `NotificationSource` (a campaign file, a
+///   `NotificationList`, your own database cursor). To resend, the sender reads the
+///   source again, so nothing but a small record per run of notifications is kept, and
+///   the rate does not depend on the error wait. The fast path.
+/// - `send(token:payload:)` and `trySend` take one notification at a time. With no
+///   source to read again, each lane keeps a copy until it is final: memory holds rate ×
+///   error wait of them (`retainedCapacity`), and a full store is backpressure. The
+///   expensive path, for notifications that come one by one.
 ///
 /// With `FrameFormat.simple` (command 0) notifications carry no identifier, so the
 /// gateway cannot say which one failed: it closes the connection. Salvo then treats the
@@ -55,27 +69,30 @@ public final class Sender: Sendable {
     /// reads, the oldest events are dropped (the report's counts are never affected).
     public let events: AsyncStream<SenderEvent>
 
-    private let rings: [SendRing]
+    private let lanes: [Lane]
     private let shards: [Shard]
-    /// Each ring with its shard, without reference counting: `rings` and `shards` keep
+    /// Each lane with its shard, without reference counting: `lanes` and `shards` keep
     /// them alive, and the hot path then pays no retain/release per notification.
     private let slots: [Slot]
     private struct Slot {
-        unowned(unsafe) let ring: SendRing
+        unowned(unsafe) let lane: Lane
         unowned(unsafe) let shard: Shard
     }
-    private let encoder: FrameEncoder
-    private let ledger = DeliveryLedger()
+    private let builder: FrameBuilder
+    private let ledger: DeliveryLedger
+    private let sources = SourceRegistry()
     private let hub: EventHub
     private let cursor = Atomic<Int>(0)
     private let isFinished = Atomic<Bool>(false)
+    /// The sequence of the last notification `send(contentsOf:)` published, plus one (0: none yet).
+    private let submittedSequenceEnd = Atomic<UInt64>(0)
     private let started = Instant.now()
 
     /// Starts the shards and their connections.
     ///
     /// - Parameter onRejected: called for every rejected notification, on a shard thread,
-    ///   with the token, the status and the sequence number given to `send` — the feed for
-    ///   a provider's "remove this token" list. Keep it quick.
+    ///   with the token, the status and its sequence — the feed for a provider's "remove
+    ///   this token" list. Keep it quick.
     public init(
         _ configuration: SenderConfiguration,
         onRejected: (@Sendable (DeviceToken, Status, UInt64) -> Void)? = nil
@@ -84,7 +101,10 @@ public final class Sender: Sendable {
             throw SenderError(description: "shards and connections per shard must be at least 1")
         }
         self.configuration = configuration
-        encoder = FrameEncoder(format: configuration.format, maximumPayloadLength: configuration.maximumPayloadLength)
+        builder = FrameBuilder(
+            encoder: FrameEncoder(format: configuration.format, maximumPayloadLength: configuration.maximumPayloadLength),
+            defaultExpiry: configuration.defaultExpiry, defaultPriority: configuration.defaultPriority)
+        ledger = DeliveryLedger(errorWait: configuration.errorWait, retention: configuration.recordRetention)
         let context: TLSContext
         let addresses: [SocketAddress]
         do {
@@ -93,34 +113,40 @@ public final class Sender: Sendable {
         } catch {
             throw SenderError(description: "\(error)")
         }
-        let maximumFrame = encoder.encodedLength(payloadLength: configuration.maximumPayloadLength)
+        let maximumFrame = builder.encoder.encodedLength(payloadLength: configuration.maximumPayloadLength)
         guard configuration.ringCapacity >= 2 * maximumFrame else {
             throw SenderError(description: "ring capacity \(configuration.ringCapacity) is below twice the largest frame (\(2 * maximumFrame) bytes)")
+        }
+        guard configuration.retainedCapacity >= 2 * (maximumFrame + 64) else {
+            throw SenderError(description: "retained capacity \(configuration.retainedCapacity) is below two of the largest notifications")
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SenderEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         events = stream
         hub = EventHub(continuation: continuation, onRejected: onRejected)
 
-        var rings: [SendRing] = []
+        var lanes: [Lane] = []
         var shards: [Shard] = []
-        var shardOfRing: [Int] = []
+        var slots: [(Lane, Int)] = []
         do {
             for shardIndex in 0..<configuration.shards {
-                let shardRings = (0..<configuration.connectionsPerShard).map { _ in
-                    SendRing(byteCapacity: configuration.ringCapacity, format: configuration.format, maximumFrameLength: maximumFrame)
+                let shardLanes = (0..<configuration.connectionsPerShard).map { _ in
+                    Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame),
+                         retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
+                                                 maximumPayloadLength: configuration.maximumPayloadLength))
                 }
-                shards.append(try Shard(index: shardIndex, rings: shardRings, configuration: configuration, tlsContext: context,
-                                        addresses: addresses, ledger: ledger, observer: hub))
-                rings += shardRings
-                shardOfRing += Array(repeating: shardIndex, count: shardRings.count)
+                shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
+                                        addresses: addresses, ledger: ledger, sources: sources, builder: builder,
+                                        observer: hub))
+                lanes += shardLanes
+                slots += shardLanes.map { ($0, shardIndex) }
             }
         } catch {
             shards.forEach { $0.stop() }
             throw SenderError(description: "cannot start a shard: \(error)")
         }
-        self.rings = rings
+        self.lanes = lanes
         self.shards = shards
-        slots = zip(rings, shardOfRing).map { Slot(ring: $0, shard: shards[$1]) }
+        self.slots = slots.map { Slot(lane: $0.0, shard: shards[$0.1]) }
     }
 
     deinit {
@@ -128,47 +154,94 @@ public final class Sender: Sendable {
         hub.finish()
     }
 
-    // MARK: Sending
+    // MARK: Sending from a source
 
-    /// Hands one notification to a connection without waiting.
+    /// Sends every notification `source` yields, reading it again to resend whatever the
+    /// gateway discards; returns when every one of them is final (accepted, rejected or
+    /// failed) — the error wait after the last write.
     ///
-    /// - Parameters:
-    ///   - sequence: your number for it (a campaign line, a database row), reported back
-    ///     with rejections and used for checkpoints; by default the order of submission.
-    /// - Returns: true when taken; false when every ring is full (backpressure: retry
-    ///   after a moment, or use `send`, which waits).
-    /// - Throws: `SendError` for a payload the encoder refuses, after `finish()`, or once
-    ///   every connection gave up.
+    /// Notifications go to the connections in turns of a few hundred, so each connection
+    /// writes full TLS records and keeps one small record per run. Backpressure suspends
+    /// the reading, never loses anything.
+    ///
+    /// - Parameter reader: where to start, e.g. a reader moved past a checkpoint; by
+    ///   default a new reader from the beginning. The sender reads it on this task.
+    /// - Throws: the reader's error (e.g. a bad campaign line under the abort policy),
+    ///   after everything read before it is final; `SendError.invalidPayload` for a
+    ///   notification the encoder refuses (nothing after it is sent); `SendError.finished`;
+    ///   `SendError.gatewayUnreachable` once every connection gave up.
+    public func send<Source: NotificationSource>(contentsOf source: Source, startingWith reader: Source.Reader? = nil)
+        async throws
+    {
+        guard !isFinished.load(ordering: .relaxed) else { throw SendError.finished }
+        let entry = sources.register(source)
+        defer {
+            sources.unregister(entry)
+            shards.forEach { shard in shard.execute { $0.replayer.forget(entry.id) } }
+        }
+        var published = 0
+        var stopped: (any Error)?
+        do {
+            let reader = try reader ?? source.makeReader()
+            var turn = LaneTurn(lane: cursor.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count)
+            while let notification = try reader.next() {
+                if try !tryPublish(notification, source: entry.id, turn: &turn) {
+                    try await untilTaken { () throws(SendError) -> Bool in
+                        try tryPublish(notification, source: entry.id, turn: &turn)
+                    }
+                }
+                published += 1
+                submittedSequenceEnd.store(notification.position.sequence &+ 1, ordering: .releasing)
+            }
+        } catch {
+            stopped = error
+        }
+        entry.isExhausted.store(true, ordering: .relaxed)
+        shards.forEach { $0.settlingChanged() }
+        while entry.finalCount.load(ordering: .acquiring) < published {
+            let generation = hub.beginWaiting()
+            defer { hub.endWaiting() }
+            if entry.finalCount.load(ordering: .acquiring) >= published { break }
+            await hub.waitForProgress(after: generation)
+        }
+        if let stopped { throw stopped }
+    }
+
+    /// Which lane a source's reader publishes to, and for how much longer.
+    private struct LaneTurn {
+        var lane: Int
+        var taken = 0
+        /// The lane the previous notification went to: the next one continues its run there.
+        var previous = -1
+    }
+
+    /// Notifications a reader gives one lane before moving on to the next.
+    private static let turnLength = InFlightWindow.maximumRunLength
+
     @inline(__always)
-    public func trySend(
-        token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
-        sequence: UInt64? = nil
-    ) throws(SendError) -> Bool {
+    private func tryPublish(_ notification: SourceNotification, source: SourceID, turn: inout LaneTurn) throws(SendError) -> Bool {
         guard !isFinished.load(ordering: .relaxed) else { throw .finished }
-        // Consecutive notifications go to the same ring in runs of 64, so each wake-up of a
-        // shard finds a slice worth an SSL_write.
-        let ticket = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
-        let first = (ticket >> 6) % slots.count
         var unreachable = 0
         for offset in 0..<slots.count {
-            let slot = slots[(first + offset) % slots.count]
-            let ring = slot.ring
-            if ring.gaveUp.load(ordering: .relaxed) {
-                unreachable += 1
-                continue
-            }
-            let result: SendRing.PublishResult
+            let index = (turn.lane + offset) % slots.count
+            let slot = slots[index]
+            let result: StagingRing.PublishResult
             do {
-                result = try ring.publish(
-                    encoder: encoder, token: token, payload: payload,
-                    expiry: expiry ?? configuration.defaultExpiry, priority: priority ?? configuration.defaultPriority,
-                    sequence: sequence ?? UInt64(ticket))
+                result = try slot.lane.staging.publish(notification, source: source, continuesRun: index == turn.previous,
+                                                       builder: builder)
             } catch {
-                throw .invalidPayload(error)
+                throw .invalidPayload(error, sequence: notification.position.sequence)
             }
             switch result {
-            case .published(_, let wake):
+            case .published(let wake):
                 if wake { slot.shard.wake() }
+                turn.previous = index
+                if index == turn.lane {
+                    turn.taken += 1
+                } else {
+                    (turn.lane, turn.taken) = (index, 1)
+                }
+                if turn.taken == Self.turnLength { (turn.lane, turn.taken) = ((index + 1) % slots.count, 0) }
                 return true
             case .unavailable:
                 unreachable += 1
@@ -180,7 +253,64 @@ public final class Sender: Sendable {
         return false
     }
 
-    /// Hands one notification to a connection, suspending while every ring is full.
+    // MARK: Sending one at a time
+
+    /// Hands one notification to a connection without waiting. The expensive path: the
+    /// notification is kept in memory until it is final (see the type's notes); prefer
+    /// `send(contentsOf:)` for anything that can be read again.
+    ///
+    /// - Parameters:
+    ///   - sequence: your number for it (a row id), reported back with rejections; by
+    ///     default the order of submission.
+    /// - Returns: true when taken; false when every lane is full (backpressure: retry
+    ///   after a moment, or use `send`, which waits).
+    /// - Throws: `SendError` for a payload the encoder refuses, after `finish()`, or once
+    ///   every connection gave up.
+    public func trySend(
+        token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
+        sequence: UInt64? = nil
+    ) throws(SendError) -> Bool {
+        guard !isFinished.load(ordering: .relaxed) else { throw .finished }
+        let ticket = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
+        let sequence = sequence ?? UInt64(ticket)
+        guard (1...configuration.maximumPayloadLength).contains(payload.count) else {
+            throw .invalidPayload(payload.isEmpty ? .emptyPayload : .payloadTooLong(
+                length: payload.count, maximum: configuration.maximumPayloadLength), sequence: sequence)
+        }
+        // Consecutive notifications go to the same lane in runs of 64, so each wake-up of a
+        // shard finds a slice worth an SSL_write.
+        let first = (ticket >> 6) % slots.count
+        var unreachable = 0
+        for offset in 0..<slots.count {
+            let slot = slots[(first + offset) % slots.count]
+            let retained = slot.lane.retained
+            let result = retained.lock.withLock { _ -> StagingRing.PublishResult in
+                guard let position = retained.append(token: token, payload: payload, expiry: expiry, priority: priority,
+                                                     sequence: sequence) else { return .full }
+                let notification = SourceNotification(token: token, payload: payload, expiry: expiry, priority: priority,
+                                                      position: position)
+                let result = (try? slot.lane.staging.publish(notification, source: RetainedStore.sourceID, continuesRun: true,
+                                                             builder: builder)) ?? .unavailable
+                if case .published = result {} else { retained.removeLast() }
+                return result
+            }
+            switch result {
+            case .published(let wake):
+                if wake { slot.shard.wake() }
+                return true
+            case .unavailable:
+                unreachable += 1
+            case .full:
+                // A full store releases without waiting for the retention: tell the loop.
+                if retained.isUnderPressure.load(ordering: .relaxed) { slot.shard.wake() }
+            }
+        }
+        if unreachable == slots.count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        return false
+    }
+
+    /// Hands one notification to a connection, suspending while every lane is full. The
+    /// expensive path (see `trySend`).
     public func send(
         token: DeviceToken, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil, sequence: UInt64? = nil
     ) async throws(SendError) {
@@ -190,18 +320,6 @@ public final class Sender: Sendable {
                     try trySend(token: token, payload: bytes, expiry: expiry, priority: priority, sequence: sequence)
                 }
             }.get()
-        }
-    }
-
-    /// Like `send(token:payload:...)` for payload bytes you hold (a campaign reader's
-    /// buffer): they are copied into the ring before this returns.
-    public func send(
-        token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
-        sequence: UInt64? = nil
-    ) async throws(SendError) {
-        if try trySend(token: token, payload: payload, expiry: expiry, priority: priority, sequence: sequence) { return }
-        try await untilTaken { () throws(SendError) -> Bool in
-            try trySend(token: token, payload: payload, expiry: expiry, priority: priority, sequence: sequence)
         }
     }
 
@@ -217,29 +335,40 @@ public final class Sender: Sendable {
 
     // MARK: Progress
 
-    /// Notifications taken so far: what the rings have published.
-    private var submittedCount: Int { rings.reduce(0) { $0 + Int($1.published) } }
+    /// Notifications taken so far: what the lanes have published.
+    private var submittedCount: Int { lanes.reduce(0) { $0 + Int($1.staging.published) } }
 
     /// The accounting so far (a snapshot; `finish()` returns the final one).
     public var progress: SenderReport {
-        ledger.report(submitted: submittedCount, seconds: Instant.now().since(started).secondsDouble)
+        ledger.report(submitted: submittedCount, started: started.nanoseconds, now: Instant.now().nanoseconds)
     }
 
-    /// The oldest `sequence` not yet settled, or nil when everything sent so far is
-    /// settled. For a checkpoint with increasing sequences: first note the highest
-    /// sequence whose `send` has returned, then call this; everything below the smaller
-    /// of the two (minus one) has reached its final state. (Taken the other way round, a
-    /// notification sent during the call could be missed.)
-    public func oldestUnsettledSequence() -> UInt64? {
-        rings.compactMap { $0.oldestUnsettledSequence() }.min()
+    /// The highest sequence S such that every notification `send(contentsOf:)` submitted
+    /// with a sequence up to S is final; nil before the first. Meaningful for one source at
+    /// a time whose sequences increase (a campaign's line numbers): what a checkpoint
+    /// records.
+    public func completedSequence() -> UInt64? {
+        // The high-water mark first: every notification up to it is then either final or
+        // still in a lane when the lanes are read. (Read the other way round, one
+        // published during the scan could be missed.)
+        let end = submittedSequenceEnd.load(ordering: .acquiring)
+        guard end > 0 else { return nil }
+        var oldest = UInt64.max
+        for lane in lanes {
+            if let sequence = lane.staging.oldestUnwrittenSequence() { oldest = min(oldest, sequence) }
+            oldest = min(oldest, lane.oldestSequenceInWindow.load(ordering: .acquiring))
+        }
+        if oldest == .max { return end - 1 }
+        return oldest == 0 ? nil : min(end - 1, oldest - 1)
     }
 
-    /// Stops taking notifications, waits until every one sent is settled (the error wait
+    /// Stops taking notifications, waits until every one sent is final (the error wait
     /// after the last write), stops the threads, and returns the final report.
     ///
-    /// - Parameter timeout: after this long, what is still unsettled fails as `cancelled`.
+    /// - Parameter timeout: after this long, what is still not final fails as `cancelled`.
     public func finish(timeout: Duration = .seconds(300)) async -> SenderReport {
         isFinished.store(true, ordering: .relaxed)
+        shards.forEach { $0.settlingChanged(finishing: true) }
         let deadline = Instant.now() + timeout
         var cancelled = false
         while ledger.settledCount < submittedCount {
@@ -257,7 +386,7 @@ public final class Sender: Sendable {
         }
         shards.forEach { $0.stop() }
         hub.finish()
-        return ledger.report(submitted: submittedCount, seconds: Instant.now().since(started).secondsDouble)
+        return ledger.report(submitted: submittedCount, started: started.nanoseconds, now: Instant.now().nanoseconds)
     }
 }
 

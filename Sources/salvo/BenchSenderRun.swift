@@ -15,13 +15,7 @@ enum BenchSenderRun {
 
     static func run(count: Int, payloadBytes: Int, configuration: SenderConfiguration,
                     progress: BenchProgress?) async throws -> BenchResults.Run {
-        let encoded = payload(bytes: payloadBytes)
-        // One payload buffer for the whole run, as a campaign reader's would be.
-        let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: encoded.count, alignment: 1)
-        defer { payload.deallocate() }
-        payload.copyBytes(from: encoded)
-        var tokenBytes = [UInt8](repeating: 0x5A, count: 32)
-
+        let campaign = SyntheticCampaign(count: count, payload: payload(bytes: payloadBytes))
         let allocationsBefore = BenchSystem.allocationRequests()
         let cpuBefore = BenchSystem.cpuSeconds()
         let sender: Sender
@@ -34,31 +28,20 @@ enum BenchSenderRun {
                 }
             }
         }
-        let started = ContinuousClock.now
-        for n in 1...count {
-            withUnsafeBytes(of: UInt64(n).bigEndian) { tokenBytes.replaceSubrange(24..<32, with: $0) }
-            let token = try tokenBytes.withUnsafeBytes { try DeviceToken(bytes: $0) }
-            do {
-                // The non-suspending call first: only backpressure pays for an await.
-                if try !sender.trySend(token: token, payload: UnsafeRawBufferPointer(payload)) {
-                    try await sender.send(token: token, payload: UnsafeRawBufferPointer(payload))
-                }
-            } catch {
-                watcher?.cancel()
-                _ = await sender.finish(timeout: .seconds(5))
-                throw BenchError("sending notification \(n) of \(count) failed: \(error)")
-            }
+        do {
+            try await sender.send(contentsOf: campaign)
+        } catch {
+            watcher?.cancel()
+            _ = await sender.finish(timeout: .seconds(5))
+            throw BenchError("sending \(count) notifications failed: \(error)")
         }
         let report = await sender.finish()
-        let elapsed = started.duration(to: .now)
         watcher?.cancel()
         let cpuAfter = BenchSystem.cpuSeconds()
         let allocationsAfter = BenchSystem.allocationRequests()
 
-        let seconds = elapsed.secondsDouble
-        let errorWait = configuration.errorWait.secondsDouble
         return BenchResults.Run(
-            rate: Double(count) / max(seconds - errorWait, 1e-9), seconds: seconds,
+            rate: report.sendRatePerSecond, seconds: report.seconds,
             cpuUserSeconds: cpuAfter.user - cpuBefore.user, cpuSystemSeconds: cpuAfter.system - cpuBefore.system,
             accepted: report.accepted, rejected: report.rejected, failed: report.failed, resent: report.resent,
             reconnects: report.reconnects, possibleDuplicates: report.possibleDuplicates, windowOverruns: report.windowOverruns,

@@ -30,14 +30,15 @@ struct CampaignOptions: ParsableArguments {
         }
     }
 
-    func openReader(maximumPayloadLength: Int) throws -> CampaignReader {
+    /// The campaign as a source the sender can read again.
+    func campaignFile(maximumPayloadLength: Int) throws -> CampaignFile {
         let policy: BadLinePolicy = onBadLine == .skip ? .skip : .abort
         if let input {
-            return try CampaignReader(.jsonl(input), maximumPayloadLength: maximumPayloadLength, onBadLine: policy)
+            return CampaignFile(.jsonl(input), maximumPayloadLength: maximumPayloadLength, onBadLine: policy)
         }
         let payloadBytes = try readWholeFile(payload!, limit: 1 << 20, what: "payload file")
-        return try CampaignReader(.tokens(tokens!, payload: payloadBytes), maximumPayloadLength: maximumPayloadLength,
-                                  onBadLine: policy)
+        return CampaignFile(.tokens(tokens!, payload: payloadBytes), maximumPayloadLength: maximumPayloadLength,
+                            onBadLine: policy)
     }
 
     /// Lines in the input, for the progress display's ETA (a fast newline count).

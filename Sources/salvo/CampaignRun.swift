@@ -10,7 +10,6 @@ final class CampaignRun: Sendable {
     let sender: Sender
     private let rejectedFile: RejectedTokenFile?
     private let checkpoint: Checkpoint?
-    private let lastSubmittedLine = Atomic<Int>(0)
     private let total: Int?
     private let background: Mutex<[Task<Void, Never>]> = Mutex([])
 
@@ -23,36 +22,26 @@ final class CampaignRun: Sendable {
         startBackgroundWork()
     }
 
-    /// Hands one notification to the sender if a ring has room; false is backpressure.
-    /// Producers call this first and `submit` only when it fails, so the common case
-    /// crosses no suspension point.
-    @inline(__always)
-    func trySubmit(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32?, priority: UInt8?, line: Int) throws -> Bool {
-        guard try sender.trySend(token: token, payload: payload, expiry: expiry, priority: priority, sequence: UInt64(line)) else {
-            return false
+    /// Sends the campaign from `reader` on; returns the input error that stopped it, if any.
+    /// Everything read before such an error is sent and final when this returns.
+    func send<Source: NotificationSource>(_ campaign: Source, from reader: Source.Reader) async -> String? {
+        do {
+            try await sender.send(contentsOf: campaign, startingWith: reader)
+            return nil
+        } catch let error as CampaignError {
+            return error.description
+        } catch let error as SendError {
+            if case .invalidPayload = error { return error.description }
+            // The gateway is unreachable: the report says what failed.
+            printError("salvo send: \(error)")
+            return nil
+        } catch {
+            return "\(error)"
         }
-        lastSubmittedLine.store(line, ordering: .releasing)
-        return true
-    }
-
-    /// Sends one notification, waiting while the rings are full.
-    func submit(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32?, priority: UInt8?, line: Int) async throws {
-        try await sender.send(token: token, payload: payload, expiry: expiry, priority: priority, sequence: UInt64(line))
-        lastSubmittedLine.store(line, ordering: .releasing)
-    }
-
-    /// The highest line such that it and every line before it reached a final state.
-    private func completedThroughLine() -> Int {
-        // Read the high-water mark first: every line up to it is then either settled or
-        // still in a ring when the rings are scanned. (Scanning first could miss lines
-        // published into an already-scanned ring during the scan.)
-        let submitted = lastSubmittedLine.load(ordering: .acquiring)
-        guard let oldest = sender.oldestUnsettledSequence() else { return submitted }
-        return min(submitted, Int(oldest) - 1)
     }
 
     private func startBackgroundWork() {
-        var tasks: [Task<Void, Never>] = [Task { [sender] in await reportConnectionEvents(sender) }]
+        var tasks: [Task<Void, Never>] = [Task { [sender] in await reportSenderEvents(sender) }]
         if isatty(STDERR_FILENO) == 1 {
             tasks.append(Task { [sender, total] in
                 // At most 10 refreshes a second, on one line.
@@ -66,17 +55,17 @@ final class CampaignRun: Sendable {
             tasks.append(Task { [weak self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
-                    guard let self else { return }
-                    self.saveCheckpoint(checkpoint)
+                    guard let self, !Task.isCancelled else { return }
+                    if let line = self.sender.completedSequence() { self.saveCheckpoint(checkpoint, line: Int(line)) }
                 }
             })
         }
         background.withLock { $0 = tasks }
     }
 
-    private func saveCheckpoint(_ checkpoint: Checkpoint) {
+    private func saveCheckpoint(_ checkpoint: Checkpoint, line: Int) {
         do {
-            try checkpoint.save(completedThroughLine: max(0, completedThroughLine()))
+            try checkpoint.save(completedThroughLine: line)
         } catch {
             printError("warning: cannot save the checkpoint: \(error)")
         }
@@ -85,12 +74,15 @@ final class CampaignRun: Sendable {
     /// Drains the sender, writes the report and summary; returns the final report.
     func finish(badLines: [BadLine], badLineCount: Int, lastLine: Int, resumedAfter: Int, reportPath: String?) async -> SenderReport {
         let report = await sender.finish()
-        background.withLock { tasks in tasks.forEach { $0.cancel() } }
-        if isatty(STDERR_FILENO) == 1 { printError("") }
-        if let checkpoint {
-            // Everything read has now reached a final state (or failed, which is final too).
-            do { try checkpoint.save(completedThroughLine: lastLine) } catch { printError("warning: cannot save the checkpoint: \(error)") }
+        let tasks = background.withLock { tasks in
+            tasks.forEach { $0.cancel() }
+            return tasks
         }
+        // The checkpoint task may be saving right now: let it end before the last save.
+        for task in tasks { await task.value }
+        if isatty(STDERR_FILENO) == 1 { printError("") }
+        // Everything read has now reached a final state (or failed, which is final too).
+        if let checkpoint { saveCheckpoint(checkpoint, line: lastLine) }
         rejectedFile?.close()
         print(Self.summary(report, badLineCount: badLineCount, resumedAfter: resumedAfter))
         if let reportPath {
@@ -106,22 +98,39 @@ final class CampaignRun: Sendable {
 
     static func summary(_ report: SenderReport, badLineCount: Int = 0, resumedAfter: Int = 0) -> String {
         func number(_ n: Int) -> String { n.formatted(.number.grouping(.automatic)) }
+        func milliseconds(_ duration: Duration) -> String { number(Int((duration.secondsDouble * 1000).rounded())) + " ms" }
+        func breakdown(_ counts: [String: Int]) -> String {
+            counts.isEmpty ? "" : "  (" + counts.sorted { $0.key < $1.key }.map { "\($0.key): \(number($0.value))" }
+                .joined(separator: ", ") + ")"
+        }
         var lines = [
-            "sent \(number(report.submitted)) notifications in \(String(format: "%.2f", report.seconds)) s "
-                + "(\(number(Int(report.ratePerSecond.rounded()))) /s)",
+            "sent \(number(report.submitted)) notifications in \(String(format: "%.2f", report.sendingSeconds)) s "
+                + "(\(number(Int(report.sendRatePerSecond.rounded()))) /s); all final "
+                + "\(String(format: "%.2f", max(0, report.seconds - report.sendingSeconds))) s later (the error wait)",
             "  accepted  \(number(report.accepted))",
-            "  rejected  \(number(report.rejected))"
-                + (report.rejectedByStatus.isEmpty ? "" : "  (" + report.rejectedByStatus.sorted { $0.key < $1.key }
-                    .map { "\($0.key): \(number($0.value))" }.joined(separator: ", ") + ")"),
-            "  failed    \(number(report.failed))"
-                + (report.failedByReason.isEmpty ? "" : "  (" + report.failedByReason.sorted { $0.key < $1.key }
-                    .map { "\($0.key): \(number($0.value))" }.joined(separator: ", ") + ")"),
+            "  rejected  \(number(report.rejected))" + breakdown(report.rejectedByStatus),
+            "  failed    \(number(report.failed))" + breakdown(report.failedByReason),
             "  resent \(number(report.resent)), reconnects \(number(report.reconnects)), "
-                + "possible duplicates \(number(report.possibleDuplicates)), window overruns \(number(report.windowOverruns))",
+                + "possible duplicates \(number(report.possibleDuplicates))",
         ]
+        if let latency = report.errorLatency {
+            lines.append("  error responses: \(number(latency.count)), arriving after p50 \(String(format: "%.1f", latency.p50Milliseconds)) ms, "
+                         + "p99 \(String(format: "%.1f", latency.p99Milliseconds)) ms, max \(String(format: "%.1f", latency.maximumMilliseconds)) ms")
+        }
+        if report.lateErrors > 0, let last = report.errorWaitRaises.last {
+            lines.append("  \(number(report.lateErrors)) error response(s) arrived after the error wait; nothing was lost (their "
+                         + "records were still kept), and the wait was raised to \(milliseconds(last.to)) for the rest of the run")
+        }
+        if report.windowOverruns > 0 {
+            let unknown = report.failedByReason[FailureReason.deliveryUnknown.rawValue] ?? 0
+            lines.append("  \(number(report.windowOverruns)) error response(s) named a notification older than every record kept: "
+                         + "up to \(number(unknown)) notifications released as accepted may have been discarded by the gateway "
+                         + "and are counted as failed (delivery_unknown). The gateway answered later than --error-wait-ms and "
+                         + "--retention-ms allow: raise them (error latencies above) and resend those notifications.")
+        }
         if badLineCount > 0 { lines.append("  bad input lines skipped: \(number(badLineCount)) (listed in the report)") }
         if resumedAfter > 0 {
-            lines.append("  resumed after line \(number(resumedAfter)): notifications written in the last error window "
+            lines.append("  resumed after line \(number(resumedAfter)): notifications written within the record retention "
                          + "before the interruption may have been sent twice")
         }
         lines.append(report.isComplete ? "  accounting: complete (submitted = accepted + rejected + failed)"
@@ -142,8 +151,9 @@ final class CampaignRun: Sendable {
 }
 
 /// Tells the user, on stderr, what the connections do: the first failed attempt (the
-/// sender retries with backoff), giving up, and whether kTLS engaged when it was asked for.
-private func reportConnectionEvents(_ sender: Sender) async {
+/// sender retries with backoff), giving up, whether kTLS engaged when it was asked for,
+/// a raised error wait, and notifications that failed without a name.
+private func reportSenderEvents(_ sender: Sender) async {
     var toldFailure = false
     var toldKernelTLS = !sender.configuration.tls.kernelTLS
     for await event in sender.events {
@@ -157,6 +167,14 @@ private func reportConnectionEvents(_ sender: Sender) async {
             toldKernelTLS = true
             printError(kernelTLS ? "kTLS: engaged, the kernel encrypts records"
                                  : "kTLS: not engaged (needs the kernel's tls module and a kTLS-capable cipher); OpenSSL encrypts")
+        case .errorWaitRaised(let raise):
+            let latency = raise.latency.map { "\(Int(($0.secondsDouble * 1000).rounded())) ms after its notification" }
+                ?? "after its notification's record was released"
+            printError("\nan error response arrived \(latency), later than the error wait of "
+                       + "\(Int((raise.from.secondsDouble * 1000).rounded())) ms; raising the wait to "
+                       + "\(Int((raise.to.secondsDouble * 1000).rounded())) ms for the rest of the run")
+        case .failedUnnamed(let count, let reason, _, let detail):
+            printError("\n\(count) notification(s) failed (\(reason.rawValue)): \(detail)")
         default:
             break
         }
@@ -166,11 +184,11 @@ private func reportConnectionEvents(_ sender: Sender) async {
 /// The one-line progress display on a terminal.
 private func printProgress(_ report: SenderReport, total: Int?) {
     let settled = report.accepted + report.rejected + report.failed
-    var line = "\r\u{1B}[2Ksent \(report.submitted)  accepted \(report.accepted)  rejected \(report.rejected)  failed \(report.failed)"
-        + "  \(Int(report.ratePerSecond)) /s"
-    if let total, total > 0, report.ratePerSecond > 0 {
-        let remaining = Double(max(0, total - settled)) / report.ratePerSecond
-        line += String(format: "  %.0f%%  ETA %.0fs", 100 * Double(settled) / Double(total), remaining)
+    var line = "\r\u{1B}[2Ksent \(report.submitted)  in flight \(report.submitted - settled)  accepted \(report.accepted)"
+        + "  rejected \(report.rejected)  failed \(report.failed)  \(Int(report.sendRatePerSecond)) /s"
+    if let total, total > 0, report.sendRatePerSecond > 0 {
+        let remaining = Double(max(0, total - report.submitted)) / report.sendRatePerSecond
+        line += String(format: "  %.0f%%  ETA %.0fs", 100 * Double(report.submitted) / Double(total), remaining)
     }
     FileHandle.standardError.write(Data(line.utf8))
 }

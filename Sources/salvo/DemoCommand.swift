@@ -41,33 +41,18 @@ struct DemoCommand: AsyncParsableCommand {
             host: "127.0.0.1", port: gateway.port,
             tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
                          trustRoots: .certificates(pki.authority.certificate)))
-        // A loopback gateway answers within microseconds: a short error wait, and rings
-        // large enough for what is in flight during it. Flags override both.
-        configuration.errorWait = .milliseconds(50)
-        configuration.ringCapacity = 16 << 20
         engine.apply(to: &configuration)
         printError("mock gateway on 127.0.0.1:\(gateway.port); sending \(count) notifications over "
                    + "\(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
 
         let run = try CampaignRun(configuration: configuration, rejectedPath: nil, checkpoint: nil, total: count)
-        var payloadBuilder = PayloadBuilder()
-        payloadBuilder.alertTitle = "Salvo"
-        payloadBuilder.alertBody = "Your weekly summary is ready."
-        payloadBuilder.badge = 1
-        payloadBuilder.sound = .default
-        // One payload buffer for the whole campaign, as a reader's would be.
-        let encoded = try payloadBuilder.build()
-        let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: encoded.count, alignment: 1)
-        defer { payload.deallocate() }
-        payload.copyBytes(from: encoded)
-        var tokenBytes = [UInt8](repeating: 0x5A, count: 32)
-        for n in 1...count {
-            withUnsafeBytes(of: UInt64(n).bigEndian) { tokenBytes.replaceSubrange(24..<32, with: $0) }
-            let token = try tokenBytes.withUnsafeBytes { try DeviceToken(bytes: $0) }
-            if try !run.trySubmit(token: token, payload: UnsafeRawBufferPointer(payload), expiry: nil, priority: 10, line: n) {
-                try await run.submit(token: token, payload: UnsafeRawBufferPointer(payload), expiry: nil, priority: 10, line: n)
-            }
-        }
+        var payload = PayloadBuilder()
+        payload.alertTitle = "Salvo"
+        payload.alertBody = "Your weekly summary is ready."
+        payload.badge = 1
+        payload.sound = .default
+        let campaign = SyntheticCampaign(count: count, payload: try payload.build(), priority: 10)
+        if let problem = await run.send(campaign, from: campaign.makeReader()) { printError("salvo demo: \(problem)") }
         let report = await run.finish(badLines: [], badLineCount: 0, lastLine: count, resumedAfter: 0, reportPath: nil)
         let mock = gateway.statistics()
         let agrees = mock.accepted == report.accepted && mock.rejected == report.rejected

@@ -21,8 +21,13 @@ struct EngineOptions: ParsableArguments {
     @Option(name: .customLong("on-drop"), help: "After a silent drop: resend (at-least-once) or report (at-most-once).")
     var onDrop: DropPolicy = .atLeastOnce
 
+    @Option(name: .customLong("retention-ms"),
+            help: ArgumentHelp("How long records of presumed-accepted notifications are kept for late error responses (default 5000; at least twice the error wait).",
+                               valueName: "ms"))
+    var retentionMilliseconds: Int?
+
     @Option(name: .customLong("ring-mib"),
-            help: ArgumentHelp("Send ring per connection, MiB (default 4). It holds everything written within the error wait: rate x error wait x frame size.",
+            help: ArgumentHelp("Staging ring per connection, MiB (default 2): frames waiting to be written. Resends are read again from the input, so it does not grow with the error wait.",
                                valueName: "MiB"))
     var ringMiB: Int?
 
@@ -49,6 +54,7 @@ struct EngineOptions: ParsableArguments {
         if let shards, shards < 1 { throw ValidationError("--shards must be at least 1") }
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
         if let errorWaitMilliseconds, errorWaitMilliseconds < 1 { throw ValidationError("--error-wait-ms must be at least 1") }
+        if let retentionMilliseconds, retentionMilliseconds < 1 { throw ValidationError("--retention-ms must be at least 1") }
         if let ringMiB, !(1...1024).contains(ringMiB) { throw ValidationError("--ring-mib must be 1...1024") }
         if let socketBufferKiB, !(0...65536).contains(socketBufferKiB) { throw ValidationError("--socket-buffer-kib must be 0...65536") }
     }
@@ -58,6 +64,7 @@ struct EngineOptions: ParsableArguments {
         if let shards { configuration.shards = shards }
         configuration.connectionsPerShard = connections
         if let errorWaitMilliseconds { configuration.errorWait = .milliseconds(errorWaitMilliseconds) }
+        if let retentionMilliseconds { configuration.recordRetention = .milliseconds(retentionMilliseconds) }
         configuration.dropPolicy = onDrop
         if let ringMiB { configuration.ringCapacity = ringMiB << 20 }
         configuration.tls.kernelTLS = kernelTLS

@@ -50,8 +50,8 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let (reader, resumedAfter, run) = try prepare()
-        let inputError = await Self.send(from: reader, through: run)
+        let (campaign, reader, resumedAfter, run) = try prepare()
+        let inputError = await run.send(campaign, from: reader)
         let outcome = await run.finish(
             badLines: reader.skippedLines, badLineCount: reader.skippedLineCount, lastLine: reader.linesRead,
             resumedAfter: resumedAfter, reportPath: report)
@@ -65,52 +65,35 @@ struct SendCommand: AsyncParsableCommand {
 
 extension SendCommand {
     /// Everything before the first notification: configuration, input, sender.
-    func prepare() throws -> (CampaignReader, resumedAfter: Int, CampaignRun) {
+    func prepare() throws -> (CampaignFile, CampaignReader, resumedAfter: Int, CampaignRun) {
         let endpoint = try Endpoint(parsing: gateway, service: .gateway)
         var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
         if tls.insecure { _ = try tls.makeContext() }  // prints the warning once
         engine.apply(to: &configuration)
         let checkpointFile = checkpoint.map(Checkpoint.init(path:))
-        let (reader, resumedAfter) = try openCampaign(
+        let (campaign, reader, resumedAfter) = try openCampaign(
             checkpoint: checkpointFile, maximumPayloadLength: configuration.maximumPayloadLength)
         // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
-        let total = isatty(STDERR_FILENO) == 1 ? campaign.countLines() : nil
+        let total = isatty(STDERR_FILENO) == 1 ? self.campaign.countLines() : nil
         let run = try CampaignRun(configuration: configuration, rejectedPath: rejected, checkpoint: checkpointFile,
                                   total: total)
-        return (reader, resumedAfter, run)
+        return (campaign, reader, resumedAfter, run)
     }
 
     /// Opens the input and, with --resume, moves past the lines the checkpoint records.
-    func openCampaign(checkpoint: Checkpoint?, maximumPayloadLength: Int) throws -> (CampaignReader, resumedAfter: Int) {
+    func openCampaign(checkpoint: Checkpoint?, maximumPayloadLength: Int)
+        throws -> (CampaignFile, CampaignReader, resumedAfter: Int)
+    {
         do {
-            let reader = try campaign.openReader(maximumPayloadLength: maximumPayloadLength)
-            guard resume, let checkpoint, let line = try checkpoint.load() else { return (reader, 0) }
+            let file = try campaign.campaignFile(maximumPayloadLength: maximumPayloadLength)
+            let reader = try file.makeReader()
+            guard resume, let checkpoint, let line = try checkpoint.load() else { return (file, reader, 0) }
             try reader.skip(throughLine: line)
             printError("resuming after line \(line) (from \(checkpoint.path))")
-            return (reader, line)
+            return (file, reader, line)
         } catch {
             printError("salvo send: \(error)")
             throw ExitCode(2)
-        }
-    }
-
-    /// Feeds every line to the sender; returns the input error that stopped it, if any.
-    static func send(from reader: CampaignReader, through run: CampaignRun) async -> String? {
-        do {
-            while let item = try reader.next() {
-                if try !run.trySubmit(token: item.token, payload: item.payload, expiry: item.expiry,
-                                      priority: item.priority, line: item.line) {
-                    try await run.submit(token: item.token, payload: item.payload, expiry: item.expiry,
-                                         priority: item.priority, line: item.line)
-                }
-            }
-            return nil
-        } catch let error as CampaignError {
-            return error.description
-        } catch {
-            // The sender refused: the gateway is unreachable. The report says what failed.
-            printError("salvo send: \(error)")
-            return nil
         }
     }
 }

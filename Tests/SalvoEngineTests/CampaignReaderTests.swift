@@ -59,7 +59,7 @@ struct ReadItem: Equatable {
 
 func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
     var items: [ReadItem] = []
-    while let item = try reader.next() { items.append(ReadItem(item)) }
+    while let item = try reader.nextItem() { items.append(ReadItem(item)) }
     return items
 }
 
@@ -80,7 +80,7 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
         let path = try directory.write("bad.jsonl", text)
         let reader = try CampaignReader(.jsonl(path), maximumPayloadLength: maximumPayloadLength)
         do {
-            while try reader.next() != nil {}
+            while try reader.nextItem() != nil {}
             return nil
         } catch {
             return error.description
@@ -175,19 +175,19 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
             {"token": "\(campaignToken(2))", "payload": 5}
             {"token": "\(campaignToken(3))", "payload": {}}
             """)
-        #expect(try reader.next()?.line == 1)
+        #expect(try reader.nextItem()?.line == 1)
         #expect(throws: CampaignError.badLine(BadLine(line: 2, reason: "\"payload\" must be a JSON object, not a number"))) {
-            try reader.next()
+            try reader.nextItem()
         }
         // The caller may choose to go on; the reader continues after the bad line.
-        #expect(try reader.next()?.line == 3)
+        #expect(try reader.nextItem()?.line == 3)
         #expect(reader.skippedLineCount == 0)
     }
 
     @Test func skippedLinesKeepsTheFirstTenThousandButCountsAll() throws {
         let text = String(repeating: "nope\n", count: CampaignReader.skippedLinesKept + 5)
         let reader = try reader(text, onBadLine: .skip)
-        #expect(try reader.next() == nil)
+        #expect(try reader.nextItem() == nil)
         #expect(reader.skippedLines.count == CampaignReader.skippedLinesKept)
         #expect(reader.skippedLineCount == CampaignReader.skippedLinesKept + 5)
         #expect(reader.skippedLines.last?.line == CampaignReader.skippedLinesKept)
@@ -202,7 +202,7 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
         #expect(items.map(\.line) == [1, 3, 4])
         #expect(items.map(\.token) == [campaignToken(1), campaignToken(2), campaignToken(3)])
         #expect(items[1].payload == #"{"k":"v"}"#)
-        #expect(try reader.next() == nil)  // stays at the end
+        #expect(try reader.nextItem() == nil)  // stays at the end
     }
 
     @Test func emptyAndBlankFilesHaveNoItems() throws {
@@ -230,23 +230,23 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
         for policy in [BadLinePolicy.abort, .skip] {
             let reader = try reader("\(good)\n\(good)\n\(long)\n\(good)\n", onBadLine: policy, maximumLineLength: 128)
             let capacity = reader.readBufferCapacity
-            #expect(try reader.next()?.line == 1)
-            #expect(try reader.next()?.line == 2)
-            #expect(throws: CampaignError.lineTooLong(line: 3, limit: 128)) { try reader.next() }
+            #expect(try reader.nextItem()?.line == 1)
+            #expect(try reader.nextItem()?.line == 2)
+            #expect(throws: CampaignError.lineTooLong(line: 3, limit: 128)) { try reader.nextItem() }
             #expect(reader.readBufferCapacity == capacity)
         }
         // A last line without a newline that is too long by one byte.
         let exact = String(repeating: "a", count: 128)
         let edge = try reader("\(exact)\n\(exact)a", onBadLine: .skip, maximumLineLength: 128)
         // Line 1 is exactly the limit: read, then skipped as bad JSON; line 2 is one byte over.
-        #expect(throws: CampaignError.lineTooLong(line: 2, limit: 128)) { try edge.next() }
+        #expect(throws: CampaignError.lineTooLong(line: 2, limit: 128)) { try edge.nextItem() }
         #expect(edge.skippedLines == [BadLine(line: 1, reason: "expected '{' at column 1")])
     }
 
     @Test func theDefaultLimitIsOneMebibyte() throws {
         let long = #"{"token": "\#(campaignToken(1))", "payload": {"a": "\#(String(repeating: "x", count: 1 << 20))"}}"#
         let reader = try reader("\(long)\n")
-        #expect(throws: CampaignError.lineTooLong(line: 1, limit: 1 << 20)) { try reader.next() }
+        #expect(throws: CampaignError.lineTooLong(line: 1, limit: 1 << 20)) { try reader.nextItem() }
         #expect(CampaignError.lineTooLong(line: 1, limit: 1 << 20).description
             == "line 1 is longer than 1048576 bytes; each line must hold one notification (is the file JSONL?)")
     }
@@ -261,11 +261,11 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
             """)
         try reader.skip(throughLine: 3)
         #expect(reader.linesRead == 3)
-        #expect(try reader.next()?.line == 4)
+        #expect(try reader.nextItem()?.line == 4)
         try reader.skip(throughLine: 2)  // already past: nothing happens
-        #expect(try reader.next()?.line == 5)
+        #expect(try reader.nextItem()?.line == 5)
         try reader.skip(throughLine: 100)
-        #expect(try reader.next() == nil)
+        #expect(try reader.nextItem() == nil)
     }
 
     @Test func memoryDoesNotDependOnTheFileSize() throws {
@@ -282,7 +282,7 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
         #expect(capacity == 4098)
         var seen = 0
         var lastPayload = ""
-        while let item = try reader.next() {
+        while let item = try reader.nextItem() {
             seen += 1
             #expect(item.line == seen)
             if seen == count { lastPayload = String(decoding: item.payload, as: UTF8.self) }

@@ -48,9 +48,9 @@ import Testing
             BadLine(line: 3, reason: "device token has 65 hex characters, an odd number; APNs tokens are 32 bytes (64 hex characters)"),
         ])
         let aborting = try tokens("\(campaignToken(1))\n\(campaignToken(2)) trailing\n")
-        _ = try aborting.next()
+        _ = try aborting.nextItem()
         #expect(throws: CampaignError.badLine(BadLine(line: 2, reason: "non-hex character U+20 at position 65 of the device token")
-            )) { try aborting.next() }
+            )) { try aborting.nextItem() }
     }
 
     @Test func thePayloadMustBeAJSONObjectWithinTheLimit() throws {

@@ -278,8 +278,8 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         defer { rig.gateway.stop() }
         let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port))
         let big = [UInt8](repeating: 0x20, count: 2049)
-        #expect(throws: SendError.invalidPayload(.payloadTooLong(length: 2049, maximum: 2048))) {
-            _ = try big.withUnsafeBytes { try sender.trySend(token: LoopbackRig.token(1), payload: $0) }
+        #expect(throws: SendError.invalidPayload(.payloadTooLong(length: 2049, maximum: 2048), sequence: 7)) {
+            _ = try big.withUnsafeBytes { try sender.trySend(token: LoopbackRig.token(1), payload: $0, sequence: 7) }
         }
         try await sender.send(token: LoopbackRig.token(2), payload: LoopbackRig.payload(2))
         let report = await sender.finish()

@@ -35,11 +35,13 @@ public enum CampaignSource: Sendable, Hashable {
 /// One notification read from a campaign file.
 ///
 /// `payload` and `id` point into the reader's buffers: they are valid only until the next
-/// call to `next()` or `skip(throughLine:)`, and the reader must stay alive meanwhile. Copy
+/// call to `nextItem()` or `skip(throughLine:)`, and the reader must stay alive meanwhile. Copy
 /// them (the send path copies them into a frame) before reading on.
 public struct CampaignItem {
     /// The line this notification came from (1-based).
     public var line: Int
+    /// Where the line starts in the file, in bytes.
+    public var offset: UInt64
     /// The device token.
     public var token: DeviceToken
     /// The payload, minified JSON, at most the reader's `maximumPayloadLength` bytes.
@@ -52,10 +54,11 @@ public struct CampaignItem {
     public var id: UnsafeRawBufferPointer?
 
     public init(
-        line: Int, token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil,
+        line: Int, offset: UInt64 = 0, token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil,
         priority: UInt8? = nil, id: UnsafeRawBufferPointer? = nil
     ) {
         self.line = line
+        self.offset = offset
         self.token = token
         self.payload = payload
         self.expiry = expiry
@@ -66,7 +69,7 @@ public struct CampaignItem {
 
 /// What the reader does with a line it cannot use.
 public enum BadLinePolicy: Sendable, Hashable {
-    /// Stop: `next()` throws `CampaignError.badLine`. The default, so that nothing is
+    /// Stop: `nextItem()` throws `CampaignError.badLine`. The default, so that nothing is
     /// skipped unless asked for.
     case abort
     /// Record the line in `skippedLines` and go on with the next one.
@@ -120,12 +123,12 @@ public enum CampaignError: Error, Sendable, Equatable, CustomStringConvertible {
 ///
 /// The file goes through one fixed read buffer (`maximumLineLength` plus two bytes), and
 /// each payload is minified into one fixed payload buffer: memory does not depend on the
-/// file's size, and in steady state `next()` allocates nothing (no `String`s are made
+/// file's size, and in steady state `nextItem()` allocates nothing (no `String`s are made
 /// for good lines). Not thread-safe: use a reader from one thread at a time.
 ///
 /// ```swift
 /// let reader = try CampaignReader(.jsonl("campaign.jsonl"), onBadLine: .skip)
-/// while let item = try reader.next() { /* encode item.token, item.payload ... */ }
+/// while let item = try reader.nextItem() { /* encode item.token, item.payload ... */ }
 /// print(reader.skippedLineCount, "lines skipped")
 /// ```
 public final class CampaignReader {
@@ -147,7 +150,7 @@ public final class CampaignReader {
 
     private var lines: LineReader
     private let format: Format
-    /// Holds the payload `next()` hands out: rewritten per line for JSONL, written once
+    /// Holds the payload `nextItem()` hands out: rewritten per line for JSONL, written once
     /// (the shared payload) for a token list.
     private let payloadStorage: UnsafeMutableRawBufferPointer
 
@@ -209,7 +212,7 @@ public final class CampaignReader {
     ///
     /// - Throws: `CampaignError.badLine` for an unusable line under `.abort` (under
     ///   `.skip` it is recorded and reading goes on); `.lineTooLong`; `.io`.
-    public func next() throws(CampaignError) -> CampaignItem? {
+    public func nextItem() throws(CampaignError) -> CampaignItem? {
         while let line = try lines.nextLine() {
             do throws(LineProblem) {
                 if let item = try parse(line) { return item }
@@ -261,7 +264,7 @@ public final class CampaignReader {
     private func parseTokenLine(_ line: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) throws(LineProblem) -> CampaignItem? {
         guard let first = Self.firstNonBlank(line), first != UInt8(ascii: "#") else { return nil }
         do throws(DeviceTokenError) {
-            return CampaignItem(line: lines.lineNumber, token: try DeviceToken(hex: line), payload: payload)
+            return CampaignItem(line: lines.lineNumber, offset: lines.lineOffset, token: try DeviceToken(hex: line), payload: payload)
         } catch {
             throw LineProblem(reason: error.description)
         }
@@ -309,7 +312,7 @@ public final class CampaignReader {
         let id = fields.id.flatMap { $0.kind == .null ? nil : $0.value(in: line) }
 
         return CampaignItem(
-            line: lines.lineNumber, token: token,
+            line: lines.lineNumber, offset: lines.lineOffset, token: token,
             payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]),
             expiry: expiry, priority: priority, id: id)
     }
@@ -438,5 +441,40 @@ private struct JSONLineFields {
 
     private mutating func noteDuplicate(_ key: StaticString) {
         if duplicateKey == nil { duplicateKey = key }
+    }
+}
+
+// MARK: - As a notification source
+
+/// A campaign file as a `NotificationSource`: what `Sender.send(contentsOf:)` takes, so
+/// that notifications the gateway discarded are read again from the file instead of
+/// being kept in memory. Positions are byte offsets of lines; sequences are line numbers.
+public struct CampaignFile: NotificationSource {
+    public let source: CampaignSource
+    public let maximumPayloadLength: Int
+    public let badLinePolicy: BadLinePolicy
+
+    /// - Parameters: as for `CampaignReader.init`.
+    public init(_ source: CampaignSource, maximumPayloadLength: Int = 2048, onBadLine: BadLinePolicy = .abort) {
+        self.source = source
+        self.maximumPayloadLength = maximumPayloadLength
+        badLinePolicy = onBadLine
+    }
+
+    public func makeReader() throws(CampaignError) -> CampaignReader {
+        try CampaignReader(source, maximumPayloadLength: maximumPayloadLength, onBadLine: badLinePolicy)
+    }
+}
+
+extension CampaignReader: NotificationReader {
+    public func next() throws(CampaignError) -> SourceNotification? {
+        guard let item = try nextItem() else { return nil }
+        return SourceNotification(token: item.token, payload: item.payload, expiry: item.expiry, priority: item.priority,
+                                  position: SourcePosition(offset: item.offset, sequence: UInt64(item.line)))
+    }
+
+    /// Moves to the line that starts at `position.offset`, numbered `position.sequence`.
+    public func seek(to position: SourcePosition) throws(CampaignError) {
+        try lines.seek(toOffset: position.offset, line: Int(position.sequence))
     }
 }

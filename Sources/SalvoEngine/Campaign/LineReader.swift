@@ -23,8 +23,12 @@ struct LineReader: ~Copyable {
     private var end = 0
     private var scanned = 0
     private var atEndOfFile = false
+    /// The file offset of `buffer[0]`.
+    private var bufferOffset: UInt64 = 0
     /// The number of the line last returned (1-based); 0 before the first.
     private(set) var lineNumber = 0
+    /// The file offset where the line last returned starts (before any byte order mark).
+    private(set) var lineOffset: UInt64 = 0
 
     init(path: String, maximumLineLength: Int) throws(CampaignError) {
         precondition(maximumLineLength >= 1, "maximumLineLength must be positive")
@@ -67,9 +71,28 @@ struct LineReader: ~Copyable {
         }
     }
 
+    /// Moves so that the next line returned is the one starting at file offset `offset`,
+    /// numbered `line`. A target inside the buffer costs nothing; anything else refills
+    /// from there, so a reader that rereads runs of lines from a recent part of the file
+    /// reads the disk (or the page cache) rarely.
+    mutating func seek(toOffset offset: UInt64, line: Int) throws(CampaignError) {
+        if offset >= bufferOffset, offset <= bufferOffset + UInt64(end) {
+            start = Int(offset - bufferOffset)
+        } else {
+            guard lseek(fd, off_t(offset), SEEK_SET) >= 0 else { throw .io(IOError("seek", errno: errno, target: path)) }
+            bufferOffset = offset
+            start = 0
+            end = 0
+            atEndOfFile = false
+        }
+        scanned = start
+        lineNumber = line - 1
+    }
+
     /// Trims the line ending and the BOM, checks the length, counts the line.
     private mutating func finishLine(_ range: Range<Int>) throws(CampaignError) -> UnsafeRawBufferPointer {
         lineNumber += 1
+        lineOffset = bufferOffset + UInt64(range.lowerBound)
         var lower = range.lowerBound
         var upper = range.upperBound
         if upper > lower, buffer[upper - 1] == 0x0D { upper -= 1 }
@@ -88,6 +111,7 @@ struct LineReader: ~Copyable {
         if start > 0 {
             let pending = end - start
             if pending > 0 { base.copyMemory(from: base + start, byteCount: pending) }
+            bufferOffset += UInt64(start)
             scanned -= start
             end = pending
             start = 0

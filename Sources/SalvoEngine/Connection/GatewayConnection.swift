@@ -1,82 +1,97 @@
 import SalvoIO
 import SalvoWire
+import Synchronization
 
-/// One connection slot to the gateway: a `SendRing` that outlives the TLS connections
-/// carrying it, the lifecycle state machine, and the glue that performs its actions on
-/// the shard's event loop. Lives on its shard's thread only.
-final class GatewayConnection: EventHandler, SettlementSink {
-    let ring: SendRing
+/// What producers and a connection share: the staging ring new frames are encoded into,
+/// and the store of notifications sent one at a time.
+final class Lane: Sendable {
+    let staging: StagingRing
+    let retained: RetainedStore
+    /// The sequence of the oldest notification in the connection's window (`.max`: none),
+    /// published by the loop before the staging ring lets go of what it moves there, so
+    /// that a checkpoint reading the ring first and then this misses nothing.
+    let oldestSequenceInWindow = Atomic<UInt64>(.max)
+
+    init(staging: StagingRing, retained: RetainedStore) {
+        self.staging = staging
+        self.retained = retained
+    }
+}
+
+/// One connection slot to the gateway, on its shard's thread: performs what the
+/// `ConnectionMachine` decides with real sockets and timers, writes frames (rewound ones
+/// read again from their sources first, then new ones from the staging ring), reads
+/// error responses, and applies every settlement to the ledger, the events and the
+/// sources in one place (`apply`).
+final class GatewayConnection: EventHandler {
+    let lane: Lane
     private unowned let shard: Shard
     let index: Int
-    private var lifecycle: ConnectionLifecycle
-    private var phase: Phase = .idle
+    private var machine: ConnectionMachine<TLSStream>
+    private var window: InFlightWindow { machine.window }
     private var registration: Registration?
     /// The last connection's TLS session: reconnecting after an error response (one per
     /// rejected notification) then skips the certificate work of a full handshake.
     private var session: TLSSession?
+    private var rebuild: RebuildChunk
     private var settleTimer: TimerID?
     private var settleDeadline: UInt64 = .max
+    private var flushTimer: TimerID?
     /// Error-response bytes read so far (the gateway's only message is 6 bytes).
     private var response = [UInt8](repeating: 0, count: 64)
     private var responseCount = 0
     private var ledger: DeliveryLedger { shard.ledger }
-    private var configuration: SenderConfiguration { shard.configuration }
-    private let errorWait: UInt64
-    private let settleSlack: UInt64
 
-    private enum Phase {
-        case idle
-        case connecting(Socket)
-        case handshaking(TLSStream)
-        case open(TLSStream)
-        case closed
-    }
-
-    init(shard: Shard, index: Int, ring: SendRing) {
+    init(shard: Shard, index: Int, lane: Lane) {
         self.shard = shard
         self.index = index
-        self.ring = ring
-        errorWait = shard.configuration.errorWait.nanosecondsClamped
-        settleSlack = max(1_000_000, errorWait / 8)
-        lifecycle = ConnectionLifecycle(
-            maximumAttempts: shard.configuration.connectAttempts, backoff: shard.configuration.reconnectBackoff,
-            seed: shard.configuration.seed &+ UInt64(shard.index * 1000 + index))
+        self.lane = lane
+        let configuration = shard.configuration
+        machine = ConnectionMachine(
+            window: InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8))),
+            dropPolicy: .init(atMostOnce: configuration.dropPolicy == .atMostOnce, retryBudget: configuration.retryBudget),
+            maximumAttempts: configuration.connectAttempts, backoff: configuration.reconnectBackoff,
+            seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
+        rebuild = RebuildChunk(capacity: Self.recordSize + shard.builder.encoder.encodedLength(
+            payloadLength: configuration.maximumPayloadLength))
     }
 
     /// Whether this slot gave up on the gateway.
-    var hasGivenUp: Bool {
-        if case .gaveUp = lifecycle.state { return true }
-        return false
-    }
+    var hasGivenUp: Bool { machine.hasGivenUp }
 
-    // MARK: Driving
+    /// Whether there is anything to write.
+    var hasWork: Bool { lane.staging.hasUnwritten || window.needsRebuild }
+
+    // MARK: Writing
 
     /// The most one SSL_write takes: one full TLS record.
-    private static let recordSize = 16384
+    static let recordSize = 16384
     /// Records written per turn before the loop looks for an error response again: a
     /// gateway that drains and discards after an error would otherwise let one turn write
-    /// the whole ring, all of it to be resent.
+    /// much more, all of it to be resent.
     private static let recordsPerTurn = 8
     /// How long a partial record may wait for more frames.
     private static let coalescingDelay: Duration = .milliseconds(1)
 
-    /// New frames were published (or the sender started): connect if needed, then write.
+    /// New frames were published, or rewound ones wait: connect if needed, then write.
     ///
     /// Writes go out in full 16 KiB records while frames keep coming; a partial record
     /// waits up to `coalescingDelay` for more (or goes at once with `flush`). Each record
     /// costs a fixed amount of work (and, in OpenSSL 3.0, a few allocations), so full
     /// records are what keeps the cost per notification low.
     func pump(flush: Bool = false) {
-        if hasGivenUp {
-            _ = ring.failAllUnsettled(reason: .gatewayUnreachable, sink: self)
+        if machine.hasGivenUp {
+            failUnwritten(.gatewayUnreachable)
             return
         }
-        guard case .open(let stream) = phase else {
-            if ring.hasUnwritten, let action = lifecycle.start() { perform(action) }
+        guard let stream = machine.openTransport else {
+            if hasWork, let action = machine.start() { perform([action]) }
             return
         }
+        var records = 0
+        // Written frames free staging space: wake producers waiting for it (free when none waits).
+        defer { if records > 0 { shard.notifyProgress() } }
         do {
-            var records = 0
             while true {
                 if records == Self.recordsPerTurn {
                     // Yield to the loop (reads first), and come back while the socket is writable.
@@ -84,20 +99,40 @@ final class GatewayConnection: EventHandler, SettlementSink {
                     armSettleTimer()
                     return
                 }
-                // A partial record waits (at most `coalescingDelay`) for more frames.
-                if !flush && ring.unwrittenBytes < Self.recordSize && ring.hasUnwritten {
-                    if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
-                    break
-                }
-                guard let slice = ring.nextSlice(limit: Self.recordSize) else {
-                    // Held back by the in-flight limit: settling calls pump again.
-                    if ring.hasUnwritten { break }
-                    if ring.loopWentIdle() { break }
-                    continue
+                // Held back by the in-flight limit: settling calls pump again.
+                if !rebuild.hasPending && window.writeBudget == 0 { break }
+                let slice: UnsafeRawBufferPointer
+                let isRebuilt = rebuild.hasPending || window.needsRebuild
+                if isRebuilt {
+                    guard let next = rebuildSlice() else { continue }
+                    slice = next
+                } else {
+                    // A full window takes nothing new: settling makes room.
+                    if window.isFull { break }
+                    // A partial record waits (at most `coalescingDelay`) for more frames.
+                    if !flush && lane.staging.unwrittenBytes < Self.recordSize && lane.staging.hasUnwritten {
+                        if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
+                        break
+                    }
+                    guard let next = lane.staging.nextSlice(limit: Self.recordSize, frames: window.writeBudget) else {
+                        if lane.staging.loopWentIdle() { break }
+                        continue
+                    }
+                    slice = next
                 }
                 switch try stream.write(slice) {
                 case .wrote(let count):
-                    ring.markWritten(count, now: shard.loop.now.nanoseconds)
+                    let now = shard.loop.now.nanoseconds
+                    if isRebuilt {
+                        rebuild.markWritten(count) { index, length in window.recordRebuilt(index: index, length: length, now: now) }
+                    } else {
+                        lane.staging.markWritten(count) { index, origin, length in
+                            let wasEmpty = window.isEmpty
+                            window.recordNew(index: index, origin: origin, length: length, now: now)
+                            if wasEmpty { publishOldestSequence() }
+                        }
+                    }
+                    ledger.noteWrite(at: now)
                     records += 1
                 case .wouldBlock(let progress):
                     setInterest(progress == .wantWrite ? [.read, .write] : .read)
@@ -111,59 +146,56 @@ final class GatewayConnection: EventHandler, SettlementSink {
             // The gateway may have written an error response and closed before our write
             // failed: read what is there before deciding it was a silent drop.
             readResponse(stream)
-            if case .open = phase { connectionEnded(reason: "write failed: \(error)", permanent: nil) }
+            if machine.openTransport === stream { connectionLost("write failed: \(error)", permanent: nil) }
         }
     }
+
+    /// The pending rebuilt bytes, refilled from the sources when empty; nil when there is
+    /// nothing (more) to rebuild, or a run could not be read (it failed; look again).
+    private func rebuildSlice() -> UnsafeRawBufferPointer? {
+        if !rebuild.hasPending {
+            rebuild.reset(nextIndex: window.written)
+            var budget = window.writeBudget
+            while !rebuild.isFull, budget > 0, let (run, done) = window.rebuildRun(atOrAfter: rebuild.nextIndex) {
+                do {
+                    try shard.replayer.read(run, items: run.skip + done..<run.skip + run.count, retained: lane.retained) {
+                        notification throws(ReplayError) in
+                        do {
+                            try rebuild.append(notification, index: max(rebuild.nextIndex, run.first), builder: shard.builder)
+                        } catch {
+                            throw ReplayError(description: "it no longer encodes: \(error)")
+                        }
+                        budget -= 1
+                        return !rebuild.isFull && budget > 0
+                    }
+                } catch {
+                    if rebuild.hasPending { break }  // write what was read; the failure shows again next time
+                    apply(window.failRun(from: max(run.first, rebuild.nextIndex), reason: .sourceUnreadable),
+                          unreadable: "\(error)")
+                    return nil
+                }
+            }
+            if !rebuild.hasPending && budget > 0 { window.finishRebuild() }
+        }
+        return rebuild.pendingBytes
+    }
+
+    // MARK: Events
 
     func handleEvents(_ events: IOEvents) {
-        switch phase {
-        case .connecting(let socket):
+        switch machine.state {
+        case .connecting(let stream):
             do {
-                try socket.finishConnect()
-                let stream = try TLSStream(context: shard.tlsContext, socket: socket,
-                                           serverName: configuration.serverName ?? configuration.host, resuming: session)
-                phase = .handshaking(stream)
+                try stream.socket.finishConnect()
                 advanceHandshake(stream)
             } catch {
-                connectFailed("\(error)", permanent: isPermanent(error))
+                perform(machine.connectFailed("\(error)", permanent: false))
             }
-        case .handshaking(let stream):
-            advanceHandshake(stream)
         case .open(let stream):
             if events.contains(.read) || events.contains(.hangup) { readResponse(stream) }
-            if case .open = phase, events.contains(.write) { pump() }
-        case .idle, .closed:
+            if machine.openTransport === stream, events.contains(.write) { pump() }
+        case .idle, .waitingToReconnect, .gaveUp:
             break
-        }
-    }
-
-    private func perform(_ action: ConnectionLifecycle.Action) {
-        switch action {
-        case .connect:
-            startConnect()
-        case .reconnect(let delay):
-            shard.loop.schedule(after: delay) { [weak self] in
-                guard let self, let action = self.lifecycle.reconnectTimerFired() else { return }
-                self.perform(action)
-            }
-        case .giveUp(let reason):
-            shard.emit(.unreachable(reason: reason))
-            _ = ring.failAllUnsettled(reason: .gatewayUnreachable, sink: self)
-            shard.notifyProgress()
-        }
-    }
-
-    private func startConnect() {
-        do {
-            let address = try shard.nextAddress()
-            let (socket, connected) = try Socket.startConnect(to: address)
-            if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
-            phase = .connecting(socket)
-            registration = try shard.loop.register(socket.fd, interest: .write, handler: self)
-            if connected { handleEvents(.write) }
-        } catch {
-            phase = .idle
-            connectFailed("\(error)", permanent: false)
         }
     }
 
@@ -171,17 +203,17 @@ final class GatewayConnection: EventHandler, SettlementSink {
         do {
             switch try stream.handshake() {
             case .complete:
-                lifecycle.established()
-                if lifecycle.opened > 1 { ledger.reconnects.add(1, ordering: .relaxed) }
-                phase = .open(stream)
+                machine.established()
+                if machine.opened > 1 { ledger.reconnects.add(1, ordering: .relaxed) }
                 responseCount = 0
-                shard.emit(.connected(shard: shard.index, connection: index, resumed: stream.isResumed, kernelTLS: stream.isKernelTLSSending))
+                shard.emit(.connected(shard: shard.index, connection: index, resumed: stream.isResumed,
+                                      kernelTLS: stream.isKernelTLSSending))
                 pump()
             case .wantRead: setInterest(.read)
             case .wantWrite: setInterest(.write)
             }
         } catch {
-            connectFailed("\(error)", permanent: isPermanent(error))
+            perform(machine.connectFailed("\(error)", permanent: isPermanent(error)))
         }
     }
 
@@ -194,7 +226,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
                     try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[responseCount...]))
                 }
             } catch {
-                connectionEnded(reason: "\(error)", permanent: isPermanent(error) ? "\(error)" : nil)
+                connectionLost("\(error)", permanent: isPermanent(error) ? "\(error)" : nil)
                 return
             }
             switch result {
@@ -207,7 +239,7 @@ final class GatewayConnection: EventHandler, SettlementSink {
             case .wouldBlock:
                 return
             case .closed:
-                connectionEnded(reason: "connection closed by the gateway without an error response", permanent: nil)
+                connectionLost("connection closed by the gateway without an error response", permanent: nil)
                 return
             }
         }
@@ -217,62 +249,75 @@ final class GatewayConnection: EventHandler, SettlementSink {
         let decoded = response.withUnsafeBytes { try? ErrorResponse.decode(UnsafeRawBufferPointer(rebasing: $0[0..<responseCount])) }
         guard let errorResponse = decoded else {
             // Not an error response: a gateway that speaks something else. Treat as a drop.
-            connectionEnded(reason: "unexpected bytes from the gateway", permanent: nil)
+            connectionLost("unexpected bytes from the gateway", permanent: nil)
             return
         }
-        let outcome = ring.applyErrorResponse(
-            errorResponse, dropBudget: configuration.retryBudget, atMostOnce: configuration.dropPolicy == .atMostOnce, sink: self)
-        switch outcome {
-        case .applied(let resent):
-            ledger.resent.add(resent, ordering: .relaxed)
-        case .windowOverrun(let resent, _):
-            ledger.windowOverruns.add(1, ordering: .relaxed)
-            ledger.resent.add(resent, ordering: .relaxed)
-            ledger.possibleDuplicates.add(resent, ordering: .relaxed)
+        perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
+    }
+
+    private func connectionLost(_ reason: String, permanent: String?) {
+        perform(machine.connectionLost(reason, permanentReason: permanent))
+    }
+
+    // MARK: Actions
+
+    private func perform(_ actions: [ConnectionMachine<TLSStream>.Action]) {
+        for action in actions {
+            switch action {
+            case .connect:
+                startConnect()
+            case .close(let stream, let reason, let wasOpen):
+                close(stream, reason: reason, wasOpen: wasOpen)
+            case .reconnect(let delay):
+                shard.loop.schedule(after: delay) { [weak self] in
+                    guard let self, let action = self.machine.reconnectTimerFired() else { return }
+                    self.perform([action])
+                }
+            case .settle(let settlement):
+                apply(settlement)
+            case .giveUp(let reason):
+                shard.emit(.unreachable(reason: reason))
+                failUnwritten(.gatewayUnreachable)
+            }
         }
-        close(reason: "error response: \(errorResponse.status.name) for #\(errorResponse.identifier)")
-        perform(lifecycle.closed(afterErrorResponse: true))
-        shard.notifyProgress()
     }
 
-    /// The connection ended without an error response.
-    private func connectionEnded(reason: String, permanent: String?) {
-        let (resent, _) = ring.handleDrop(
-            dropBudget: configuration.retryBudget, atMostOnce: configuration.dropPolicy == .atMostOnce, sink: self)
-        ledger.resent.add(resent, ordering: .relaxed)
-        ledger.possibleDuplicates.add(resent, ordering: .relaxed)
-        close(reason: reason)
-        perform(lifecycle.closed(afterErrorResponse: false, permanentReason: permanent))
-        shard.notifyProgress()
+    private func startConnect() {
+        let configuration = shard.configuration
+        do {
+            let address = try shard.nextAddress()
+            let (socket, connected) = try Socket.startConnect(to: address)
+            if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
+            let stream = try TLSStream(context: shard.tlsContext, socket: socket,
+                                       serverName: configuration.serverName ?? configuration.host, resuming: session)
+            machine.connectStarted(stream)
+            registration = try shard.loop.register(socket.fd, interest: .write, handler: self)
+            if connected { handleEvents(.write) }
+        } catch {
+            perform(machine.connectFailed("\(error)", permanent: isPermanent(error)))
+        }
     }
 
-    private func connectFailed(_ reason: String, permanent: Bool) {
-        close(reason: reason)
-        shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
-        perform(lifecycle.connectFailed(reason, permanent: permanent))
-    }
-
-    private func close(reason: String) {
+    private func close(_ stream: TLSStream, reason: String, wasOpen: Bool) {
         if let registration { shard.loop.deregister(registration) }
         registration = nil
-        switch phase {
-        case .open(let stream):
+        rebuild.reset(nextIndex: window.written)
+        responseCount = 0
+        if wasOpen {
             // close_notify first: OpenSSL marks the session of a connection freed without
             // it as not resumable.
             stream.shutdown()
             session = stream.resumableSession ?? session
             shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
-        case .handshaking, .connecting, .idle, .closed:
-            break
+        } else {
+            shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
         }
-        phase = .closed
     }
 
     /// Certificate problems do not heal by retrying.
     private func isPermanent(_ error: any Error) -> Bool {
         guard let tls = error as? TLSError else { return false }
-        let reason = tls.reason
-        return tls.stage == .configuration || reason.contains("certificate")
+        return tls.stage == .configuration || tls.reason.contains("certificate")
     }
 
     private func setInterest(_ interest: IOEvents) {
@@ -280,57 +325,191 @@ final class GatewayConnection: EventHandler, SettlementSink {
         try? shard.loop.setInterest(registration, interest)
     }
 
+    /// Fails what waits in the staging ring and refuses more: the slot gave up, or the
+    /// sender is cancelling.
+    func failUnwritten(_ reason: FailureReason) {
+        var settlement = Settlement()
+        var failed = 0
+        lane.staging.refuseAndTakeUnwritten { _, origin, frame in
+            settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
+            failed += 1
+            if let token = shard.builder.token(inFrame: frame) {
+                shard.emit(.failed(token: token, reason: reason, sequence: origin.position.sequence))
+            }
+        }
+        guard failed > 0 else { return }
+        window.skipNew(to: lane.staging.written)
+        ledger.recordFailed(reason, count: failed)
+        apply(settlement)
+    }
+
+    /// Fails everything not final (the sender gave up waiting).
+    func cancel() {
+        perform(machine.cancel())
+        failUnwritten(.cancelled)
+    }
+
     // MARK: Settling
 
-    private func armSettleTimer() {
+    /// Applies what the window decided: the one place where notifications become final
+    /// for the ledger, the events, the sources and the retained store.
+    private func apply(_ settlement: Settlement, unreadable: String? = nil) {
+        if settlement.accepted > 0 { ledger.accepted.add(settlement.accepted, ordering: .relaxed) }
+        if let rejection = settlement.rejection {
+            ledger.recordRejected(rejection.status)
+            if let (token, sequence) = try? shard.replayer.name(rejection.run, item: rejection.item, retained: lane.retained) {
+                shard.reportRejection(token: token, status: rejection.status, sequence: sequence)
+            }
+        }
+        for (run, reason) in settlement.failures {
+            ledger.recordFailed(reason, count: run.count)
+            if let unreadable {
+                shard.emit(.failedUnnamed(count: run.count, reason: reason, firstSequence: run.position.sequence,
+                                          detail: unreadable))
+            } else {
+                reportFailures(of: run, reason: reason)
+            }
+        }
+        if settlement.resent > 0 { ledger.resent.add(settlement.resent, ordering: .relaxed) }
+        if settlement.possibleDuplicates > 0 { ledger.possibleDuplicates.add(settlement.possibleDuplicates, ordering: .relaxed) }
+        if settlement.isBeyondWindow {
+            ledger.windowOverruns.add(1, ordering: .relaxed)
+            if settlement.acceptedToUnknown > 0 {
+                ledger.reclassifyAcceptedAsUnknown(settlement.acceptedToUnknown)
+                shard.emit(.failedUnnamed(
+                    count: settlement.acceptedToUnknown, reason: .deliveryUnknown, firstSequence: nil,
+                    detail: "an error response named a notification written before every record kept; the "
+                        + "notifications between it and the oldest record were released as accepted too early"))
+            }
+        }
+        if settlement.errorLatency != nil || settlement.isBeyondWindow,
+           let raise = ledger.recordErrorResponse(latency: settlement.errorLatency, isLate: settlement.isLateError) {
+            shard.emit(.errorWaitRaised(raise))
+        }
+        publishOldestSequence()
+        shard.sources.noteFinals(settlement.finals)
+        if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
+        shard.notifyProgress()
+    }
+
+    private func publishOldestSequence() {
+        lane.oldestSequenceInWindow.store(window.oldestSequence ?? .max, ordering: .releasing)
+    }
+
+    /// One failure event per notification of `run`, named by reading it again.
+    private func reportFailures(of run: Run, reason: FailureReason) {
+        var named = 0
+        do {
+            try shard.replayer.read(run, items: run.skip..<run.skip + run.count, retained: lane.retained) { notification in
+                shard.emit(.failed(token: notification.token, reason: reason, sequence: notification.position.sequence))
+                named += 1
+                return true
+            }
+        } catch {
+            shard.emit(.failedUnnamed(count: run.count - named, reason: reason, firstSequence: run.position.sequence,
+                                      detail: "\(error)"))
+        }
+    }
+
+    private func settlePolicy() -> SettlePolicy {
+        let shard = self.shard
+        let retained = lane.retained
+        return SettlePolicy(errorWait: ledger.errorWait, retention: ledger.retention) { source in
+            shard.isFinishing || (source == RetainedStore.sourceID
+                ? retained.isUnderPressure.load(ordering: .relaxed) : shard.sources.isExhausted(source))
+        }
+    }
+
+    /// Arms the settle timer for the next time the window has something to settle,
+    /// unless one is armed for earlier. With `again`, re-derives the deadline (urgency or
+    /// the error wait changed).
+    func armSettleTimer(again: Bool = false) {
+        if again, let settleTimer {
+            shard.loop.cancel(settleTimer)
+            self.settleTimer = nil
+            settleDeadline = .max
+        }
+        guard let due = window.nextSettleTime(policy: settlePolicy()) else { return }
         // Settling a little late lets one timer settle a large batch: fewer wake-ups for
         // the loop and for producers waiting on backpressure.
-        guard let due = ring.nextSettleTime(errorWait: errorWait) else { return }
-        let deadline = due + settleSlack
+        let deadline = due &+ max(1_000_000, ledger.errorWait / 8)
         guard deadline < settleDeadline else { return }
         if let settleTimer { shard.loop.cancel(settleTimer) }
         settleDeadline = deadline
-        settleTimer = shard.loop.schedule(at: Instant(nanoseconds: deadline), settleCallback)
+        settleTimer = shard.loop.schedule(at: Instant(nanoseconds: deadline), settleAction)
     }
 
-    private var flushTimer: TimerID?
+    /// Made once: scheduling them allocates nothing on the hot path.
     private lazy var flushAction = TimerAction { [unowned self] in
         self.flushTimer = nil
         self.pump(flush: true)
     }
-
-    /// Made once: scheduling it allocates nothing on the hot path.
-    private lazy var settleCallback = TimerAction { [unowned self] in self.settleTimerFired() }
+    private lazy var settleAction = TimerAction { [unowned self] in self.settleTimerFired() }
 
     private func settleTimerFired() {
         settleTimer = nil
         settleDeadline = .max
-        if case .open(let stream) = phase {
-            ring.holdUnacknowledged(stream.socket.unacknowledgedBytes, now: shard.loop.now.nanoseconds)
+        let now = shard.loop.now.nanoseconds
+        if let stream = machine.openTransport {
+            window.holdUnacknowledged(stream.socket.unacknowledgedBytes, now: now)
         }
-        ring.settleExpired(now: shard.loop.now.nanoseconds, errorWait: errorWait, sink: self)
+        let settlement = window.settle(now: now, policy: settlePolicy())
+        if !settlement.isEmpty { apply(settlement) }
         armSettleTimer()
-        shard.notifyProgress()
-        if ring.hasUnwritten { pump() }
+        if hasWork { pump() }
+    }
+}
+
+/// Rewound notifications encoded again, waiting to be written: about one TLS record's
+/// worth, kept until `SSL_write` has taken all of it (a retried write gets the same bytes).
+struct RebuildChunk: ~Copyable {
+    private let bytes: UnsafeMutableRawBufferPointer
+    /// Lane index and end offset of each frame.
+    private var frames: [(index: UInt64, end: Int)] = []
+    private var count = 0
+    private var writtenBytes = 0
+    private var writtenFrames = 0
+    /// The index the next rebuilt frame gets (after holes, the run's).
+    private(set) var nextIndex: UInt64 = 0
+
+    init(capacity: Int) {
+        bytes = .allocate(byteCount: capacity, alignment: 16)
+        frames.reserveCapacity(capacity / 64)
     }
 
-    // MARK: SettlementSink
+    deinit { bytes.deallocate() }
 
-    func accepted(count: Int) {
-        ledger.accepted.add(count, ordering: .relaxed)
+    var hasPending: Bool { writtenBytes < count }
+    var isFull: Bool { count >= GatewayConnection.recordSize }
+    var pendingBytes: UnsafeRawBufferPointer? {
+        hasPending ? UnsafeRawBufferPointer(rebasing: bytes[writtenBytes..<count]) : nil
     }
 
-    func rejected(status: Status, identifier: UInt32, sequence: UInt64, frame: UnsafeRawBufferPointer) {
-        ledger.recordRejected(status)
-        if let token = ring.token(inFrame: frame) {
-            shard.reportRejection(token: token, status: status, sequence: sequence)
-        }
+    mutating func reset(nextIndex: UInt64) {
+        frames.removeAll(keepingCapacity: true)
+        count = 0
+        writtenBytes = 0
+        writtenFrames = 0
+        self.nextIndex = nextIndex
     }
 
-    func failed(reason: FailureReason, sequence: UInt64, frame: UnsafeRawBufferPointer) {
-        ledger.recordFailed(reason)
-        if let token = ring.token(inFrame: frame) {
-            shard.emit(.failed(token: token, reason: reason, sequence: sequence))
+    mutating func append(_ notification: SourceNotification, index: UInt64, builder: FrameBuilder) throws(FrameEncodingError) {
+        let length = builder.length(of: notification)
+        precondition(count + length <= bytes.count, "a rebuild chunk holds a record and one frame more")
+        try builder.encode(notification, identifier: StagingRing.identifier(ofIndex: index),
+                           into: UnsafeMutableRawBufferPointer(rebasing: bytes[count..<count + length]))
+        count += length
+        frames.append((index, count))
+        nextIndex = index + 1
+    }
+
+    /// SSL_write took `written` more bytes: reports each frame now completely written.
+    mutating func markWritten(_ written: Int, _ frameWritten: (UInt64, Int) -> Void) {
+        writtenBytes += written
+        while writtenFrames < frames.count, frames[writtenFrames].end <= writtenBytes {
+            let start = writtenFrames == 0 ? 0 : frames[writtenFrames - 1].end
+            frameWritten(frames[writtenFrames].index, frames[writtenFrames].end - start)
+            writtenFrames += 1
         }
     }
 }

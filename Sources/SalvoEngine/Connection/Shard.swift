@@ -1,39 +1,57 @@
 import SalvoIO
 import SalvoWire
+import Synchronization
 
 /// One event-loop thread and the gateway connections it owns. Everything here runs on
-/// the shard's thread, except `init` and `wake`.
+/// the shard's thread, except `init`, `wake` and `execute`.
 final class Shard: @unchecked Sendable {
     let index: Int
     let configuration: SenderConfiguration
     let tlsContext: TLSContext
     let ledger: DeliveryLedger
+    let sources: SourceRegistry
+    let builder: FrameBuilder
+    /// Reads rewound notifications again; this shard's own readers.
+    let replayer: Replayer
     private let thread: LoopThread
     private let addresses: [SocketAddress]
     private var nextAddressIndex = 0
     private var connections: [GatewayConnection] = []
     private let observer: SenderObserver
+    private let finishing: Atomic<Bool>
 
     var loop: EventLoop { thread.loop }
 
-    init(index: Int, rings: [SendRing], configuration: SenderConfiguration, tlsContext: TLSContext,
-         addresses: [SocketAddress], ledger: DeliveryLedger, observer: SenderObserver) throws(IOError) {
+    init(index: Int, lanes: [Lane], configuration: SenderConfiguration, tlsContext: TLSContext,
+         addresses: [SocketAddress], ledger: DeliveryLedger, sources: SourceRegistry, builder: FrameBuilder,
+         observer: SenderObserver) throws(IOError) {
         self.index = index
         self.configuration = configuration
         self.tlsContext = tlsContext
         self.addresses = addresses
         self.ledger = ledger
+        self.sources = sources
+        self.builder = builder
         self.observer = observer
+        replayer = Replayer(sources: sources)
+        finishing = Atomic(false)
         let cpu = configuration.pinThreads ? index % availableCores : nil
         thread = try LoopThread(name: "salvo-shard-\(index)", cpu: cpu)
         // Connections are made and wired on the loop thread: they belong to it.
         thread.loop.execute { [self] in
-            connections = rings.enumerated().map { GatewayConnection(shard: self, index: $0.offset, ring: $0.element) }
+            connections = lanes.enumerated().map { GatewayConnection(shard: self, index: $0.offset, lane: $0.element) }
             loop.onWakeUp = { [unowned self] in
-                for connection in connections where connection.ring.hasUnwritten { connection.pump() }
+                for connection in connections {
+                    if connection.hasWork { connection.pump() }
+                    // A producer found the retained store full: release without waiting for the retention.
+                    if connection.lane.retained.isUnderPressure.load(ordering: .relaxed) { connection.armSettleTimer(again: true) }
+                }
             }
         }
     }
+
+    /// Whether the sender is finishing: everything may be released once its error wait has passed.
+    var isFinishing: Bool { finishing.load(ordering: .relaxed) }
 
     /// Tells the loop new frames were published. Any thread; cheap when already pending.
     @inline(__always)
@@ -44,11 +62,17 @@ final class Shard: @unchecked Sendable {
         thread.loop.execute { [self] in body(self) }
     }
 
-    /// Fails every unsettled frame of every connection (the sender is giving up).
+    /// Releasing became more urgent (the sender is finishing, a source was read to its
+    /// end) or the error wait changed: every connection re-derives its settle deadline.
+    /// Any thread.
+    func settlingChanged(finishing: Bool = false) {
+        if finishing { self.finishing.store(true, ordering: .relaxed) }
+        execute { shard in shard.connections.forEach { $0.armSettleTimer(again: true) } }
+    }
+
+    /// Fails every notification not final (the sender is giving up).
     func cancelAll() {
-        for connection in connections {
-            _ = connection.ring.failAllUnsettled(reason: .cancelled, sink: connection)
-        }
+        connections.forEach { $0.cancel() }
         notifyProgress()
     }
 
@@ -61,7 +85,10 @@ final class Shard: @unchecked Sendable {
         return addresses[nextAddressIndex % addresses.count]
     }
 
-    func emit(_ event: SenderEvent) { observer.emit(event) }
+    func emit(_ event: SenderEvent) {
+        if case .errorWaitRaised = event { connections.forEach { $0.armSettleTimer(again: true) } }
+        observer.emit(event)
+    }
 
     func reportRejection(token: DeviceToken, status: Status, sequence: UInt64) {
         observer.rejected(token: token, status: status, sequence: sequence)

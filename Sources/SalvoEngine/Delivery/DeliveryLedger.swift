@@ -1,20 +1,88 @@
+import Histogram
+import SalvoIO
 import SalvoWire
 import Synchronization
 
-/// The sender's accounting, shared by every connection. Counters are atomics updated in
-/// batches (one add per settled batch, not per notification); the rarer rejections and
-/// failures go through small locked dictionaries.
+/// The sender's accounting, shared by every connection, and the error wait it adapts.
+/// Counters are atomics updated in batches (one add per settlement, not per
+/// notification); the rarer rejections, failures and error latencies go through locks.
 final class DeliveryLedger: Sendable {
     let accepted = Atomic<Int>(0)
     let resent = Atomic<Int>(0)
     let reconnects = Atomic<Int>(0)
     let windowOverruns = Atomic<Int>(0)
+    let lateErrors = Atomic<Int>(0)
     let possibleDuplicates = Atomic<Int>(0)
+    /// Monotonic nanoseconds of the last write to any connection.
+    let lastWrite = Atomic<UInt64>(0)
     private let rejectedByStatus = Mutex<[Status: Int]>([:])
     private let failedByReason = Mutex<[FailureReason: Int]>([:])
 
+    /// How long after a write an error can still arrive, in nanoseconds: raised for the
+    /// rest of the run when an error arrives later than it.
+    private let errorWaitNanoseconds: Atomic<UInt64>
+    private let configuredRetention: UInt64
+    private let latencies = Mutex(ErrorLatencies())
+
+    /// Error waits are raised to twice the latency that broke them, up to this.
+    static let longestErrorWait: UInt64 = 60_000_000_000
+
+    struct ErrorLatencies {
+        /// Microseconds from the write of a named notification to its error response.
+        var histogram = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .two)
+        var raises: [ErrorWaitRaise] = []
+    }
+
+    init(errorWait: Duration, retention: Duration) {
+        errorWaitNanoseconds = Atomic(errorWait.nanosecondsClamped)
+        configuredRetention = retention.nanosecondsClamped
+    }
+
+    /// The error wait now.
+    var errorWait: UInt64 { errorWaitNanoseconds.load(ordering: .relaxed) }
+
+    /// How long presumed-accepted notifications are kept for late errors: the configured
+    /// retention, and at least twice the error wait.
+    var retention: UInt64 { max(configuredRetention, 2 * errorWait) }
+
     func recordRejected(_ status: Status) { rejectedByStatus.withLock { $0[status, default: 0] += 1 } }
-    func recordFailed(_ reason: FailureReason) { failedByReason.withLock { $0[reason, default: 0] += 1 } }
+
+    func recordFailed(_ reason: FailureReason, count: Int = 1) {
+        failedByReason.withLock { $0[reason, default: 0] += count }
+    }
+
+    /// Notifications released as accepted that an error response showed were discarded:
+    /// moved from accepted to failed as `deliveryUnknown`.
+    func reclassifyAcceptedAsUnknown(_ count: Int) {
+        failedByReason.withLock { failed in
+            accepted.subtract(count, ordering: .relaxed)
+            failed[.deliveryUnknown, default: 0] += count
+        }
+        windowOverruns.add(1, ordering: .relaxed)
+    }
+
+    func noteWrite(at now: UInt64) {
+        if now > lastWrite.load(ordering: .relaxed) { lastWrite.store(now, ordering: .relaxed) }
+    }
+
+    /// Records how long an error response took; when it came later than the error wait,
+    /// raises the wait and returns the change. `latency` nil: the notification it named
+    /// was no longer in the window (the error came even later than the records are kept).
+    func recordErrorResponse(latency: UInt64?, isLate: Bool) -> ErrorWaitRaise? {
+        latencies.withLock { state -> ErrorWaitRaise? in
+            if let latency { _ = state.histogram.record(max(1, latency / 1000)) }
+            guard isLate || latency == nil else { return nil }
+            lateErrors.add(1, ordering: .relaxed)
+            let current = errorWait
+            let wanted = min(Self.longestErrorWait, latency.map { 2 * $0 } ?? 2 * retention)
+            guard wanted > current else { return nil }
+            errorWaitNanoseconds.store(wanted, ordering: .relaxed)
+            let raise = ErrorWaitRaise(from: .nanoseconds(current), to: .nanoseconds(wanted),
+                                       latency: latency.map { .nanoseconds($0) })
+            state.raises.append(raise)
+            return raise
+        }
+    }
 
     /// Everything settled so far.
     var settledCount: Int {
@@ -23,24 +91,63 @@ final class DeliveryLedger: Sendable {
             + failedByReason.withLock { $0.values.reduce(0, +) }
     }
 
-    /// The report, given how many notifications were submitted (the rings count those:
-    /// one fewer shared atomic on every send).
-    func report(submitted: Int, seconds: Double) -> SenderReport {
+    /// The report, given how many notifications were submitted (the lanes count those)
+    /// and when the run started.
+    func report(submitted: Int, started: UInt64, now: UInt64) -> SenderReport {
         let rejected = rejectedByStatus.withLock { $0 }
         let failed = failedByReason.withLock { $0 }
-        let accepted = accepted.load(ordering: .relaxed)
+        let (latencySummary, raises) = latencies.withLock { state in
+            (state.histogram.totalCount == 0 ? nil : ErrorLatencySummary(state.histogram), state.raises)
+        }
+        let last = lastWrite.load(ordering: .relaxed)
         return SenderReport(
             submitted: submitted,
-            accepted: accepted,
+            accepted: accepted.load(ordering: .relaxed),
             rejected: rejected.values.reduce(0, +),
             failed: failed.values.reduce(0, +),
             resent: resent.load(ordering: .relaxed),
             reconnects: reconnects.load(ordering: .relaxed),
             possibleDuplicates: possibleDuplicates.load(ordering: .relaxed),
             windowOverruns: windowOverruns.load(ordering: .relaxed),
-            seconds: seconds,
+            lateErrors: lateErrors.load(ordering: .relaxed),
+            seconds: Double(now &- started) / 1e9,
+            sendingSeconds: last > started ? Double(last - started) / 1e9 : 0,
+            errorWait: .nanoseconds(errorWait),
+            errorWaitRaises: raises,
+            errorLatency: latencySummary,
             rejectedByStatus: Dictionary(uniqueKeysWithValues: rejected.map { ($0.key.name, $0.value) }),
             failedByReason: Dictionary(uniqueKeysWithValues: failed.map { ($0.key.rawValue, $0.value) }))
+    }
+}
+
+/// The error wait went up because an error response arrived later than it.
+public struct ErrorWaitRaise: Sendable, Hashable {
+    public var from: Duration
+    public var to: Duration
+    /// How long the late error took; nil when the notification it named was already
+    /// released (the error came later than records are kept).
+    public var latency: Duration?
+}
+
+/// How long error responses took to arrive, from the write of the notification they named.
+public struct ErrorLatencySummary: Sendable, Hashable, Codable {
+    public var count: Int
+    public var p50Milliseconds: Double
+    public var p99Milliseconds: Double
+    public var maximumMilliseconds: Double
+
+    enum CodingKeys: String, CodingKey {
+        case count
+        case p50Milliseconds = "p50_ms"
+        case p99Milliseconds = "p99_ms"
+        case maximumMilliseconds = "max_ms"
+    }
+
+    init(_ histogram: Histogram<UInt64>) {
+        count = Int(histogram.totalCount)
+        p50Milliseconds = Double(histogram.valueAtPercentile(50)) / 1000
+        p99Milliseconds = Double(histogram.valueAtPercentile(99)) / 1000
+        maximumMilliseconds = Double(histogram.max) / 1000
     }
 }
 
@@ -57,16 +164,30 @@ public struct SenderReport: Sendable, Hashable, Codable {
     public var reconnects: Int
     /// Resent frames whose first copy may have been delivered (at-least-once after a silent drop).
     public var possibleDuplicates: Int
-    /// Error responses naming a notification no longer in the window (the error wait was too short).
+    /// Error responses naming a notification older than every record kept: what they may
+    /// cover was released as accepted and is counted as failed (`delivery_unknown`) instead.
     public var windowOverruns: Int
+    /// Error responses that arrived after their notification's error wait (each raised the wait).
+    public var lateErrors: Int
+    /// From the start to the end of the run, the final error wait included.
     public var seconds: Double
+    /// From the start to the last write: the time the gateway was being fed.
+    public var sendingSeconds: Double
+    /// The error wait at the end of the run (raised when errors came late).
+    public var errorWait: Duration
+    public var errorWaitRaises: [ErrorWaitRaise]
+    /// Error-response latencies; nil when no error response arrived.
+    public var errorLatency: ErrorLatencySummary?
     /// Rejections by status name (`invalid_token`: 12).
     public var rejectedByStatus: [String: Int]
     /// Failures by reason (`gateway_unreachable`: 3).
     public var failedByReason: [String: Int]
 
-    /// Settled notifications per second over the whole run.
-    public var ratePerSecond: Double
+    /// Final notifications per second over the whole run.
+    public var ratePerSecond: Double { seconds > 0 ? Double(accepted + rejected + failed) / seconds : 0 }
+
+    /// Submitted notifications per second while sending (the final error wait left out).
+    public var sendRatePerSecond: Double { sendingSeconds > 0 ? Double(submitted) / sendingSeconds : 0 }
 
     /// Whether every submitted notification reached a terminal state.
     public var isComplete: Bool { submitted == accepted + rejected + failed }
@@ -75,14 +196,22 @@ public struct SenderReport: Sendable, Hashable, Codable {
         case submitted, accepted, rejected, failed, resent, reconnects, seconds
         case possibleDuplicates = "possible_duplicates"
         case windowOverruns = "window_overruns"
+        case lateErrors = "late_errors"
+        case sendingSeconds = "sending_seconds"
+        case errorWaitMilliseconds = "error_wait_ms"
+        case errorWaitRaises = "error_wait_raises"
+        case errorLatency = "error_latency"
         case ratePerSecond = "rate_per_s"
+        case sendRatePerSecond = "send_rate_per_s"
         case rejectedByStatus = "rejected_by_status"
         case failedByReason = "failed_by_reason"
     }
 
-    public init(submitted: Int, accepted: Int, rejected: Int, failed: Int, resent: Int, reconnects: Int,
-                possibleDuplicates: Int, windowOverruns: Int, seconds: Double,
-                rejectedByStatus: [String: Int], failedByReason: [String: Int]) {
+    public init(submitted: Int, accepted: Int, rejected: Int, failed: Int, resent: Int = 0, reconnects: Int = 0,
+                possibleDuplicates: Int = 0, windowOverruns: Int = 0, lateErrors: Int = 0, seconds: Double,
+                sendingSeconds: Double = 0, errorWait: Duration = .seconds(1), errorWaitRaises: [ErrorWaitRaise] = [],
+                errorLatency: ErrorLatencySummary? = nil,
+                rejectedByStatus: [String: Int] = [:], failedByReason: [String: Int] = [:]) {
         self.submitted = submitted
         self.accepted = accepted
         self.rejected = rejected
@@ -91,12 +220,79 @@ public struct SenderReport: Sendable, Hashable, Codable {
         self.reconnects = reconnects
         self.possibleDuplicates = possibleDuplicates
         self.windowOverruns = windowOverruns
+        self.lateErrors = lateErrors
         self.seconds = seconds
+        self.sendingSeconds = sendingSeconds
+        self.errorWait = errorWait
+        self.errorWaitRaises = errorWaitRaises
+        self.errorLatency = errorLatency
         self.rejectedByStatus = rejectedByStatus
         self.failedByReason = failedByReason
-        ratePerSecond = seconds > 0 ? Double(accepted + rejected + failed) / seconds : 0
     }
 
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        submitted = try container.decode(Int.self, forKey: .submitted)
+        accepted = try container.decode(Int.self, forKey: .accepted)
+        rejected = try container.decode(Int.self, forKey: .rejected)
+        failed = try container.decode(Int.self, forKey: .failed)
+        resent = try container.decodeIfPresent(Int.self, forKey: .resent) ?? 0
+        reconnects = try container.decodeIfPresent(Int.self, forKey: .reconnects) ?? 0
+        possibleDuplicates = try container.decodeIfPresent(Int.self, forKey: .possibleDuplicates) ?? 0
+        windowOverruns = try container.decodeIfPresent(Int.self, forKey: .windowOverruns) ?? 0
+        lateErrors = try container.decodeIfPresent(Int.self, forKey: .lateErrors) ?? 0
+        seconds = try container.decode(Double.self, forKey: .seconds)
+        sendingSeconds = try container.decodeIfPresent(Double.self, forKey: .sendingSeconds) ?? 0
+        errorWait = .milliseconds(try container.decodeIfPresent(Double.self, forKey: .errorWaitMilliseconds) ?? 1000)
+        errorWaitRaises = try container.decodeIfPresent([ErrorWaitRaise].self, forKey: .errorWaitRaises) ?? []
+        errorLatency = try container.decodeIfPresent(ErrorLatencySummary.self, forKey: .errorLatency)
+        rejectedByStatus = try container.decodeIfPresent([String: Int].self, forKey: .rejectedByStatus) ?? [:]
+        failedByReason = try container.decodeIfPresent([String: Int].self, forKey: .failedByReason) ?? [:]
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(submitted, forKey: .submitted)
+        try container.encode(accepted, forKey: .accepted)
+        try container.encode(rejected, forKey: .rejected)
+        try container.encode(failed, forKey: .failed)
+        try container.encode(resent, forKey: .resent)
+        try container.encode(reconnects, forKey: .reconnects)
+        try container.encode(possibleDuplicates, forKey: .possibleDuplicates)
+        try container.encode(windowOverruns, forKey: .windowOverruns)
+        try container.encode(lateErrors, forKey: .lateErrors)
+        try container.encode(seconds, forKey: .seconds)
+        try container.encode(sendingSeconds, forKey: .sendingSeconds)
+        try container.encode(errorWait.secondsDouble * 1000, forKey: .errorWaitMilliseconds)
+        try container.encode(errorWaitRaises, forKey: .errorWaitRaises)
+        try container.encodeIfPresent(errorLatency, forKey: .errorLatency)
+        try container.encode(ratePerSecond, forKey: .ratePerSecond)
+        try container.encode(sendRatePerSecond, forKey: .sendRatePerSecond)
+        try container.encode(rejectedByStatus, forKey: .rejectedByStatus)
+        try container.encode(failedByReason, forKey: .failedByReason)
+    }
+}
+
+extension ErrorWaitRaise: Codable {
+    enum CodingKeys: String, CodingKey {
+        case from = "from_ms"
+        case to = "to_ms"
+        case latency = "latency_ms"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        from = .milliseconds(try container.decode(Double.self, forKey: .from))
+        to = .milliseconds(try container.decode(Double.self, forKey: .to))
+        latency = try container.decodeIfPresent(Double.self, forKey: .latency).map { .milliseconds($0) }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(from.secondsDouble * 1000, forKey: .from)
+        try container.encode(to.secondsDouble * 1000, forKey: .to)
+        try container.encodeIfPresent(latency.map { $0.secondsDouble * 1000 }, forKey: .latency)
+    }
 }
 
 /// Something a sender reports while it runs.
@@ -106,6 +302,14 @@ public enum SenderEvent: Sendable, Hashable {
     case rejected(token: DeviceToken, status: Status, sequence: UInt64)
     /// Salvo gave up on a notification.
     case failed(token: DeviceToken, reason: FailureReason, sequence: UInt64)
+    /// Notifications Salvo cannot name failed together: a source could not be read again
+    /// (`sourceUnreadable`), or an error response named a notification older than every
+    /// record kept, so what it covers was released as accepted too early (`deliveryUnknown`;
+    /// `firstSequence` is then nil).
+    case failedUnnamed(count: Int, reason: FailureReason, firstSequence: UInt64?, detail: String)
+    /// An error response arrived later than the error wait; the wait was raised for the
+    /// rest of the run. Nothing was lost: the notification was still in the window.
+    case errorWaitRaised(ErrorWaitRaise)
     /// A connection opened (shard, slot); `resumed` when it resumed the slot's previous TLS
     /// session (no certificate work), `kernelTLS` when the kernel encrypts its records
     /// (asked for with `TLSConfiguration.kernelTLS`).

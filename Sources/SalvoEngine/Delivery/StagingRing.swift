@@ -1,0 +1,289 @@
+import SalvoWire
+import Synchronization
+
+/// Which source a notification came from: an index into the sender's source registry.
+typealias SourceID = UInt16
+
+/// Where a staged notification came from: what the in-flight window keeps once its frame
+/// has been written.
+struct Origin {
+    var position: SourcePosition
+    var source: SourceID
+    /// Published right after the previous notification of the same reader on this lane:
+    /// the window may extend that notification's run instead of starting a new one.
+    var continuesRun: Bool
+}
+
+/// Encodes notifications the way the sender was configured to, in one place: the first
+/// write and every rebuild of a frame must produce the same bytes.
+struct FrameBuilder: Sendable {
+    let encoder: FrameEncoder
+    let defaultExpiry: UInt32?
+    let defaultPriority: UInt8?
+
+    func length(of notification: SourceNotification) -> Int {
+        encoder.encodedLength(payloadLength: notification.payload.count,
+                              hasExpiry: (notification.expiry ?? defaultExpiry) != nil,
+                              hasPriority: (notification.priority ?? defaultPriority) != nil)
+    }
+
+    /// Encodes at the start of `buffer`, which holds at least `length(of:)` bytes.
+    @inline(__always)
+    func encode(_ notification: SourceNotification, identifier: UInt32,
+                into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
+        guard case .written = try encoder.encode(
+            token: notification.token, payload: notification.payload, identifier: identifier,
+            expiry: notification.expiry ?? defaultExpiry, priority: notification.priority ?? defaultPriority, into: buffer)
+        else { preconditionFailure("the buffer is shorter than the frame") }
+    }
+
+    /// The device token inside an encoded frame.
+    func token(inFrame frame: UnsafeRawBufferPointer) -> DeviceToken? {
+        let offset = switch encoder.format {
+        case .simple: 3  // 00 len:u16
+        case .enhanced: 11  // 01 id:u32 expiry:u32 len:u16
+        case .frame: 8  // 02 frameLength:u32 itemId:u8 itemLen:u16 (the encoder writes the token item first)
+        }
+        guard frame.count >= offset + DeviceToken.byteCount else { return nil }
+        return try? DeviceToken(bytes: UnsafeRawBufferPointer(rebasing: frame[offset..<offset + DeviceToken.byteCount]))
+    }
+}
+
+/// A connection's write queue: frames encoded by producers (any thread, serialized by a
+/// lock) and handed to `SSL_write` by the loop thread in contiguous slices. A frame's
+/// bytes are free again the moment `SSL_write` has taken them: what a resend needs is
+/// kept by the in-flight window as source positions, not as bytes, so this ring only
+/// has to absorb the producer's bursts.
+///
+/// Notifications are numbered per lane from 0 (their *index*); the identifier written
+/// into a frame is the index plus one, truncated to 32 bits, so the gateway's identifier
+/// maps back to an index in O(1).
+///
+/// ```
+///   released == written ≤ published
+///   [written, published): encoded, not yet (completely) handed to SSL_write
+/// ```
+final class StagingRing: @unchecked Sendable {
+    struct Slot {
+        var start: UInt64  // virtual byte offset; physical = start % byteCapacity
+        var length: UInt32
+        var origin: Origin
+    }
+
+    let byteCapacity: Int
+    let slotCapacity: Int
+    private let bytes: UnsafeMutableRawPointer
+    private let slots: UnsafeMutablePointer<Slot>
+
+    // Producer side, guarded by `producerLock`.
+    private let producerLock = Mutex<Void>(())
+    private var writeOffset: UInt64 = 0  // virtual byte offset of the next frame
+    private var bytesSinceWake = 0
+    // What the producer last read of the loop's release cursors. Reading the atomics
+    // themselves costs a cache miss (the loop's core wrote them), so they are re-read
+    // only when the cached values say the ring is full.
+    private var knownReleasedIndex: UInt64 = 0
+    private var knownReleasedOffset: UInt64 = 0
+    private var refusing = false
+
+    // Shared: published by producers, released by the loop.
+    private let publishedIndex = Atomic<UInt64>(0)
+    /// Virtual byte offset just past the last published frame.
+    private let publishedEnd = Atomic<UInt64>(0)
+    /// Set by the loop when it has written everything it saw and waits to be woken; the
+    /// next publish wakes it. Otherwise producers wake it once per full record of new
+    /// bytes, and a partial record is the loop's own flush timer's business.
+    private let loopIsIdle = Atomic<Bool>(true)
+    /// New bytes after which a producer wakes a busy loop: one full TLS record.
+    static let wakeBytes = 16384
+    private let releasedIndex = Atomic<UInt64>(0)
+    private let releasedOffset = Atomic<UInt64>(0)
+
+    // Loop side.
+    /// The index of the next frame to hand to SSL_write.
+    private(set) var written: UInt64 = 0
+    private var partialBytes = 0  // bytes of frame `written` already taken by SSL_write
+
+    init(byteCapacity: Int, maximumFrameLength: Int) {
+        precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
+        self.byteCapacity = byteCapacity
+        // One slot per 64 bytes of ring: real frames are 80 bytes and up (a 32-byte token
+        // and a minimal payload), so the bytes run out first.
+        slotCapacity = max(16, byteCapacity / 64)
+        bytes = .allocate(byteCount: byteCapacity, alignment: 64)
+        slots = .allocate(capacity: slotCapacity)
+    }
+
+    deinit {
+        bytes.deallocate()
+        slots.deallocate()
+    }
+
+    /// Notifications published so far: the next index.
+    var published: UInt64 { publishedIndex.load(ordering: .acquiring) }
+
+    @inline(__always)
+    static func identifier(ofIndex index: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: index &+ 1) }
+
+    @inline(__always)
+    private func slot(_ index: UInt64) -> UnsafeMutablePointer<Slot> {
+        slots + Int(index % UInt64(slotCapacity))
+    }
+
+    // MARK: Producer side (any thread)
+
+    enum PublishResult: Equatable {
+        /// Taken; when `wake`, the caller must wake the ring's loop.
+        case published(wake: Bool)
+        case full
+        /// The ring's connection gave up on the gateway, or the sender stopped.
+        case unavailable
+    }
+
+    /// Encodes one notification into the ring and publishes it to the loop.
+    func publish(_ notification: SourceNotification, source: SourceID, continuesRun: Bool,
+                 builder: FrameBuilder) throws(FrameEncodingError) -> PublishResult {
+        let length = builder.length(of: notification)
+        return try producerLock.withLock { _ throws(FrameEncodingError) -> PublishResult in
+            // Checked under the lock that `refuseAndTakeUnwritten` takes to set it: a frame
+            // is either published before the ring stopped (and taken with the rest) or refused.
+            guard !refusing else { return .unavailable }
+            let index = publishedIndex.load(ordering: .relaxed)
+            if index - knownReleasedIndex >= UInt64(slotCapacity) {
+                knownReleasedIndex = releasedIndex.load(ordering: .acquiring)
+                guard index - knownReleasedIndex < UInt64(slotCapacity) else { return .full }
+            }
+            // Frames never wrap: one that would cross the end starts at the beginning instead.
+            var start = writeOffset
+            let physical = Int(start % UInt64(byteCapacity))
+            if physical + length > byteCapacity { start += UInt64(byteCapacity - physical) }
+            if start + UInt64(length) - knownReleasedOffset > UInt64(byteCapacity) {
+                knownReleasedOffset = releasedOffset.load(ordering: .acquiring)
+                guard start + UInt64(length) - knownReleasedOffset <= UInt64(byteCapacity) else { return .full }
+            }
+            let region = UnsafeMutableRawBufferPointer(start: bytes + Int(start % UInt64(byteCapacity)), count: length)
+            try builder.encode(notification, identifier: Self.identifier(ofIndex: index), into: region)
+            slot(index).initialize(to: Slot(
+                start: start, length: UInt32(length),
+                origin: Origin(position: notification.position, source: source, continuesRun: continuesRun)))
+            writeOffset = start + UInt64(length)
+            publishedEnd.store(writeOffset, ordering: .releasing)
+            // Sequentially consistent, paired with `loopWentIdle`: either the loop sees
+            // this frame, or this producer sees the loop idle and wakes it.
+            publishedIndex.store(index + 1, ordering: .sequentiallyConsistent)
+            bytesSinceWake += length
+            var wake = bytesSinceWake >= Self.wakeBytes
+            if loopIsIdle.load(ordering: .sequentiallyConsistent) {
+                loopIsIdle.store(false, ordering: .sequentiallyConsistent)
+                wake = true
+            }
+            if wake { bytesSinceWake = 0 }
+            return .published(wake: wake)
+        }
+    }
+
+    /// The sequence of the oldest notification not yet written, or nil when none waits.
+    /// May lag behind the loop (it then reports an older one), never ahead of it.
+    func oldestUnwrittenSequence() -> UInt64? {
+        producerLock.withLock { _ in
+            let released = releasedIndex.load(ordering: .acquiring)
+            // Holding the lock keeps producers from reusing the slot while we read it.
+            return released < publishedIndex.load(ordering: .relaxed) ? slot(released).pointee.origin.position.sequence : nil
+        }
+    }
+
+    // MARK: Loop side
+
+    /// Whether any frame waits to be written.
+    var hasUnwritten: Bool { written < published }
+
+    /// Bytes published and not yet written (including any padding before a wrap), in O(1).
+    var unwrittenBytes: Int {
+        guard written < published else { return 0 }
+        return Int(publishedEnd.load(ordering: .acquiring) - slot(written).pointee.start) - partialBytes
+    }
+
+    /// The loop wrote everything it could see: producers should wake it for the next
+    /// frame. Returns false when a frame arrived meanwhile (keep writing instead).
+    func loopWentIdle() -> Bool {
+        loopIsIdle.store(true, ordering: .sequentiallyConsistent)
+        guard written < publishedIndex.load(ordering: .sequentiallyConsistent) else { return true }
+        loopIsIdle.store(false, ordering: .sequentiallyConsistent)
+        return false
+    }
+
+    /// The next bytes to hand to SSL_write: a run of physically contiguous frames starting
+    /// where the last write stopped, at most `limit` bytes and `frames` frames. Calling
+    /// again without `markWritten` returns the same bytes (possibly followed by more),
+    /// which is what OpenSSL's retry contract needs.
+    func nextSlice(limit: Int, frames: Int = .max) -> UnsafeRawBufferPointer? {
+        let published = self.published
+        let end = UInt64(frames) >= published - written ? published : written + UInt64(frames)
+        guard written < end else { return nil }
+        let first = slot(written).pointee
+        let sliceStart = first.start + UInt64(partialBytes)
+        var sliceEnd = first.start + UInt64(first.length)
+        var index = written + 1
+        while index < end, sliceEnd - sliceStart < UInt64(limit) {
+            let next = slot(index).pointee
+            // Stop at the wrap point, or when the slice would exceed the limit.
+            guard next.start == sliceEnd, next.start % UInt64(byteCapacity) != 0,
+                  sliceEnd + UInt64(next.length) - sliceStart <= UInt64(limit) else { break }
+            sliceEnd += UInt64(next.length)
+            index += 1
+        }
+        return UnsafeRawBufferPointer(start: bytes + Int(sliceStart % UInt64(byteCapacity)), count: Int(sliceEnd - sliceStart))
+    }
+
+    /// Records that SSL_write took `count` bytes of the last slice; calls `frameWritten`
+    /// with the index, origin and length of every frame now completely written, in order,
+    /// and hands their space back to producers.
+    @inline(__always)
+    func markWritten(_ count: Int, _ frameWritten: (UInt64, Origin, Int) -> Void) {
+        var remaining = count
+        while remaining > 0 {
+            let frame = slot(written)
+            let left = Int(frame.pointee.length) - partialBytes
+            if remaining >= left {
+                remaining -= left
+                frameWritten(written, frame.pointee.origin, Int(frame.pointee.length))
+                written += 1
+                partialBytes = 0
+            } else {
+                partialBytes += remaining
+                remaining = 0
+            }
+        }
+        release()
+    }
+
+    /// Refuses further frames (`unavailable`) and hands every unwritten one to `body`
+    /// (its index, origin and bytes), in order: the gateway is out of reach or the sender
+    /// is cancelling.
+    func refuseAndTakeUnwritten(_ body: (UInt64, Origin, UnsafeRawBufferPointer) -> Void) {
+        let end: UInt64 = producerLock.withLock { _ in
+            refusing = true
+            return publishedIndex.load(ordering: .relaxed)
+        }
+        while written < end {
+            let frame = slot(written).pointee
+            body(written, frame.origin, UnsafeRawBufferPointer(start: bytes + Int(frame.start % UInt64(byteCapacity)),
+                                                      count: Int(frame.length)))
+            written += 1
+        }
+        partialBytes = 0
+        release()
+    }
+
+    /// Hands written frames' space back to producers.
+    private func release() {
+        guard releasedIndex.load(ordering: .relaxed) != written else { return }
+        // Space is free up to the start of the oldest unwritten frame (or everything
+        // published, when all are written). A partly written frame keeps its space.
+        let offset = written < published
+            ? slot(written).pointee.start
+            : slot(written - 1).pointee.start + UInt64(slot(written - 1).pointee.length)
+        releasedOffset.store(offset, ordering: .releasing)
+        releasedIndex.store(written, ordering: .releasing)
+    }
+}

@@ -1,0 +1,172 @@
+import SalvoWire
+
+/// Where a notification sits in its source: enough to read it again.
+public struct SourcePosition: Sendable, Hashable {
+    /// Opaque to the sender, meaningful to the source: a byte offset in a file, an index in
+    /// an array, a row key.
+    public var offset: UInt64
+    /// The number reported with the notification (rejections, failures) and used for
+    /// checkpoints: a line number, an index.
+    public var sequence: UInt64
+
+    public init(offset: UInt64, sequence: UInt64) {
+        self.offset = offset
+        self.sequence = sequence
+    }
+}
+
+/// One notification as a reader yields it.
+///
+/// `payload` points into the reader's storage: valid until the reader's next call.
+public struct SourceNotification {
+    public var token: DeviceToken
+    /// The payload bytes (minified JSON), at most the sender's `maximumPayloadLength`.
+    public var payload: UnsafeRawBufferPointer
+    /// UNIX seconds after which APNs may drop it; nil: the sender's default.
+    public var expiry: UInt32?
+    /// 10 or 5; nil: the sender's default.
+    public var priority: UInt8?
+    /// Where it is, for reading it again.
+    public var position: SourcePosition
+
+    public init(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
+                position: SourcePosition) {
+        self.token = token
+        self.payload = payload
+        self.expiry = expiry
+        self.priority = priority
+        self.position = position
+    }
+}
+
+/// Notifications that can be read again from any point: a campaign file, an array, a
+/// database query ordered by a key.
+///
+/// This is what lets a sender resend without keeping frame bytes. The binary protocol
+/// never acknowledges success; when the gateway names a failed notification it has
+/// discarded everything written after it on that connection. The sender keeps, per
+/// connection, a small record per run of consecutive notifications (where the run starts
+/// in its source, how long it is); to resend, it opens a reader of its own, seeks to the
+/// run and reads it again. Memory then depends on the number of runs in flight, not on
+/// rate × error wait × frame size.
+///
+/// The contract: a reader positioned with `seek(to:)` at a position an earlier
+/// `next()` reported yields the same notifications, in the same order, as the first
+/// reading did from that point. Readers are made on the sender's shard threads, one per
+/// shard, and each is used by one thread at a time.
+public protocol NotificationSource: Sendable {
+    associatedtype Reader: NotificationReader
+    /// A reader at the first notification.
+    func makeReader() throws -> Reader
+}
+
+/// Reads a `NotificationSource` in order, and moves to any position it has reported.
+public protocol NotificationReader: AnyObject {
+    /// The next notification, or nil at the end.
+    func next() throws -> SourceNotification?
+    /// Moves so that `next()` yields the notification that was reported at `position`.
+    func seek(to position: SourcePosition) throws
+}
+
+/// Notifications held in memory: a list of tokens with one payload, or one payload per
+/// token. The sender reads them again by index to resend, so they cost it no extra
+/// memory. Sequences are indices, from 0.
+///
+/// ```swift
+/// let digest = try NotificationList(tokens: tokens, payload: payload)
+/// try await sender.send(contentsOf: digest)
+/// ```
+public struct NotificationList: NotificationSource {
+    /// One entry of a list with a payload per token.
+    public struct Item: Sendable {
+        public var token: DeviceToken
+        public var payload: [UInt8]
+        public var expiry: UInt32?
+        public var priority: UInt8?
+
+        public init(token: DeviceToken, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil) {
+            self.token = token
+            self.payload = payload
+            self.expiry = expiry
+            self.priority = priority
+        }
+    }
+
+    private let storage: Storage
+
+    /// Every token gets the same payload.
+    public init(tokens: [DeviceToken], payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil) {
+        storage = Storage(tokens: tokens, payloads: [payload], details: .shared(expiry: expiry, priority: priority))
+    }
+
+    /// One payload per token.
+    public init(_ items: [Item]) {
+        storage = Storage(tokens: items.map(\.token), payloads: items.map(\.payload),
+                          details: .perItem(items.map { ($0.expiry, $0.priority) }))
+    }
+
+    /// The number of notifications.
+    public var count: Int { storage.tokens.count }
+
+    public func makeReader() -> Reader { Reader(storage) }
+
+    /// Reads a `NotificationList` by index.
+    public final class Reader: NotificationReader {
+        private let storage: Storage
+        private var index = 0
+
+        init(_ storage: Storage) { self.storage = storage }
+
+        public func next() -> SourceNotification? {
+            guard index < storage.tokens.count else { return nil }
+            defer { index += 1 }
+            return storage.notification(at: index)
+        }
+
+        public func seek(to position: SourcePosition) { index = Int(position.offset) }
+    }
+
+    /// The payload bytes of every item in one allocation, so a reader can hand out
+    /// pointers that stay valid as long as the list lives.
+    final class Storage: @unchecked Sendable {
+        enum Details {
+            /// One payload (the first), expiry and priority for every token.
+            case shared(expiry: UInt32?, priority: UInt8?)
+            /// Payload `i` and these for token `i`.
+            case perItem([(expiry: UInt32?, priority: UInt8?)])
+        }
+
+        let tokens: [DeviceToken]
+        private let details: Details
+        private let bytes: UnsafeMutableRawBufferPointer
+        private let payloadRanges: [Range<Int>]
+
+        init(tokens: [DeviceToken], payloads: [[UInt8]], details: Details) {
+            self.tokens = tokens
+            self.details = details
+            bytes = .allocate(byteCount: max(1, payloads.reduce(0) { $0 + $1.count }), alignment: 16)
+            var ranges: [Range<Int>] = []
+            var cursor = 0
+            for payload in payloads {
+                UnsafeMutableRawBufferPointer(rebasing: bytes[cursor..<cursor + payload.count]).copyBytes(from: payload)
+                ranges.append(cursor..<cursor + payload.count)
+                cursor += payload.count
+            }
+            payloadRanges = ranges
+        }
+
+        deinit { bytes.deallocate() }
+
+        func notification(at index: Int) -> SourceNotification {
+            let position = SourcePosition(offset: UInt64(index), sequence: UInt64(index))
+            switch details {
+            case .shared(let expiry, let priority):
+                return SourceNotification(token: tokens[index], payload: UnsafeRawBufferPointer(rebasing: bytes[payloadRanges[0]]),
+                                          expiry: expiry, priority: priority, position: position)
+            case .perItem(let items):
+                return SourceNotification(token: tokens[index], payload: UnsafeRawBufferPointer(rebasing: bytes[payloadRanges[index]]),
+                                          expiry: items[index].expiry, priority: items[index].priority, position: position)
+            }
+        }
+    }
+}

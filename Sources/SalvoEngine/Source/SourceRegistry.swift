@@ -1,0 +1,52 @@
+import Synchronization
+
+/// The sources a sender is sending from, so that shard threads can open readers of their
+/// own to resend, and the sender can tell when a source's notifications are all final.
+final class SourceRegistry: Sendable {
+    /// One registered source.
+    final class Entry: Sendable {
+        let id: SourceID
+        let makeReader: @Sendable () throws -> any NotificationReader
+        /// Every notification of the source has been read: its records may be released as
+        /// soon as their error wait has passed (nothing follows to wait for).
+        let isExhausted = Atomic<Bool>(false)
+        /// Its notifications that reached a final state.
+        let finalCount = Atomic<Int>(0)
+
+        init(id: SourceID, makeReader: @escaping @Sendable () throws -> any NotificationReader) {
+            self.id = id
+            self.makeReader = makeReader
+        }
+    }
+
+    private let state = Mutex<(entries: [SourceID: Entry], next: SourceID)>(([:], 1))
+
+    /// Registers `source` under a fresh identifier (0 is the lanes' retained store).
+    func register<Source: NotificationSource>(_ source: Source) -> Entry {
+        state.withLock { state in
+            while state.entries[state.next] != nil || state.next == RetainedStore.sourceID { state.next &+= 1 }
+            let entry = Entry(id: state.next, makeReader: { try source.makeReader() })
+            state.entries[entry.id] = entry
+            state.next &+= 1
+            return entry
+        }
+    }
+
+    func unregister(_ entry: Entry) {
+        state.withLock { state in
+            if state.entries[entry.id] === entry { state.entries[entry.id] = nil }
+        }
+    }
+
+    func entry(_ id: SourceID) -> Entry? { state.withLock { $0.entries[id] } }
+
+    /// Whether every notification of source `id` has been read.
+    func isExhausted(_ id: SourceID) -> Bool { entry(id)?.isExhausted.load(ordering: .relaxed) ?? false }
+
+    /// Counts notifications of each source that reached a final state.
+    func noteFinals(_ finals: [(source: SourceID, count: Int)]) {
+        for (id, count) in finals where id != RetainedStore.sourceID {
+            entry(id)?.finalCount.add(count, ordering: .releasing)
+        }
+    }
+}
