@@ -14,6 +14,9 @@ import SalvoWire
 /// - A rejection writes `08 status identifier` (identifier 0 for command 0), sends TLS
 ///   close_notify and closes; everything received after the rejected notification on that
 ///   connection is discarded unread, as Apple's gateway does.
+/// - Every error response (a rejection by the plan, status 10, and the answer to a
+///   malformed frame) is held back by `errorDelay`; a silent drop is not an error response
+///   and is never delayed.
 public struct FailurePlan: Sendable, Hashable {
     /// Seeds the rules that use randomness (`rejectProbability`, `stallJitter`).
     public var seed: UInt64
@@ -64,6 +67,16 @@ public struct FailurePlan: Sendable, Hashable {
     /// number) modulo the jitter, so the same connection order gives the same stalls.
     public var stallJitter: Duration
 
+    /// How long the gateway holds back each error response, as a slow gateway does (Apple's
+    /// answered 0.1–0.8 s after the bad notification). From the moment it decides to answer
+    /// it judges nothing more on that connection: it keeps reading, so the client's writes
+    /// keep flowing, and discards what it reads from then on (counted nowhere, not even in
+    /// `bytesReceived`). When the delay has passed it writes the response, TLS close_notify,
+    /// and closes (lingering as usual). A client that closes meanwhile gets nothing, but its notification still
+    /// counts as rejected (or the shutdown as a shutdown): the gateway had decided.
+    /// Counted in `MockStatistics.delayedResponses`. Zero (the default): answer at once.
+    public var errorDelay: Duration
+
     /// A plan; by default nothing fails.
     public init(
         seed: UInt64 = 0,
@@ -76,7 +89,8 @@ public struct FailurePlan: Sendable, Hashable {
         dropEvery: Int? = nil,
         stallEvery: Int? = nil,
         stallDuration: Duration = .milliseconds(100),
-        stallJitter: Duration = .zero
+        stallJitter: Duration = .zero,
+        errorDelay: Duration = .zero
     ) {
         self.seed = seed
         self.invalidTokens = invalidTokens
@@ -89,12 +103,14 @@ public struct FailurePlan: Sendable, Hashable {
         self.stallEvery = stallEvery
         self.stallDuration = stallDuration
         self.stallJitter = stallJitter
+        self.errorDelay = errorDelay
     }
 
     /// A plan under which the gateway accepts every well-formed notification.
     public static let none = FailurePlan()
 
-    /// Checks the counts are positive, the suffix at most 32 bytes and the probability in 0...1.
+    /// Checks the counts are positive, the suffix at most 32 bytes, the probability in 0...1
+    /// and the durations not negative.
     public func validate() throws(FailurePlanError) {
         for (name, value) in [("rejectEvery", rejectEvery), ("shutdownEvery", shutdownEvery),
                               ("dropEvery", dropEvery), ("stallEvery", stallEvery)] {
@@ -109,6 +125,7 @@ public struct FailurePlan: Sendable, Hashable {
         if stallDuration < .zero || stallJitter < .zero {
             throw .invalid("stallDuration and stallJitter must not be negative")
         }
+        if errorDelay < .zero { throw .invalid("errorDelay must not be negative") }
     }
 }
 

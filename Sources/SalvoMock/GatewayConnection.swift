@@ -2,7 +2,9 @@ import SalvoIO
 import SalvoWire
 
 /// One client of the mock gateway: reads the stream in large chunks, decodes it in place,
-/// judges each notification by the failure plan, and publishes counts once per read.
+/// judges each notification by the failure plan, and publishes counts once per read. With
+/// `FailurePlan.errorDelay`, an error response is held back: the connection stops judging
+/// and drains the client until a timer writes the response and closes.
 final class GatewayConnection: ServerConnection {
     /// Per-connection tallies, copied to a local for each read so that the per-notification
     /// path touches stack memory only (no class-property exclusivity checks).
@@ -26,6 +28,9 @@ final class GatewayConnection: ServerConnection {
     private var nextStall: Int
     private var stallCount = 0
     private var isStalled = false
+    /// The timer that writes a held-back error response; while set, nothing more is judged
+    /// and what the client sends is read and dropped.
+    private var heldResponse: TimerID?
 
     init(stream: TLSStream, ordinal: Int, loop: ServerRuntime.Loop, counters: LoopCounters,
          state: GatewayState, maximumPayloadLength: Int) {
@@ -47,6 +52,10 @@ final class GatewayConnection: ServerConnection {
 
     private func readAvailable() {
         guard !isStalled else { return }
+        if heldResponse != nil {
+            discardWhileHolding()
+            return
+        }
         // Undo a write interest left by an earlier WANT_WRITE (a no-op when unchanged), so
         // an always-writable socket cannot keep waking us.
         watch(.read)
@@ -60,6 +69,11 @@ final class GatewayConnection: ServerConnection {
             switch result {
             case .bytes(let count):
                 ingest(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                // A verdict may have started holding back its response: judge nothing more.
+                if heldResponse != nil {
+                    discardWhileHolding()
+                    return
+                }
                 reads += 1
                 // Level-triggered epoll brings us back for bytes still in the socket, but
                 // not for bytes OpenSSL already holds: drain those first.
@@ -102,8 +116,7 @@ final class GatewayConnection: ServerConnection {
         case .stoppedByCaller?:
             if let verdict = ledger.verdict { carryOut(verdict) }
         case .violation(let violation)?:
-            state.count { $0.rejectedByStatus[violation.status.rawValue, default: 0] += 1 }
-            respondAndClose(violation.errorResponse.bytes)
+            answer(violation.errorResponse) { $0.rejectedByStatus[violation.status.rawValue, default: 0] += 1 }
         }
     }
 
@@ -146,15 +159,68 @@ final class GatewayConnection: ServerConnection {
     private func carryOut(_ verdict: Verdict) {
         switch verdict {
         case .reject(let status, let identifier):
-            state.count { $0.rejectedByStatus[status.rawValue, default: 0] += 1 }
-            respondAndClose(ErrorResponse(status: status, identifier: identifier).bytes)
+            answer(ErrorResponse(status: status, identifier: identifier)) { $0.rejectedByStatus[status.rawValue, default: 0] += 1 }
         case .shutdown(let lastAccepted):
-            state.count { $0.shutdowns += 1 }
-            respondAndClose(ErrorResponse(status: .shutdown, identifier: lastAccepted).bytes)
+            answer(ErrorResponse(status: .shutdown, identifier: lastAccepted)) { $0.shutdowns += 1 }
         case .drop:
             state.count { $0.droppedConnections += 1 }
             closeSilently()
         }
+    }
+
+    /// Counts the event, then writes `response`, close_notify, and closes: at once, or after
+    /// the plan's `errorDelay`, draining the client meanwhile as a slow gateway would.
+    private func answer(_ response: ErrorResponse, counting event: (inout GatewayState.EventCounts) -> Void) {
+        let delay = state.rules.plan.errorDelay
+        guard delay > .zero else {
+            state.count(event)
+            respondAndClose(response.bytes)
+            return
+        }
+        state.count { counts in
+            event(&counts)
+            counts.delayedResponses += 1
+        }
+        let bytes = response.bytes
+        // Weak: a client that closes first releases the connection; the timer then finds nothing.
+        heldResponse = loop.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            heldResponse = nil
+            respondAndClose(bytes)
+        }
+    }
+
+    /// While a response is held back: decrypts and drops what the client sends, so its writes
+    /// keep flowing. Through TLS, not the bare socket, because the response still has to be
+    /// written on this session. Nothing read here is judged or counted.
+    private func discardWhileHolding() {
+        watch(.read)
+        var reads = 0
+        while phase == .established {
+            let result: TLSReadResult
+            do { result = try stream.read(into: buffer) } catch {
+                abandonHeldResponse()
+                return
+            }
+            switch result {
+            case .bytes:
+                reads += 1
+                if reads >= Self.readBudget && stream.bufferedReadableBytes == 0 { return }
+            case .wouldBlock(let progress):
+                watch(progress == .wantWrite ? [.read, .write] : .read)
+                return
+            case .closed:
+                abandonHeldResponse()
+                return
+            }
+        }
+    }
+
+    /// The client went away before its response was due: nobody is left to answer.
+    private func abandonHeldResponse() {
+        if let heldResponse { loop.cancel(heldResponse) }
+        heldResponse = nil
+        close()
     }
 
     private func stall() {

@@ -19,6 +19,7 @@ final class GatewayState: Sendable {
         var droppedConnections = 0
         var shutdowns = 0
         var stalls = 0
+        var delayedResponses = 0
     }
 
     struct DigestRecord {

@@ -4,7 +4,7 @@ import SalvoWire
 /// An in-process APNs gateway speaking the legacy binary provider protocol, for tests and
 /// benchmarks: TLS (optionally requiring client certificates), commands 0, 1 and 2 decoded
 /// strictly, error responses `08 status identifier` followed by close_notify and a close,
-/// and a `FailurePlan` that rejects, shuts down, drops or stalls on purpose.
+/// and a `FailurePlan` that rejects, shuts down, drops, stalls or answers late on purpose.
 ///
 /// It runs `Configuration.loops` event-loop threads; one listener is accepted on the first
 /// and connections are handed round-robin to all of them. Each connection reads into its
@@ -126,6 +126,7 @@ public final class MockGateway: Sendable {
             snapshot.droppedConnections = events.droppedConnections
             snapshot.shutdowns = events.shutdowns
             snapshot.stalls = events.stalls
+            snapshot.delayedResponses = events.delayedResponses
         }
         if configuration.recordAccepted {
             state.digests.withLock { record in

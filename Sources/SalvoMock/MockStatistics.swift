@@ -48,6 +48,9 @@ public struct MockStatistics: Sendable, Hashable, Codable {
     public var shutdowns: Int
     /// Read stalls started by `FailurePlan.stallEvery`.
     public var stalls: Int
+    /// Error responses (rejections, shutdowns, answers to malformed frames) held back by
+    /// `FailurePlan.errorDelay`, counted when held, whether or not the client stayed to read them.
+    public var delayedResponses: Int
     /// Accepted notifications whose token and payload had been accepted before. Tracked only
     /// with `recordAccepted` (0 otherwise).
     public var duplicates: Int
@@ -67,6 +70,7 @@ public struct MockStatistics: Sendable, Hashable, Codable {
         droppedConnections = 0
         shutdowns = 0
         stalls = 0
+        delayedResponses = 0
         duplicates = 0
         acceptedDigests = nil
     }

@@ -23,7 +23,9 @@ struct MockCommand: AsyncParsableCommand {
             with status 8; --reject-every N rejects every Nth notification gateway-wide; \
             --shutdown-every N answers status 10 after N accepted on a connection; \
             --drop-every N closes a connection silently at its Nth notification; \
-            --stall-every N stops reading a connection for --stall-ms after every N.
+            --stall-every N stops reading a connection for --stall-ms after every N; \
+            --error-delay-ms MS holds back every error response (not silent drops) that \
+            long, discarding what the client sends meanwhile, as a slow gateway does.
             """)
 
     @Option(help: "Gateway port; 0 picks a free one.")
@@ -76,6 +78,12 @@ struct MockCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("stall-jitter-ms"), help: ArgumentHelp("Up to this much (seeded) is added to each stall.", valueName: "ms"))
     var stallJitterMilliseconds = 0
+
+    // Unconditional: `--error-delay-ms -1` reaches the range check (and its message)
+    // instead of reading as a missing value.
+    @Option(name: .customLong("error-delay-ms"), parsing: .unconditional,
+            help: ArgumentHelp("Hold back each error response this long (0...600000), discarding what arrives meanwhile.", valueName: "ms"))
+    var errorDelayMilliseconds = 0
 
     @Option(help: "Seed for the randomized rules.")
     var seed: UInt64 = 0
@@ -158,6 +166,10 @@ struct MockCommand: AsyncParsableCommand {
         }
         plan.stallDuration = .milliseconds(stallMilliseconds)
         plan.stallJitter = .milliseconds(stallJitterMilliseconds)
+        guard (0...600_000).contains(errorDelayMilliseconds) else {
+            throw UsageError("--error-delay-ms must be 0...600000 (at most 10 minutes), got \(errorDelayMilliseconds)")
+        }
+        plan.errorDelay = .milliseconds(errorDelayMilliseconds)
         do { try plan.validate() } catch {
             // The plan's field names, spelled as the flags.
             let message = error.description

@@ -62,6 +62,35 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: report))
     }
 
+    @Test func errorDelayOutOfRangeExitsWithTwo() throws {
+        for value in ["-1", "600001"] {
+            let (status, _, errors) = try SendCommandTests.run(["mock", "--error-delay-ms", value])
+            #expect(status == 2, "--error-delay-ms \(value)")
+            #expect(errors.contains("--error-delay-ms must be 0...600000"), "stderr: \(errors)")
+            #expect(errors.contains("got \(value)"), "stderr: \(errors)")
+        }
+    }
+
+    @Test func aDelayedAnswerIsCountedInTheReport() throws {
+        let report = NSTemporaryDirectory() + "salvo-mock-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: report) }
+        let (process, gateway, _) = try Self.start(["--reject-every", "1", "--error-delay-ms", "100", "--report", report])
+        var insecure = TLSConfiguration.client()
+        insecure.verifyPeer = false
+        let stream = try TLSStream.connect(host: "127.0.0.1", port: gateway, context: TLSContext(insecure, role: .client))
+        // Command 0 (simple): one token and a payload; rejected, then answered 100 ms later.
+        let notification: [UInt8] = [0, 0, 32] + [UInt8](repeating: 0xab, count: 32) + [0, 2] + Array("{}".utf8)
+        try notification.withUnsafeBytes { try stream.writeAll($0) }
+        let answer = try stream.readToEnd(timeout: .seconds(10))
+        #expect(answer == [8, 8, 0, 0, 0, 0], "status 8, identifier 0 (command 0 has none)")
+        process.terminate()
+        Self.waitForExit(process)
+        #expect(process.terminationStatus == 0)
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
+        #expect(json?["delayedResponses"] as? Int == 1)
+        #expect(json?["rejected"] as? Int == 1)
+    }
+
     @Test func badFlagsExitWithTwo() throws {
         let (status, _, errors) = try SendCommandTests.run(["mock", "--reject-every", "0"])
         #expect(status == 2)

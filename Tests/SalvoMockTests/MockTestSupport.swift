@@ -19,8 +19,9 @@ struct MockHarness {
                 clientCertificateRoots: .certificates(pki.authority.certificate))
     }
 
-    func gateway(_ plan: FailurePlan = .none, recordAccepted: Bool = false, strict: Bool = false) throws -> MockGateway {
-        try MockGateway(.init(tls: strict ? strictServerTLS : serverTLS, loops: 2, failurePlan: plan,
+    func gateway(_ plan: FailurePlan = .none, recordAccepted: Bool = false, strict: Bool = false,
+                 loops: Int = 2) throws -> MockGateway {
+        try MockGateway(.init(tls: strict ? strictServerTLS : serverTLS, loops: loops, failurePlan: plan,
                               recordAccepted: recordAccepted))
     }
 
