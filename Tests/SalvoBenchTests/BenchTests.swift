@@ -3,7 +3,7 @@ import Foundation
 import FoundationXML
 #endif
 import Testing
-@testable import salvo
+import SalvoBench
 
 /// The pure pieces of `salvo bench`: statistics, tables, the SVG plot and the results README.
 /// No timing is asserted anywhere.

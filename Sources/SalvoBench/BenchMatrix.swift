@@ -5,19 +5,26 @@ import SalvoMock
 
 /// The cells of a bench run and how each is measured: a fresh mock per cell, an optional
 /// warm-up run, then the measured runs, and the mock's counts against the sender's.
-struct BenchMatrix: Sendable {
-    struct CellSpec: Sendable, Hashable {
-        var connections: Int
-        var errorRate: Double
-        var payloadBytes: Int
-        var frameBytes: Int { 61 + payloadBytes }  // command 2, all five items
+package struct BenchMatrix: Sendable {
+    /// One cell: what the sender and the mock are asked to do.
+    package struct CellSpec: Sendable, Hashable {
+        package var connections: Int
+        package var errorRate: Double
+        package var payloadBytes: Int
+        package var frameBytes: Int { 61 + payloadBytes }  // command 2, all five items
 
-        var label: String {
+        package init(connections: Int, errorRate: Double, payloadBytes: Int) {
+            self.connections = connections
+            self.errorRate = errorRate
+            self.payloadBytes = payloadBytes
+        }
+
+        package var label: String {
             "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B"
         }
 
         /// The mock flags that make it reject at this rate: every Nth when 1/rate is whole.
-        var failurePlan: [String] {
+        package var failurePlan: [String] {
             guard errorRate > 0 else { return [] }
             let every = 1 / errorRate
             if abs(every - every.rounded()) < 1e-6 * every { return ["--reject-every", String(Int(every.rounded()))] }
@@ -25,12 +32,18 @@ struct BenchMatrix: Sendable {
         }
     }
 
-    var connections: [Int]
-    var errorRates: [Double]
-    var payloadSizes: [Int]
+    package var connections: [Int]
+    package var errorRates: [Double]
+    package var payloadSizes: [Int]
+
+    package init(connections: [Int], errorRates: [Double], payloadSizes: [Int]) {
+        self.connections = connections
+        self.errorRates = errorRates
+        self.payloadSizes = payloadSizes
+    }
 
     /// Payload size outermost, then error rate, then connections (the plot's X axis).
-    var cells: [CellSpec] {
+    package var cells: [CellSpec] {
         payloadSizes.flatMap { payload in
             errorRates.flatMap { rate in
                 connections.map { CellSpec(connections: $0, errorRate: rate, payloadBytes: payload) }
@@ -53,6 +66,7 @@ struct BenchCellRunner {
     var runs: Int
     var warmup: Bool
     var progress: BenchProgress?
+    var allocationRequests: (@Sendable () -> Int?)?
 
     func measure(_ spec: BenchMatrix.CellSpec, index: Int, of total: Int) async throws -> BenchResults.Cell {
         BenchSystem.resetPeakResidentSet()
@@ -79,7 +93,8 @@ struct BenchCellRunner {
                 let runLabel = isWarmup ? "warm-up" : "run \(attempt - (warmup ? 1 : 0))/\(runs)"
                 progress?.begin("[\(index)/\(total)] \(spec.label): \(runLabel)", total: count)
                 let run = try await BenchSenderRun.run(count: count, payloadBytes: spec.payloadBytes,
-                                                       configuration: configuration, progress: progress)
+                                                       configuration: configuration, progress: progress,
+                                                       allocationRequests: allocationRequests)
                 totals.accepted += run.accepted
                 totals.rejected += run.rejected
                 totals.failed += run.failed

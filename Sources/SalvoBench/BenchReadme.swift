@@ -1,11 +1,11 @@
 import Foundation
 
 /// The goals of issue 5, judged from one run's results.
-struct BenchGoal: Sendable, Equatable {
-    enum Verdict: String, Sendable { case met = "yes", missed = "**no**", notMeasured = "not measured here" }
-    var goal: String
-    var measured: String
-    var verdict: Verdict
+package struct BenchGoal: Sendable, Equatable {
+    package enum Verdict: String, Sendable { case met = "yes", missed = "**no**", notMeasured = "not measured here" }
+    package var goal: String
+    package var measured: String
+    package var verdict: Verdict
 }
 
 extension BenchResults {
@@ -16,7 +16,8 @@ extension BenchResults {
         return ceilingSized.isEmpty ? free : ceilingSized
     }
 
-    func goals() -> [BenchGoal] {
+    /// Each goal with what this run measured for it and whether that meets it.
+    package func goals() -> [BenchGoal] {
         var goals: [BenchGoal] = []
         let bestFree = errorFreeCells.max { $0.rate.median < $1.rate.median }
 
@@ -92,10 +93,10 @@ extension BenchResults {
 
 /// Renders results/README.md: the generated part (settings, goals, table, plot) and, kept
 /// from the previous file, everything after `notesMarker` (hand-written analysis).
-enum BenchReadme {
-    static let notesMarker = "<!-- notes: everything below this line is kept when salvo bench regenerates this file -->"
+package enum BenchReadme {
+    package static let notesMarker = "<!-- notes: everything below this line is kept when salvo bench regenerates this file -->"
 
-    static func render(_ results: BenchResults, plotFile: String, previous: String?) -> String {
+    package static func render(_ results: BenchResults, plotFile: String, previous: String?) -> String {
         let settings = results.settings
         var text = """
             # Salvo end-to-end benchmark

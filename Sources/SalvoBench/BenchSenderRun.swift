@@ -5,16 +5,17 @@ import SalvoWire
 
 /// One measured run: `count` notifications through a fresh `Sender` in this process, timed,
 /// with the process's CPU time and allocation requests before and after.
-enum BenchSenderRun {
+package enum BenchSenderRun {
     /// A JSON payload of exactly `bytes` bytes: `{"aps":{"alert":"xxx…"}}`.
-    static func payload(bytes: Int) -> [UInt8] {
+    package static func payload(bytes: Int) -> [UInt8] {
         let prefix = Array(#"{"aps":{"alert":""#.utf8), suffix = Array(#""}}"#.utf8)
         precondition(bytes >= prefix.count + suffix.count + 1, "payloads start at 21 bytes")
         return prefix + [UInt8](repeating: UInt8(ascii: "x"), count: bytes - prefix.count - suffix.count) + suffix
     }
 
+    /// - Parameter allocationRequests: the process's allocation requests so far, when known.
     static func run(count: Int, payloadBytes: Int, configuration: SenderConfiguration,
-                    progress: BenchProgress?) async throws -> BenchResults.Run {
+                    progress: BenchProgress?, allocationRequests: (@Sendable () -> Int?)?) async throws -> BenchResults.Run {
         let encoded = payload(bytes: payloadBytes)
         // One payload buffer for the whole run, as a campaign reader's would be.
         let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: encoded.count, alignment: 1)
@@ -22,7 +23,7 @@ enum BenchSenderRun {
         payload.copyBytes(from: encoded)
         var tokenBytes = [UInt8](repeating: 0x5A, count: 32)
 
-        let allocationsBefore = BenchSystem.allocationRequests()
+        let allocationsBefore = allocationRequests?()
         let cpuBefore = BenchSystem.cpuSeconds()
         let sender: Sender
         do { sender = try Sender(configuration) } catch { throw BenchError("cannot start the sender: \(error)") }
@@ -53,7 +54,7 @@ enum BenchSenderRun {
         let elapsed = started.duration(to: .now)
         watcher?.cancel()
         let cpuAfter = BenchSystem.cpuSeconds()
-        let allocationsAfter = BenchSystem.allocationRequests()
+        let allocationsAfter = allocationRequests?()
 
         let seconds = elapsed.secondsDouble
         let errorWait = configuration.errorWait.secondsDouble

@@ -6,27 +6,39 @@ import Foundation
 ///
 /// X values are categories (connections: 1, 2, 4, 8), spaced evenly in sorted order; the
 /// Y axis starts at zero and ends at a round number.
-struct SVGLinePlot: Sendable {
-    struct Series: Sendable {
-        var label: String
-        var points: [(x: Double, y: Double)]
+package struct SVGLinePlot: Sendable {
+    /// One line: its legend label and its points.
+    package struct Series: Sendable {
+        package var label: String
+        package var points: [(x: Double, y: Double)]
+
+        package init(label: String, points: [(x: Double, y: Double)]) {
+            self.label = label
+            self.points = points
+        }
     }
 
-    struct Reference: Sendable {
-        var label: String
-        var y: Double
+    /// A dashed horizontal line across the plot (the ceiling, a baseline).
+    package struct Reference: Sendable {
+        package var label: String
+        package var y: Double
+
+        package init(label: String, y: Double) {
+            self.label = label
+            self.y = y
+        }
     }
 
-    var title: String
-    var subtitle: String = ""
-    var xLabel: String
-    var yLabel: String
-    var series: [Series] = []
-    var references: [Reference] = []
-    var width = 760.0
-    var height = 460.0
+    package var title: String
+    package var subtitle: String = ""
+    package var xLabel: String
+    package var yLabel: String
+    package var series: [Series] = []
+    package var references: [Reference] = []
+    package var width = 760.0
+    package var height = 460.0
     /// Formats a Y tick value (default: "1.5 M" style).
-    var formatY: @Sendable (Double) -> String = SVGLinePlot.shortNumber
+    package var formatY: @Sendable (Double) -> String = SVGLinePlot.shortNumber
 
     static let palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
@@ -34,7 +46,15 @@ struct SVGLinePlot: Sendable {
     /// instead of drawn, so that it does not squash the lines into the bottom of the chart.
     static let referenceScaleLimit = 2.5
 
-    func render() -> String {
+    package init(title: String, subtitle: String = "", xLabel: String, yLabel: String) {
+        self.title = title
+        self.subtitle = subtitle
+        self.xLabel = xLabel
+        self.yLabel = yLabel
+    }
+
+    /// The SVG document.
+    package func render() -> String {
         let left = 86.0, right = 24.0, top = subtitle.isEmpty ? 52.0 : 70.0, bottom = 62.0
         let plotWidth = width - left - right, plotHeight = height - top - bottom
         let xValues = Array(Set(series.flatMap { $0.points.map(\.x) })).sorted()
@@ -118,7 +138,7 @@ struct SVGLinePlot: Sendable {
     }
 
     /// A round top for the axis and a step giving 4 to 8 grid lines.
-    static func niceScale(_ maximum: Double) -> (top: Double, step: Double) {
+    package static func niceScale(_ maximum: Double) -> (top: Double, step: Double) {
         guard maximum > 0, maximum.isFinite else { return (1, 0.25) }
         let rough = maximum / 5
         let magnitude = pow(10, floor(log10(rough)))
@@ -127,7 +147,7 @@ struct SVGLinePlot: Sendable {
     }
 
     /// 1500000 -> "1.5 M", 250000 -> "250 k", 8 -> "8".
-    @Sendable static func shortNumber(_ value: Double) -> String {
+    @Sendable package static func shortNumber(_ value: Double) -> String {
         func trimmed(_ scaled: Double, _ suffix: String) -> String {
             // Three significant digits at most: 626.72 k -> 627 k, 1.234 M -> 1.23 M.
             let decimals = abs(scaled) >= 100 ? 0 : abs(scaled) >= 10 ? 1 : 2
@@ -170,7 +190,7 @@ struct SVGLinePlot: Sendable {
 extension BenchResults {
     /// Throughput vs connections at the first payload size, one line per error rate, with
     /// the ceiling and the PHP baseline as reference lines.
-    func throughputPlot() -> SVGLinePlot {
+    package func throughputPlot() -> SVGLinePlot {
         let payload = cells.first?.payloadBytes ?? 0
         let atPayload = cells.filter { $0.payloadBytes == payload }
         let rates = Array(Set(atPayload.map(\.errorRate))).sorted()
