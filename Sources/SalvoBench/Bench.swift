@@ -19,6 +19,7 @@ package struct BenchSettings: Sendable {
         }
     }
 
+    /// The cells: connections × error rates × payload sizes × error waits.
     package var matrix: BenchMatrix
     /// Notifications per run.
     package var count: Int
@@ -32,7 +33,7 @@ package struct BenchSettings: Sendable {
     package var phpScript: String?
     /// Nil: a fresh `salvo mock` per cell, with the accounting check.
     package var gateway: Gateway?
-    package var errorWaitMilliseconds: Int
+    /// The sender's send ring per connection, MiB.
     package var ringMiB: Int
     /// Sender shards; nil: one per core except the mock's.
     package var shards: Int?
@@ -52,7 +53,7 @@ package struct BenchSettings: Sendable {
     package var allocationRequests: (@Sendable () -> Int?)?
 
     package init(matrix: BenchMatrix, count: Int, runs: Int = 3, warmup: Bool = true, ceilingFrames: Int? = nil,
-                 phpScript: String? = nil, gateway: Gateway? = nil, errorWaitMilliseconds: Int = 20, ringMiB: Int = 16,
+                 phpScript: String? = nil, gateway: Gateway? = nil, ringMiB: Int = 16,
                  shards: Int? = nil, pin: Bool = true, output: String = "results", jsonOnly: Bool = false,
                  command: String = CommandLine.arguments.joined(separator: " "),
                  executable: String = BenchSystem.executablePath(), allocationRequests: (@Sendable () -> Int?)? = nil) {
@@ -63,7 +64,6 @@ package struct BenchSettings: Sendable {
         self.ceilingFrames = ceilingFrames
         self.phpScript = phpScript
         self.gateway = gateway
-        self.errorWaitMilliseconds = errorWaitMilliseconds
         self.ringMiB = ringMiB
         self.shards = shards
         self.pin = pin
@@ -117,7 +117,7 @@ package enum Bench {
             : "not pinned"
         let recordedSettings = BenchResults.Settings(
             notificationsPerRun: count, runsPerCell: runs, warmup: settings.warmup,
-            errorWaitMilliseconds: settings.errorWaitMilliseconds, ringMib: settings.ringMiB, shards: shardCount, pinning: pinning,
+            ringMib: settings.ringMiB, shards: shardCount, pinning: pinning,
             gateway: settings.gateway.map { "\($0.host):\($0.port)" } ?? "mock")
         let cells = matrix.cells
         printError("salvo bench: \(cells.count) cells × \(runs) runs\(settings.warmup ? " (+1 warm-up)" : "") × "
@@ -135,10 +135,9 @@ package enum Bench {
 
         let runner = BenchCellRunner(
             target: target,
-            base: { [errorWaitMilliseconds = settings.errorWaitMilliseconds, ringMiB = settings.ringMiB] host, port, tls in
+            base: { [ringMiB = settings.ringMiB] host, port, tls in
                 var configuration = SenderConfiguration(host: host, port: port, tls: tls)
                 configuration.shards = shardCount
-                configuration.errorWait = .milliseconds(errorWaitMilliseconds)
                 configuration.ringCapacity = ringMiB << 20
                 configuration.pinThreads = pinned
                 return configuration

@@ -11,16 +11,21 @@ package struct BenchMatrix: Sendable {
         package var connections: Int
         package var errorRate: Double
         package var payloadBytes: Int
+        /// The sender's error wait: how long a written notification waits for an error
+        /// response naming it before it counts as accepted.
+        package var errorWaitMilliseconds: Int
         package var frameBytes: Int { 61 + payloadBytes }  // command 2, all five items
 
-        package init(connections: Int, errorRate: Double, payloadBytes: Int) {
+        package init(connections: Int, errorRate: Double, payloadBytes: Int, errorWaitMilliseconds: Int) {
             self.connections = connections
             self.errorRate = errorRate
             self.payloadBytes = payloadBytes
+            self.errorWaitMilliseconds = errorWaitMilliseconds
         }
 
         package var label: String {
-            "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B"
+            "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B, "
+                + "error wait \(BenchFormat.milliseconds(errorWaitMilliseconds))"
         }
 
         /// The mock flags that make it reject at this rate: every Nth when 1/rate is whole.
@@ -35,18 +40,26 @@ package struct BenchMatrix: Sendable {
     package var connections: [Int]
     package var errorRates: [Double]
     package var payloadSizes: [Int]
+    /// The sender's error waits, milliseconds.
+    package var errorWaits: [Int]
 
-    package init(connections: [Int], errorRates: [Double], payloadSizes: [Int]) {
+    package init(connections: [Int], errorRates: [Double], payloadSizes: [Int], errorWaits: [Int]) {
         self.connections = connections
         self.errorRates = errorRates
         self.payloadSizes = payloadSizes
+        self.errorWaits = errorWaits
     }
 
-    /// Payload size outermost, then error rate, then connections (the plot's X axis).
+    /// Payload size outermost, then error wait, then error rate, then connections (the
+    /// plot's X axis).
     package var cells: [CellSpec] {
         payloadSizes.flatMap { payload in
-            errorRates.flatMap { rate in
-                connections.map { CellSpec(connections: $0, errorRate: rate, payloadBytes: payload) }
+            errorWaits.flatMap { wait in
+                errorRates.flatMap { rate in
+                    connections.map {
+                        CellSpec(connections: $0, errorRate: rate, payloadBytes: payload, errorWaitMilliseconds: wait)
+                    }
+                }
             }
         }
     }
@@ -83,6 +96,7 @@ struct BenchCellRunner {
         }
         var configuration = base(host, port, tls)
         configuration.connectionsPerShard = spec.connections
+        configuration.errorWait = .milliseconds(spec.errorWaitMilliseconds)
 
         var measured: [BenchResults.Run] = []
         var totals = (accepted: 0, rejected: 0, failed: 0)
@@ -92,7 +106,7 @@ struct BenchCellRunner {
                 let isWarmup = warmup && attempt == 1
                 let runLabel = isWarmup ? "warm-up" : "run \(attempt - (warmup ? 1 : 0))/\(runs)"
                 progress?.begin("[\(index)/\(total)] \(spec.label): \(runLabel)", total: count)
-                let run = try await BenchSenderRun.run(count: count, payloadBytes: spec.payloadBytes,
+                let run = try await BenchSenderRun.run(count: count, cell: spec,
                                                        configuration: configuration, progress: progress,
                                                        allocationRequests: allocationRequests)
                 totals.accepted += run.accepted
@@ -113,7 +127,8 @@ struct BenchCellRunner {
 
         let notifications = Double(count)
         return BenchResults.Cell(
-            connections: spec.connections, errorRate: spec.errorRate, payloadBytes: spec.payloadBytes, frameBytes: spec.frameBytes,
+            connections: spec.connections, errorRate: spec.errorRate, payloadBytes: spec.payloadBytes,
+            errorWaitMilliseconds: spec.errorWaitMilliseconds, frameBytes: spec.frameBytes,
             runs: measured,
             rate: BenchSpread(measured.map(\.rate))!,
             cpuSecondsPerMillion: BenchSpread.median(measured.map { ($0.cpuUserSeconds + $0.cpuSystemSeconds) / notifications * 1e6 })!,

@@ -1,20 +1,32 @@
 import Foundation
 
 /// A small line chart written as SVG text, with no dependency: labelled axes, grid lines,
-/// one coloured line with markers per series, a legend, and dashed horizontal reference
-/// lines (the ceiling, a baseline). `results/throughput.svg` is one of these.
+/// one coloured line with markers per series (solid or in a dash pattern), a legend, and
+/// dashed grey horizontal reference lines (the ceiling, a baseline). `results/throughput.svg`
+/// is one of these.
 ///
 /// X values are categories (connections: 1, 2, 4, 8), spaced evenly in sorted order; the
 /// Y axis starts at zero and ends at a round number.
 package struct SVGLinePlot: Sendable {
-    /// One line: its legend label and its points.
+    /// One line: its legend label, its points and how it is drawn.
     package struct Series: Sendable {
         package var label: String
         package var points: [(x: Double, y: Double)]
+        /// Index into `palette`; nil: the series' own position.
+        package var colour: Int?
+        /// An SVG `stroke-dasharray` such as "8 5"; nil: a solid line.
+        package var dashes: String?
 
-        package init(label: String, points: [(x: Double, y: Double)]) {
+        package init(label: String, points: [(x: Double, y: Double)], colour: Int? = nil, dashes: String? = nil) {
             self.label = label
             self.points = points
+            self.colour = colour
+            self.dashes = dashes
+        }
+
+        func stroke(_ index: Int) -> String {
+            "stroke=\"\(SVGLinePlot.palette[(colour ?? index) % SVGLinePlot.palette.count])\" stroke-width=\"2.5\""
+                + (dashes.map { " stroke-dasharray=\"\($0)\"" } ?? "")
         }
     }
 
@@ -41,6 +53,9 @@ package struct SVGLinePlot: Sendable {
     package var formatY: @Sendable (Double) -> String = SVGLinePlot.shortNumber
 
     static let palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+    /// Dash patterns that tell lines of one colour apart: solid first.
+    static let dashPatterns: [String?] = [nil, "8 5", "2 4", "12 4 2 4"]
 
     /// A reference line further above the data than this factor is named in the legend
     /// instead of drawn, so that it does not squash the lines into the bottom of the chart.
@@ -108,10 +123,10 @@ package struct SVGLinePlot: Sendable {
         }
         // The series.
         for (index, line) in series.enumerated() {
-            let colour = Self.palette[index % Self.palette.count]
+            let colour = Self.palette[(line.colour ?? index) % Self.palette.count]
             let points = line.points.sorted { $0.x < $1.x }
             let path = points.map { "\(Self.n(xPosition($0.x))),\(Self.n(yPosition($0.y)))" }.joined(separator: " ")
-            svg += "<polyline fill=\"none\" stroke=\"\(colour)\" stroke-width=\"2.5\" points=\"\(path)\"/>\n"
+            svg += "<polyline fill=\"none\" \(line.stroke(index)) points=\"\(path)\"/>\n"
             for point in points {
                 svg += "<circle cx=\"\(Self.n(xPosition(point.x)))\" cy=\"\(Self.n(yPosition(point.y)))\" r=\"4\" fill=\"\(colour)\">"
                     + "<title>\(Self.escape("\(line.label), \(Self.shortNumber(point.x)): \(formatY(point.y))"))</title></circle>\n"
@@ -124,8 +139,7 @@ package struct SVGLinePlot: Sendable {
             svg += "<rect x=\"\(Self.n(left + 10))\" y=\"\(Self.n(top + 8))\" width=\"\(Self.n(legendWidth))\" height=\"\(Self.n(Double(legendLines) * 20 + 10))\" fill=\"#ffffff\" fill-opacity=\"0.9\" stroke=\"#cccccc\"/>\n"
             for (index, line) in series.enumerated() {
                 let y = top + 8 + 18 + Double(index) * 20
-                let colour = Self.palette[index % Self.palette.count]
-                svg += "<line x1=\"\(Self.n(left + 18))\" y1=\"\(Self.n(y - 4))\" x2=\"\(Self.n(left + 42))\" y2=\"\(Self.n(y - 4))\" stroke=\"\(colour)\" stroke-width=\"2.5\"/>\n"
+                svg += "<line x1=\"\(Self.n(left + 18))\" y1=\"\(Self.n(y - 4))\" x2=\"\(Self.n(left + 42))\" y2=\"\(Self.n(y - 4))\" \(line.stroke(index))/>\n"
                 svg += "<text x=\"\(Self.n(left + 50))\" y=\"\(Self.n(y))\">\(Self.escape(line.label))</text>\n"
             }
             for (index, reference) in offScale.enumerated() {
@@ -188,20 +202,30 @@ package struct SVGLinePlot: Sendable {
 }
 
 extension BenchResults {
-    /// Throughput vs connections at the first payload size, one line per error rate, with
-    /// the ceiling and the PHP baseline as reference lines.
+    /// Throughput vs connections at the first payload size, one line per error rate and
+    /// error wait (a colour per rate, a dash pattern per wait), with the ceiling and the PHP
+    /// baseline as reference lines.
     package func throughputPlot() -> SVGLinePlot {
         let payload = cells.first?.payloadBytes ?? 0
         let atPayload = cells.filter { $0.payloadBytes == payload }
         let rates = Array(Set(atPayload.map(\.errorRate))).sorted()
+        let waits = Array(Set(atPayload.map(\.errorWaitMilliseconds))).sorted()
+        let oneWait = waits.count == 1 ? ", error wait \(BenchFormat.milliseconds(waits[0]))" : ""
         var plot = SVGLinePlot(
             title: "Salvo throughput vs connections",
-            subtitle: "\(payload)-byte payload (\(atPayload.first?.frameBytes ?? 0)-byte frames), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
+            subtitle: "\(payload)-byte payload (\(atPayload.first?.frameBytes ?? 0)-byte frames)\(oneWait), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
             xLabel: "TLS connections (1 shard)" , yLabel: "notifications per second")
         if settings.shards != 1 { plot.xLabel = "TLS connections per shard (\(settings.shards) shards)" }
-        for rate in rates {
-            let points = atPayload.filter { $0.errorRate == rate }.map { (x: Double($0.connections), y: $0.rate.median) }
-            plot.series.append(.init(label: rate == 0 ? "no errors" : "errors: " + BenchFormat.errorRate(rate), points: points))
+        for (waitIndex, wait) in waits.enumerated() {
+            for (rateIndex, rate) in rates.enumerated() {
+                let points = atPayload.filter { $0.errorRate == rate && $0.errorWaitMilliseconds == wait }
+                    .map { (x: Double($0.connections), y: $0.rate.median) }
+                guard !points.isEmpty else { continue }
+                var label = rate == 0 ? "no errors" : "errors: " + BenchFormat.errorRate(rate)
+                if waits.count > 1 { label += ", wait " + BenchFormat.milliseconds(wait) }
+                plot.series.append(.init(label: label, points: points, colour: rateIndex,
+                                         dashes: SVGLinePlot.dashPatterns[waitIndex % SVGLinePlot.dashPatterns.count]))
+            }
         }
         if let ceiling {
             plot.references.append(.init(label: "ceiling \(SVGLinePlot.shortNumber(ceiling.median))/s (\(ceiling.frameBytes)-byte frames)", y: ceiling.median))

@@ -4,7 +4,8 @@ import Foundation
 /// what `results/README.md` and `results/throughput.svg` are drawn from, and what
 /// `scripts/compare.sh` reads. Field names are snake_case in the JSON.
 package struct BenchResults: Sendable, Codable, Equatable {
-    package static let currentSchema = 1
+    /// 2: each cell records its error wait (1: one error wait for the run, in the settings).
+    package static let currentSchema = 2
 
     package var schema = currentSchema
     /// UTC, ISO 8601.
@@ -51,24 +52,26 @@ package struct BenchResults: Sendable, Codable, Equatable {
         package var notificationsPerRun: Int
         package var runsPerCell: Int
         package var warmup: Bool
-        package var errorWaitMilliseconds: Int
         package var ringMib: Int
         package var shards: Int
         /// "mock on core 1, sender shards on core 0", or "not pinned".
         package var pinning: String
         /// "mock" (a fresh `salvo mock` per cell) or the external gateway's HOST:PORT.
         package var gateway: String
+        /// The run's one error wait, in results written before the error wait became an axis
+        /// of the matrix: their cells take it from here. Nil since (each cell has its own).
+        package var errorWaitMilliseconds: Int?
 
-        package init(notificationsPerRun: Int, runsPerCell: Int, warmup: Bool, errorWaitMilliseconds: Int, ringMib: Int,
-                     shards: Int, pinning: String, gateway: String) {
+        package init(notificationsPerRun: Int, runsPerCell: Int, warmup: Bool, ringMib: Int,
+                     shards: Int, pinning: String, gateway: String, errorWaitMilliseconds: Int? = nil) {
             self.notificationsPerRun = notificationsPerRun
             self.runsPerCell = runsPerCell
             self.warmup = warmup
-            self.errorWaitMilliseconds = errorWaitMilliseconds
             self.ringMib = ringMib
             self.shards = shards
             self.pinning = pinning
             self.gateway = gateway
+            self.errorWaitMilliseconds = errorWaitMilliseconds
         }
     }
 
@@ -104,8 +107,9 @@ package struct BenchResults: Sendable, Codable, Equatable {
     /// One measured run of a cell.
     package struct Run: Sendable, Codable, Equatable {
         /// Notifications per second: the count over the time from the first send until all
-        /// were settled, less one error wait (the fixed tail in which the sender only waits
-        /// to be sure no error names the last frames).
+        /// were settled, less the cell's error wait (the tail in which the sender only waits to
+        /// be sure no error names the last frames) when the run ended with one: a run whose
+        /// last notification an error response settles has no such tail.
         package var rate: Double
         package var seconds: Double
         package var cpuUserSeconds: Double
@@ -143,6 +147,8 @@ package struct BenchResults: Sendable, Codable, Equatable {
         package var connections: Int
         package var errorRate: Double
         package var payloadBytes: Int
+        /// The sender's error wait in this cell, milliseconds.
+        package var errorWaitMilliseconds: Int
         package var frameBytes: Int
         package var runs: [Run]
         /// Notifications per second over the measured runs.
@@ -159,14 +165,16 @@ package struct BenchResults: Sendable, Codable, Equatable {
         /// `rate.median` as a percentage of the ceiling's median, with `--ceiling`.
         package var percentOfCeiling: Double?
 
-        package var key: String { "c\(connections)-e\(errorRate)-p\(payloadBytes)" }
+        package var key: String { "c\(connections)-e\(errorRate)-p\(payloadBytes)-w\(errorWaitMilliseconds)" }
 
-        package init(connections: Int, errorRate: Double, payloadBytes: Int, frameBytes: Int, runs: [BenchResults.Run],
+        package init(connections: Int, errorRate: Double, payloadBytes: Int, errorWaitMilliseconds: Int, frameBytes: Int,
+                     runs: [BenchResults.Run],
                      rate: BenchSpread, cpuSecondsPerMillion: Double, allocationsPerNotification: Double?, peakRssMib: Double,
                      resent: Int, accounting: BenchResults.Accounting, percentOfCeiling: Double? = nil) {
             self.connections = connections
             self.errorRate = errorRate
             self.payloadBytes = payloadBytes
+            self.errorWaitMilliseconds = errorWaitMilliseconds
             self.frameBytes = frameBytes
             self.runs = runs
             self.rate = rate
@@ -209,6 +217,9 @@ package struct BenchResults: Sendable, Codable, Equatable {
         }
     }
 
+    /// The cells' error waits, milliseconds, ascending.
+    package var errorWaits: [Int] { Array(Set(cells.map(\.errorWaitMilliseconds))).sorted() }
+
     /// The cell with the highest median rate.
     package var best: Cell? { cells.max { $0.rate.median < $1.rate.median } }
 
@@ -219,12 +230,45 @@ package struct BenchResults: Sendable, Codable, Equatable {
         return try encoder.encode(self) + Data("\n".utf8)
     }
 
+    /// Reads a results file, also one written before cells had their own error wait.
     package static func decode(_ data: Data) throws -> BenchResults {
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
+        struct Header: Decodable { var settings: Settings }
+        if let wait = try decoder.decode(Header.self, from: data).settings.errorWaitMilliseconds {
+            decoder.userInfo[Cell.errorWaitIfMissing] = wait
+        }
         return try decoder.decode(BenchResults.self, from: data)
     }
 
     /// `<date>-<sha>.json`, e.g. `2026-11-23-d18e8d4.json`.
     package var fileName: String { "\(date.prefix(10))-\(commit).json" }
+}
+
+extension BenchResults.Cell {
+    /// The error wait for cells that do not record one (older results): the run's, from its
+    /// settings. `BenchResults.decode` sets it.
+    static let errorWaitIfMissing = CodingUserInfoKey(rawValue: "salvo.bench.errorWaitIfMissing")!
+
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        connections = try container.decode(Int.self, forKey: .connections)
+        errorRate = try container.decode(Double.self, forKey: .errorRate)
+        payloadBytes = try container.decode(Int.self, forKey: .payloadBytes)
+        let recorded = try container.decodeIfPresent(Int.self, forKey: .errorWaitMilliseconds)
+        guard let wait = recorded ?? (decoder.userInfo[Self.errorWaitIfMissing] as? Int) else {
+            throw DecodingError.keyNotFound(CodingKeys.errorWaitMilliseconds, .init(
+                codingPath: container.codingPath, debugDescription: "the cell has no error wait, nor have the run's settings"))
+        }
+        errorWaitMilliseconds = wait
+        frameBytes = try container.decode(Int.self, forKey: .frameBytes)
+        runs = try container.decode([BenchResults.Run].self, forKey: .runs)
+        rate = try container.decode(BenchSpread.self, forKey: .rate)
+        cpuSecondsPerMillion = try container.decode(Double.self, forKey: .cpuSecondsPerMillion)
+        allocationsPerNotification = try container.decodeIfPresent(Double.self, forKey: .allocationsPerNotification)
+        peakRssMib = try container.decode(Double.self, forKey: .peakRssMib)
+        resent = try container.decode(Int.self, forKey: .resent)
+        accounting = try container.decode(BenchResults.Accounting.self, forKey: .accounting)
+        percentOfCeiling = try container.decodeIfPresent(Double.self, forKey: .percentOfCeiling)
+    }
 }

@@ -13,10 +13,12 @@ package enum BenchSenderRun {
         return prefix + [UInt8](repeating: UInt8(ascii: "x"), count: bytes - prefix.count - suffix.count) + suffix
     }
 
-    /// - Parameter allocationRequests: the process's allocation requests so far, when known.
-    static func run(count: Int, payloadBytes: Int, configuration: SenderConfiguration,
+    /// - Parameters:
+    ///   - cell: the payload size, and the error wait the rate discounts (`configuration`'s).
+    ///   - allocationRequests: the process's allocation requests so far, when known.
+    static func run(count: Int, cell: BenchMatrix.CellSpec, configuration: SenderConfiguration,
                     progress: BenchProgress?, allocationRequests: (@Sendable () -> Int?)?) async throws -> BenchResults.Run {
-        let encoded = payload(bytes: payloadBytes)
+        let encoded = payload(bytes: cell.payloadBytes)
         // One payload buffer for the whole run, as a campaign reader's would be.
         let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: encoded.count, alignment: 1)
         defer { payload.deallocate() }
@@ -50,16 +52,21 @@ package enum BenchSenderRun {
                 throw BenchError("sending notification \(n) of \(count) failed: \(error)")
             }
         }
+        let submitted = ContinuousClock.now
         let report = await sender.finish()
-        let elapsed = started.duration(to: .now)
+        let finished = ContinuousClock.now
         watcher?.cancel()
         let cpuAfter = BenchSystem.cpuSeconds()
         let allocationsAfter = allocationRequests?()
 
-        let seconds = elapsed.secondsDouble
-        let errorWait = configuration.errorWait.secondsDouble
+        let seconds = started.duration(to: finished).secondsDouble
+        // The final error wait is not throughput, but not every run ends with one: when an
+        // error response names the last notification, nothing is left to wait for. Finishing
+        // sooner than one error wait after the last submission is how such a run shows.
+        let errorWait = Double(cell.errorWaitMilliseconds) / 1000
+        let tail = submitted.duration(to: finished).secondsDouble >= errorWait ? errorWait : 0
         return BenchResults.Run(
-            rate: Double(count) / max(seconds - errorWait, 1e-9), seconds: seconds,
+            rate: Double(count) / max(seconds - tail, 1e-9), seconds: seconds,
             cpuUserSeconds: cpuAfter.user - cpuBefore.user, cpuSystemSeconds: cpuAfter.system - cpuBefore.system,
             accepted: report.accepted, rejected: report.rejected, failed: report.failed, resent: report.resent,
             reconnects: report.reconnects, possibleDuplicates: report.possibleDuplicates, windowOverruns: report.windowOverruns,

@@ -73,22 +73,27 @@ package enum BenchFormat {
         return String(format: "%g", rate)
     }
 
+    /// 20 -> "20 ms", 1000 -> "1,000 ms".
+    package static func milliseconds(_ value: Int) -> String { grouped(Double(value)) + " ms" }
+
     package static func fixed(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
 
     package static func percent(_ value: Double) -> String { String(format: value < 10 ? "%.1f%%" : "%.0f%%", value) }
 }
 
 extension BenchResults {
-    /// The per-cell table, as on the terminal and in results/README.md.
-    package func table() -> BenchTable {
+    /// The per-cell table, as on the terminal and in results/README.md: of all cells, or of
+    /// the `cells` given.
+    package func table(of cells: [Cell]? = nil) -> BenchTable {
         var table = BenchTable([
-            ("conns", .right), ("errors", .right), ("payload B", .right), ("median /s", .right),
+            ("conns", .right), ("errors", .right), ("error wait", .right), ("payload B", .right), ("median /s", .right),
             ("min–max /s", .right), ("% ceiling", .right), ("CPU s/M", .right), ("ns/notif", .right),
             ("allocs/notif", .right), ("peak RSS MiB", .right), ("resent", .right), ("accounting", .left),
         ])
-        for cell in cells {
+        for cell in cells ?? self.cells {
             table.append([
-                String(cell.connections), BenchFormat.errorRate(cell.errorRate), String(cell.payloadBytes),
+                String(cell.connections), BenchFormat.errorRate(cell.errorRate),
+                BenchFormat.milliseconds(cell.errorWaitMilliseconds), String(cell.payloadBytes),
                 BenchFormat.grouped(cell.rate.median),
                 BenchFormat.grouped(cell.rate.minimum) + "–" + BenchFormat.grouped(cell.rate.maximum),
                 cell.percentOfCeiling.map(BenchFormat.percent) ?? "-",

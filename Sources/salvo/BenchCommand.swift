@@ -3,21 +3,23 @@ import Foundation
 import SalvoBench
 import SalvoEngine
 
-/// `salvo bench`: the end-to-end benchmark (the harness is `SalvoBench`; this is its flags). Runs a matrix of connections × error rates ×
-/// payload sizes through the real sender (in this process) to `salvo mock` (a child
-/// process on its own core), checks the mock's accounting against the sender's, and writes
-/// the results: a table, `results/<date>-<sha>.json`, `results/README.md`, `results/throughput.svg`.
+/// `salvo bench`: the end-to-end benchmark (the harness is `SalvoBench`; this is its flags).
+/// Runs a matrix of connections × error rates × payload sizes × error waits through the real
+/// sender (in this process) to `salvo mock` (a child process on its own core), checks the
+/// mock's accounting against the sender's, and writes the results: a table,
+/// `results/<date>-<sha>.json`, `results/README.md`, `results/throughput.svg`.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure end-to-end throughput, CPU and memory against a mock gateway; write results/.",
         discussion: """
-            Each cell (connections × error rate × payload size) gets a fresh `salvo mock` process, \
+            Each cell (connections × error rate × payload size × error wait) gets a fresh `salvo mock` process, \
             pinned to the last core when there are two or more (the sender's shards take the \
             others), an optional warm-up run and --runs measured runs of --count notifications. \
             The mock's accepted and rejected counts must equal the sender's: any mismatch makes \
             the command exit 1 (after writing the results). Error rates become the mock's \
-            --reject-every 1/rate.
+            --reject-every 1/rate. A run's rate is its count over its time less the cell's error wait \
+            (when it ended with one).
 
             The last line printed is `bench: <best median> notifications/s (<p>% of ceiling)`.
             --quick is a small matrix for smoke tests (under a minute).
@@ -33,6 +35,13 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("payload-sizes"),
             help: ArgumentHelp("Payload bytes, comma-separated (21...2048). Default 100,1024,2048 (--quick: 100).", valueName: "list"))
     var payloadSizes: String?
+
+    @Option(name: .customLong("error-waits"),
+            help: ArgumentHelp("The sender's error waits, milliseconds, comma-separated. Default 1000 (the sender's default).", valueName: "list"))
+    var errorWaits: String?
+
+    @Option(name: .customLong("error-wait-ms"), help: ArgumentHelp("One error wait: short for --error-waits with one value.", valueName: "ms"))
+    var errorWaitMilliseconds: Int?
 
     @Option(help: ArgumentHelp("Notifications per run. Default 1000000 (--quick: 200000).", valueName: "n"))
     var count: Int?
@@ -64,9 +73,6 @@ struct BenchCommand: AsyncParsableCommand {
     @OptionGroup(title: "TLS (with --gateway)")
     var tls: TLSOptions
 
-    @Option(name: .customLong("error-wait-ms"), help: ArgumentHelp("The sender's error wait (a loopback mock answers in well under a millisecond).", valueName: "ms"))
-    var errorWaitMilliseconds = 20
-
     @Option(name: .customLong("ring-mib"),
             help: ArgumentHelp("Send ring per connection, MiB. It holds what is in flight during the error wait: rate x wait x frame size.", valueName: "MiB"))
     var ringMiB = 16
@@ -94,7 +100,8 @@ struct BenchCommand: AsyncParsableCommand {
                 connections: try Self.list(connections ?? (quick ? "1,4" : "1,2,4,8"), "--connections", Int.init),
                 errorRates: try Self.list(errorRates ?? (quick ? "0,0.001" : "0,0.0001,0.001"), "--error-rates", Double.init),
                 payloadSizes: try Self.list(payloadSizes ?? "100,1024,2048".split(separator: ",").prefix(quick ? 1 : 3).joined(separator: ","),
-                                            "--payload-sizes", Int.init))
+                                            "--payload-sizes", Int.init),
+                errorWaits: try errorWaitMilliseconds.map { [$0] } ?? Self.list(errorWaits ?? "1000", "--error-waits", Int.init))
         }
     }
 
@@ -120,7 +127,8 @@ struct BenchCommand: AsyncParsableCommand {
             throw ValidationError("--error-rates needs the mock: an external --gateway decides its own rejections")
         }
         guard notificationsPerRun >= 1, runs >= 1 else { throw ValidationError("--count and --runs must be at least 1") }
-        guard errorWaitMilliseconds >= 1 else { throw ValidationError("--error-wait-ms must be at least 1") }
+        if errorWaits != nil, errorWaitMilliseconds != nil { throw ValidationError("give --error-waits or --error-wait-ms, not both") }
+        guard matrix.errorWaits.allSatisfy({ $0 >= 1 }) else { throw ValidationError("--error-waits must be at least 1 ms each") }
         guard (1...1024).contains(ringMiB) else { throw ValidationError("--ring-mib must be 1...1024") }
         if let shards, shards < 1 { throw ValidationError("--shards must be at least 1") }
         guard ceilingFrames >= 1 else { throw ValidationError("--ceiling-frames must be at least 1") }
@@ -142,7 +150,7 @@ struct BenchCommand: AsyncParsableCommand {
             matrix: try matrix, count: notificationsPerRun, runs: runs, warmup: warmup,
             ceilingFrames: ceiling ? ceilingFrames : nil,
             phpScript: phpBaseline ? (phpScript ?? Bench.defaultPHPScript) : nil,
-            gateway: external, errorWaitMilliseconds: errorWaitMilliseconds, ringMiB: ringMiB, shards: shards, pin: pin,
+            gateway: external, ringMiB: ringMiB, shards: shards, pin: pin,
             output: output, jsonOnly: jsonOnly, allocationRequests: jemallocAllocationRequests)
         let outcome = try await Bench.run(settings)
         for line in outcome.lines { print(line) }

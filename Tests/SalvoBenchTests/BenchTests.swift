@@ -36,10 +36,28 @@ struct BenchStatisticsTests {
     }
 
     @Test func failurePlanForAnErrorRate() {
-        #expect(BenchMatrix.CellSpec(connections: 1, errorRate: 0, payloadBytes: 100).failurePlan == [])
-        #expect(BenchMatrix.CellSpec(connections: 1, errorRate: 0.001, payloadBytes: 100).failurePlan == ["--reject-every", "1000"])
-        #expect(BenchMatrix.CellSpec(connections: 1, errorRate: 0.0003, payloadBytes: 100).failurePlan == ["--reject-probability", "0.0003"])
-        #expect(BenchMatrix.CellSpec(connections: 1, errorRate: 0, payloadBytes: 100).frameBytes == 161)
+        func spec(_ rate: Double) -> BenchMatrix.CellSpec {
+            BenchMatrix.CellSpec(connections: 1, errorRate: rate, payloadBytes: 100, errorWaitMilliseconds: 1000)
+        }
+        #expect(spec(0).failurePlan == [])
+        #expect(spec(0.001).failurePlan == ["--reject-every", "1000"])
+        #expect(spec(0.0003).failurePlan == ["--reject-probability", "0.0003"])
+        #expect(spec(0).frameBytes == 161)
+    }
+
+    @Test func theMatrixExpandsWaitsInsidePayloadsAndOutsideRates() {
+        let matrix = BenchMatrix(connections: [1, 4], errorRates: [0, 0.001], payloadSizes: [100, 2048], errorWaits: [20, 1000])
+        let cells = matrix.cells
+        #expect(cells.count == 16)
+        #expect(Set(cells).count == 16)
+        // Payload outermost, then wait, then rate, then connections.
+        #expect(cells.prefix(8).map(\.errorWaitMilliseconds) == [20, 20, 20, 20, 1000, 1000, 1000, 1000])
+        #expect(cells.prefix(4).map(\.errorRate) == [0, 0, 0.001, 0.001])
+        #expect(cells.prefix(2).map(\.connections) == [1, 4])
+        #expect(cells.prefix(8).allSatisfy { $0.payloadBytes == 100 } && cells.suffix(8).allSatisfy { $0.payloadBytes == 2048 })
+        #expect(cells[4].label == "1 conn, errors none, 100 B, error wait 1,000 ms")
+        #expect(cells[2].label == "1 conn, errors 1/1,000, 100 B, error wait 20 ms")
+        #expect(BenchMatrix(connections: [1], errorRates: [0], payloadSizes: [100], errorWaits: [1000]).cells.count == 1)
     }
 
     @Test func payloadHasTheAskedSizeAndIsJSON() throws {
@@ -69,13 +87,13 @@ struct BenchStatisticsTests {
 }
 
 struct BenchOutputTests {
-    static func sample(ceiling: Bool = true, php: Bool = true, mismatch: Bool = false) -> BenchResults {
-        func cell(_ connections: Int, _ rate: Double, _ median: Double, exact: Bool = true) -> BenchResults.Cell {
+    static func sample(ceiling: Bool = true, php: Bool = true, mismatch: Bool = false, waits: [Int] = [50]) -> BenchResults {
+        func cell(_ connections: Int, _ rate: Double, _ median: Double, wait: Int, exact: Bool = true) -> BenchResults.Cell {
             let run = BenchResults.Run(rate: median, seconds: 1, cpuUserSeconds: 0.1, cpuSystemSeconds: 0.02, accepted: 1000,
                                        rejected: 0, failed: 0, resent: 0, reconnects: 0, possibleDuplicates: 0,
                                        windowOverruns: 0, allocations: 10)
             return BenchResults.Cell(
-                connections: connections, errorRate: rate, payloadBytes: 100, frameBytes: 161, runs: [run],
+                connections: connections, errorRate: rate, payloadBytes: 100, errorWaitMilliseconds: wait, frameBytes: 161, runs: [run],
                 rate: BenchSpread(median: median, minimum: median * 0.9, maximum: median * 1.1),
                 cpuSecondsPerMillion: 0.12, allocationsPerNotification: 0.001, peakRssMib: 40,
                 resent: rate > 0 ? 5000 : 0,
@@ -86,11 +104,16 @@ struct BenchOutputTests {
         return BenchResults(
             date: "2026-11-23T10:00:00Z", commit: "abc1234", command: "salvo bench --quick",
             machine: .init(cores: 2, cpu: "Test CPU", kernel: "6.0", memoryGib: 8),
-            settings: .init(notificationsPerRun: 1000, runsPerCell: 3, warmup: true, errorWaitMilliseconds: 50, ringMib: 4,
+            settings: .init(notificationsPerRun: 1000, runsPerCell: 3, warmup: true, ringMib: 4,
                             shards: 1, pinning: "mock on core 1", gateway: "mock"),
             ceiling: ceiling ? .init(frameBytes: 161, framesPerRun: 100, framesPerSecond: [9e6, 10e6, 11e6]) : nil,
             php: php ? .init(payloadBytes: 100, notificationsPerRun: 1000, notificationsPerSecond: [200_000], accountingExact: true) : nil,
-            cells: [cell(1, 0, 2e6), cell(4, 0, 6e6), cell(1, 0.001, 1e6), cell(4, 0.001, 2e6, exact: !mismatch)])
+            // A longer wait halves the rates, so that the cells of two waits differ.
+            cells: waits.enumerated().flatMap { index, wait in
+                let scale = 1 / Double(1 << index)
+                return [cell(1, 0, 2e6 * scale, wait: wait), cell(4, 0, 6e6 * scale, wait: wait),
+                        cell(1, 0.001, 1e6 * scale, wait: wait), cell(4, 0.001, 2e6 * scale, wait: wait, exact: !mismatch)]
+            })
     }
 
     @Test func jsonRoundTrips() throws {
@@ -100,8 +123,104 @@ struct BenchOutputTests {
         let object = try #require(try JSONSerialization.jsonObject(with: results.encoded()) as? [String: Any])
         let cells = try #require(object["cells"] as? [[String: Any]])
         #expect(cells[0]["peak_rss_mib"] as? Double == 40)
+        #expect(cells[0]["error_wait_milliseconds"] as? Int == 50)
+        #expect(object["schema"] as? Int == BenchResults.currentSchema)
+        let twoWaits = Self.sample(waits: [20, 1000])
+        #expect(try BenchResults.decode(twoWaits.encoded()) == twoWaits)
         #expect((cells[0]["rate"] as? [String: Any])?["median"] as? Double == 2e6)
         #expect(results.fileName == "2026-11-23-abc1234.json")
+    }
+
+    /// Results written before the error wait was an axis: one wait in the settings, none in the cells.
+    @Test func oldResultsTakeTheirCellsErrorWaitFromTheSettings() throws {
+        var object = try #require(try JSONSerialization.jsonObject(with: Self.sample().encoded()) as? [String: Any])
+        var settings = try #require(object["settings"] as? [String: Any])
+        settings["error_wait_milliseconds"] = 20
+        object["settings"] = settings
+        object["schema"] = 1
+        object["cells"] = try #require(object["cells"] as? [[String: Any]]).map { $0.filter { $0.key != "error_wait_milliseconds" } }
+        let old = try JSONSerialization.data(withJSONObject: object)
+        #expect(!String(decoding: old, as: UTF8.self).contains("\"cells\":[{\"error_wait"))
+
+        let decoded = try BenchResults.decode(old)
+        #expect(decoded.cells.count == 4)
+        #expect(decoded.cells.allSatisfy { $0.errorWaitMilliseconds == 20 })
+        #expect(decoded.settings.errorWaitMilliseconds == 20)
+        #expect(decoded.errorWaits == [20])
+        #expect(decoded.table().plain().contains("20 ms"))
+
+        // Neither the cell nor the settings: a clear decoding error, not a made-up wait.
+        settings["error_wait_milliseconds"] = nil
+        object["settings"] = settings
+        #expect(throws: DecodingError.self) { try BenchResults.decode(JSONSerialization.data(withJSONObject: object)) }
+    }
+
+    /// The committed results in results/ (all written before cells had their own error wait).
+    @Test func committedResultsStillDecode() throws {
+        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../results").standardized
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".json") }
+        #expect(!files.isEmpty)
+        for file in files {
+            let data = try Data(contentsOf: directory.appendingPathComponent(file))
+            let results = try BenchResults.decode(data)
+            #expect(!results.cells.isEmpty, "\(file)")
+            if let wait = results.settings.errorWaitMilliseconds {
+                #expect(results.cells.allSatisfy { $0.errorWaitMilliseconds == wait }, "\(file)")
+            }
+            _ = BenchReadme.render(results, plotFile: "throughput.svg", previous: nil)
+        }
+    }
+
+    @Test func tableAndReadmeWithTwoErrorWaits() throws {
+        let results = Self.sample(waits: [20, 1000])
+        let plain = results.table().plain()
+        let header = try #require(plain.split(separator: "\n").first)
+        #expect(header.contains("errors  error wait  payload B"))
+        let rows = plain.split(separator: "\n").dropFirst(2)
+        #expect(rows.count == 8)
+        #expect(rows.prefix(4).allSatisfy { $0.contains("  20 ms  ") } && rows.suffix(4).allSatisfy { $0.contains("1,000 ms") })
+
+        let text = BenchReadme.render(results, plotFile: "throughput.svg", previous: nil)
+        #expect(text.contains("error waits 20 ms, 1,000 ms (a table each below)"))
+        let short = try #require(text.range(of: "### Error wait 20 ms\n"))
+        let long = try #require(text.range(of: "### Error wait 1,000 ms\n"))
+        #expect(short.upperBound < long.lowerBound)
+        // Each section holds its own four cells, labelled with their wait.
+        let shortSection = text[short.upperBound..<long.lowerBound]
+        #expect(shortSection.components(separatedBy: "| 20 ms |").count - 1 == 4)
+        #expect(!shortSection.contains("1,000 ms |"))
+        let plot = try #require(text.range(of: "![Throughput vs connections]"))
+        let longSection = text[long.upperBound..<plot.lowerBound]
+        #expect(longSection.components(separatedBy: "| 1,000 ms |").count - 1 == 4)
+        #expect(text.contains("**error wait**"))
+
+        // One wait: one table, no sections.
+        let single = BenchReadme.render(Self.sample(waits: [1000]), plotFile: "throughput.svg", previous: nil)
+        #expect(single.contains(", error wait 1,000 ms."))
+        #expect(!single.contains("### Error wait"))
+        #expect(single.contains("| conns | errors | error wait | payload B |"))
+    }
+
+    @Test func goalsCompareCellsOfTheSameErrorWait() {
+        // The 1,000 ms cells run at half the rate; errors against error-free is 33 % at each wait.
+        let goals = Self.sample(waits: [20, 1000]).goals()
+        #expect(goals[1].verdict == .missed)
+        #expect(goals[1].measured.contains("per cell: 50%, 33%, 50%, 33%"))
+        #expect(goals[1].measured.contains("error wait 20 ms"))
+        #expect(goals[0].measured.contains("error wait 20 ms"))
+    }
+
+    @Test func thePlotDrawsEachErrorWaitInItsOwnDashes() throws {
+        let svg = Self.sample(waits: [20, 1000]).throughputPlot().render()
+        #expect(XMLParser(data: Data(svg.utf8)).parse())
+        let lines = svg.components(separatedBy: "<polyline").dropFirst().map { $0.prefix { $0 != ">" } }
+        #expect(lines.count == 4)
+        #expect(lines.filter { $0.contains("stroke-dasharray") }.count == 2)
+        #expect(svg.contains("no errors, wait 20 ms") && svg.contains("errors: 1/1,000, wait 1,000 ms"))
+        // One wait: solid lines, the wait in the subtitle.
+        let single = Self.sample(waits: [1000]).throughputPlot()
+        #expect(single.subtitle.contains("error wait 1,000 ms"))
+        #expect(!single.render().contains("stroke-dasharray=\"8"))
     }
 
     @Test func svgIsWellFormedWithAxesAndLegend() throws {
@@ -138,7 +257,7 @@ struct BenchOutputTests {
         let previous = "old generated text\n\(BenchReadme.notesMarker)\n\n## Notes\n\nperf says: AES.\n"
         let text = BenchReadme.render(Self.sample(), plotFile: "throughput.svg", previous: previous)
         #expect(text.contains("    salvo bench --quick"))
-        #expect(text.contains("| conns | errors |"))
+        #expect(text.contains("| conns | errors | error wait |"))
         #expect(text.contains("![Throughput vs connections](throughput.svg)"))
         #expect(text.contains("perf says: AES."))
         #expect(!text.contains("old generated text"))
