@@ -61,11 +61,18 @@ let package = Package(
                 .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
-        // The command-line tool: send, mock, bench, feedback, payload.
+        // The benchmark harness behind `salvo bench`: matrix, runs, ceiling, results, plots.
+        // No ArgumentParser (the CLI parses the flags) and no jemalloc (the CLI, which links
+        // it, passes the allocation counter in).
+        .target(
+            name: "SalvoBench",
+            dependencies: ["SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock"]
+        ),
+        // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload.
         .executableTarget(
             name: "salvo",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "CJemalloc",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -73,11 +80,14 @@ let package = Package(
         .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire"]),
         .testTarget(name: "SalvoIOTests", dependencies: ["SalvoIO", "SalvoWire"]),
         .testTarget(name: "SalvoMockTests", dependencies: ["SalvoMock", "SalvoIO", "SalvoWire"]),
+        // SendCommandTests and MockCommandTests run the built `salvo` executable as a process
+        // (`swift build --build-tests` builds it); nothing here imports it.
         .testTarget(
             name: "SalvoEngineTests",
-            // salvo: the bench harness's pure pieces (statistics, SVG, results README) are tested here.
-            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "salvo"]
+            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire"]
         ),
+        // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
+        .testTarget(name: "SalvoBenchTests", dependencies: ["SalvoBench"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -79,8 +79,11 @@ runs, rounds, threshold, label = sys.argv[1], int(sys.argv[2]), float(sys.argv[3
 
 def load(round_, side):
     [path] = glob.glob(f"{runs}/{round_}-{side}/*.json")
-    cells = json.load(open(path))["cells"]
-    return {(c["connections"], c["error_rate"], c["payload_bytes"]): c["rate"]["median"] for c in cells}
+    results = json.load(open(path))
+    # Older builds record one error wait for the run, in the settings; newer ones one per cell.
+    wait = results["settings"].get("error_wait_milliseconds")
+    return {(c["connections"], c["error_rate"], c["payload_bytes"], c.get("error_wait_milliseconds", wait)): c["rate"]["median"]
+            for c in results["cells"]}
 
 ratios, medians = {}, {}
 for r in range(1, rounds + 1):
@@ -90,17 +93,18 @@ for r in range(1, rounds + 1):
         medians.setdefault(key, ([], []))
         medians[key][0].append(a[key]); medians[key][1].append(b[key])
 if not ratios:
-    print("compare.sh: the two builds measured no common cells"); sys.exit(1)
+    print("compare.sh: the two builds measured no common cells (the same connections, error rate, payload size "
+          "and error wait; give an older REV --error-wait-ms, which both builds know)"); sys.exit(1)
 
 print(f"current vs {label}: ratio of median notifications/s (current / REV), {rounds} alternating rounds")
-print(f"{'conns':>5}  {'errors':>8}  {'payload':>7}  {'REV /s':>12}  {'current /s':>12}  {'ratio':>6}  {'spread':>15}")
+print(f"{'conns':>5}  {'errors':>8}  {'wait ms':>7}  {'payload':>7}  {'REV /s':>12}  {'current /s':>12}  {'ratio':>6}  {'spread':>15}")
 cell_medians = []
 for key, values in ratios.items():
-    conns, rate, payload = key
+    conns, rate, payload, wait = key
     m = statistics.median(values)
     cell_medians.append(m)
     errors = "none" if rate == 0 else f"1/{round(1 / rate):,}" if abs(1 / rate - round(1 / rate)) < 1e-6 else f"{rate:g}"
-    print(f"{conns:>5}  {errors:>8}  {payload:>7}  {statistics.median(medians[key][0]):>12,.0f}  "
+    print(f"{conns:>5}  {errors:>8}  {wait:>7}  {payload:>7}  {statistics.median(medians[key][0]):>12,.0f}  "
           f"{statistics.median(medians[key][1]):>12,.0f}  {m:>6.3f}  {min(values):>6.3f} – {max(values):<6.3f}")
 overall = statistics.median(cell_medians)
 limit = 1 - threshold / 100

@@ -1,23 +1,25 @@
 import ArgumentParser
 import Foundation
+import SalvoBench
 import SalvoEngine
-import SalvoIO
 
-/// `salvo bench`: the end-to-end benchmark. Runs a matrix of connections × error rates ×
-/// payload sizes through the real sender (in this process) to `salvo mock` (a child
-/// process on its own core), checks the mock's accounting against the sender's, and writes
-/// the results: a table, `results/<date>-<sha>.json`, `results/README.md`, `results/throughput.svg`.
+/// `salvo bench`: the end-to-end benchmark (the harness is `SalvoBench`; this is its flags).
+/// Runs a matrix of connections × error rates × payload sizes × error waits through the real
+/// sender (in this process) to `salvo mock` (a child process on its own core), checks the
+/// mock's accounting against the sender's, and writes the results: a table,
+/// `results/<date>-<sha>.json`, `results/README.md`, `results/throughput.svg`.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure end-to-end throughput, CPU and memory against a mock gateway; write results/.",
         discussion: """
-            Each cell (connections × error rate × payload size) gets a fresh `salvo mock` process, \
+            Each cell (connections × error rate × payload size × error wait) gets a fresh `salvo mock` process, \
             pinned to the last core when there are two or more (the sender's shards take the \
             others), an optional warm-up run and --runs measured runs of --count notifications. \
             The mock's accepted and rejected counts must equal the sender's: any mismatch makes \
             the command exit 1 (after writing the results). Error rates become the mock's \
-            --reject-every 1/rate.
+            --reject-every 1/rate. A run's rate is its count over its time less the cell's error wait \
+            (when it ended with one).
 
             The last line printed is `bench: <best median> notifications/s (<p>% of ceiling)`.
             --quick is a small matrix for smoke tests (under a minute).
@@ -33,6 +35,13 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("payload-sizes"),
             help: ArgumentHelp("Payload bytes, comma-separated (21...2048). Default 100,1024,2048 (--quick: 100).", valueName: "list"))
     var payloadSizes: String?
+
+    @Option(name: .customLong("error-waits"),
+            help: ArgumentHelp("The sender's error waits, milliseconds, comma-separated. Default 1000 (the sender's default).", valueName: "list"))
+    var errorWaits: String?
+
+    @Option(name: .customLong("error-wait-ms"), help: ArgumentHelp("One error wait: short for --error-waits with one value.", valueName: "ms"))
+    var errorWaitMilliseconds: Int?
 
     @Option(help: ArgumentHelp("Notifications per run. Default 1000000 (--quick: 200000).", valueName: "n"))
     var count: Int?
@@ -64,9 +73,6 @@ struct BenchCommand: AsyncParsableCommand {
     @OptionGroup(title: "TLS (with --gateway)")
     var tls: TLSOptions
 
-    @Option(name: .customLong("error-wait-ms"), help: ArgumentHelp("The sender's error wait (a loopback mock answers in well under a millisecond).", valueName: "ms"))
-    var errorWaitMilliseconds = 20
-
     @Option(name: .customLong("ring-mib"),
             help: ArgumentHelp("Send ring per connection, MiB. It holds what is in flight during the error wait: rate x wait x frame size.", valueName: "MiB"))
     var ringMiB = 16
@@ -94,7 +100,8 @@ struct BenchCommand: AsyncParsableCommand {
                 connections: try Self.list(connections ?? (quick ? "1,4" : "1,2,4,8"), "--connections", Int.init),
                 errorRates: try Self.list(errorRates ?? (quick ? "0,0.001" : "0,0.0001,0.001"), "--error-rates", Double.init),
                 payloadSizes: try Self.list(payloadSizes ?? "100,1024,2048".split(separator: ",").prefix(quick ? 1 : 3).joined(separator: ","),
-                                            "--payload-sizes", Int.init))
+                                            "--payload-sizes", Int.init),
+                errorWaits: try errorWaitMilliseconds.map { [$0] } ?? Self.list(errorWaits ?? "1000", "--error-waits", Int.init))
         }
     }
 
@@ -120,7 +127,8 @@ struct BenchCommand: AsyncParsableCommand {
             throw ValidationError("--error-rates needs the mock: an external --gateway decides its own rejections")
         }
         guard notificationsPerRun >= 1, runs >= 1 else { throw ValidationError("--count and --runs must be at least 1") }
-        guard errorWaitMilliseconds >= 1 else { throw ValidationError("--error-wait-ms must be at least 1") }
+        if errorWaits != nil, errorWaitMilliseconds != nil { throw ValidationError("give --error-waits or --error-wait-ms, not both") }
+        guard matrix.errorWaits.allSatisfy({ $0 >= 1 }) else { throw ValidationError("--error-waits must be at least 1 ms each") }
         guard (1...1024).contains(ringMiB) else { throw ValidationError("--ring-mib must be 1...1024") }
         if let shards, shards < 1 { throw ValidationError("--shards must be at least 1") }
         guard ceilingFrames >= 1 else { throw ValidationError("--ceiling-frames must be at least 1") }
@@ -130,120 +138,22 @@ struct BenchCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let render {
-            let results = try BenchResults.decode(try Data(contentsOf: URL(fileURLWithPath: render)))
-            print("wrote " + (try BenchOutput.write(results, to: output, jsonOnly: false)).joined(separator: ", "))
+            print("wrote " + (try Bench.render(resultsFile: render, to: output)).joined(separator: ", "))
             return
         }
-        var matrix = try matrix
-        if gateway != nil { matrix.errorRates = [0] }
-        let cores = BenchSystem.cores
-        let pinned = pin && cores >= 2 && gateway == nil
-        let mockCore = pinned ? cores - 1 : nil
-        let shardCount = shards ?? max(1, cores - 1)
-        let executable = BenchSystem.executablePath()
-        let progress = BenchProgress.make()
-        let work = NSTemporaryDirectory() + "salvo-bench-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: work) }
-
-        let target: BenchTarget
-        var certificates: BenchCertificates?
+        var external: BenchSettings.Gateway?
         if let gateway {
             let endpoint = try Endpoint(parsing: gateway)
-            target = .external(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
-        } else {
-            let made = try BenchCertificates(directory: work + "/certs")
-            certificates = made
-            target = .mock(executable: executable, certificates: made, core: mockCore, workDirectory: work)
+            external = .init(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
         }
-        let pinning = pinned
-            ? "mock on core \(cores - 1), sender shard threads pinned to cores 0…\(max(0, cores - 2)) (the producer thread is not pinned)"
-            : "not pinned"
-        let settings = BenchResults.Settings(
-            notificationsPerRun: notificationsPerRun, runsPerCell: runs, warmup: warmup,
-            errorWaitMilliseconds: errorWaitMilliseconds, ringMib: ringMiB, shards: shardCount, pinning: pinning,
-            gateway: gateway ?? "mock")
-        let cells = matrix.cells
-        printError("salvo bench: \(cells.count) cells × \(runs) runs\(warmup ? " (+1 warm-up)" : "") × "
-                   + "\(BenchFormat.grouped(Double(notificationsPerRun))) notifications; \(pinning)")
-
-        // The ceiling first, while nothing else of ours runs.
-        var ceilingResult: BenchResults.Ceiling?
-        if ceiling {
-            progress?.note("ceiling: \(runs) ingest-probe runs of \(BenchFormat.grouped(Double(ceilingFrames))) frames")
-            let measured = try BenchCeiling.measure(executable: executable, frames: ceilingFrames, runs: runs)
-            progress?.clear()
-            printError("ceiling: \(BenchFormat.grouped(measured.median)) frames/s (median of \(runs))")
-            ceilingResult = measured
-        }
-
-        let runner = BenchCellRunner(
-            target: target,
-            base: { [errorWaitMilliseconds, ringMiB, pinned] host, port, tls in
-                var configuration = SenderConfiguration(host: host, port: port, tls: tls)
-                configuration.shards = shardCount
-                configuration.errorWait = .milliseconds(errorWaitMilliseconds)
-                configuration.ringCapacity = ringMiB << 20
-                configuration.pinThreads = pinned
-                return configuration
-            },
-            count: notificationsPerRun, runs: runs, warmup: warmup, progress: progress)
-        var results: [BenchResults.Cell] = []
-        for (index, spec) in cells.enumerated() {
-            var cell = try await runner.measure(spec, index: index + 1, of: cells.count)
-            if let ceilingResult { cell.percentOfCeiling = 100 * cell.rate.median / ceilingResult.median }
-            progress?.clear()
-            printError("[\(index + 1)/\(cells.count)] \(spec.label): median \(BenchFormat.grouped(cell.rate.median)) /s "
-                       + "(\(BenchFormat.grouped(cell.rate.minimum))–\(BenchFormat.grouped(cell.rate.maximum))), "
-                       + "CPU \(BenchFormat.fixed(cell.cpuSecondsPerMillion * 1000, 0)) ns/notif, accounting \(cell.accounting.summary)")
-            if !cell.accounting.exact {
-                printError("salvo bench: ACCOUNTING MISMATCH in \(spec.label): \(cell.accounting.summary); continuing, will exit 1")
-            }
-            results.append(cell)
-        }
-
-        var phpResult: BenchResults.PHPBaseline?
-        if phpBaseline, let certificates {
-            if let php = BenchSystem.which("php") {
-                let script = phpScript ?? BenchSystem.repositoryRoot() + "/scripts/php-baseline.php"
-                guard FileManager.default.fileExists(atPath: script) else {
-                    throw BenchError("the PHP baseline script \(script) does not exist; give --php-script")
-                }
-                let measured = try BenchPHPBaseline.measure(
-                    php: php, script: script, executable: executable, certificates: certificates, core: mockCore,
-                    workDirectory: work, count: notificationsPerRun, runs: runs,
-                    payloadBytes: matrix.payloadSizes.first ?? 100, progress: progress)
-                progress?.clear()
-                printError("PHP baseline: \(BenchFormat.grouped(measured.median)) notifications/s, accounting "
-                           + (measured.accountingExact ? "exact" : "MISMATCH"))
-                phpResult = measured
-            } else {
-                printError(BenchPHPBaseline.installHint)
-            }
-        }
-
-        let formatter = ISO8601DateFormatter()
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        let results_ = BenchResults(
-            date: formatter.string(from: Date()), commit: BenchSystem.commit(),
-            command: CommandLine.arguments.joined(separator: " "),
-            machine: BenchSystem.machine(), settings: settings, ceiling: ceilingResult, php: phpResult, cells: results)
-        let written = try BenchOutput.write(results_, to: output, jsonOnly: jsonOnly)
-        progress?.clear()
-
-        print(results_.table().plain())
-        print("")
-        for goal in results_.goals() { print("goal: \(goal.goal): \(goal.measured) — \(goal.verdict == .met ? "met" : goal.verdict == .missed ? "NOT MET" : "not measured")") }
-        if let phpResult, let best = results_.best {
-            print("PHP baseline: \(BenchFormat.grouped(phpResult.median)) /s; Salvo's best median is \(BenchFormat.fixed(best.rate.median / phpResult.median, 1))× that")
-        }
-        print("wrote " + written.joined(separator: ", "))
-        let mismatches = results.filter { !$0.accounting.exact }.count + (phpResult.map { $0.accountingExact ? 0 : 1 } ?? 0)
-        if mismatches > 0 { print("ACCOUNTING MISMATCH in \(mismatches) cell(s): see the table; exit status 1") }
-
-        let best = results_.best?.rate.median ?? 0
-        let share = ceilingResult.map { String(format: "%.1f%% of ceiling", 100 * best / $0.median) } ?? "ceiling not measured"
-        print("bench: \(Int(best.rounded())) notifications/s (\(share))")
-        if mismatches > 0 { throw ExitCode(1) }
+        let settings = BenchSettings(
+            matrix: try matrix, count: notificationsPerRun, runs: runs, warmup: warmup,
+            ceilingFrames: ceiling ? ceilingFrames : nil,
+            phpScript: phpBaseline ? (phpScript ?? Bench.defaultPHPScript) : nil,
+            gateway: external, ringMiB: ringMiB, shards: shards, pin: pin,
+            output: output, jsonOnly: jsonOnly, allocationRequests: jemallocAllocationRequests)
+        let outcome = try await Bench.run(settings)
+        for line in outcome.lines { print(line) }
+        if outcome.exitStatus != 0 { throw ExitCode(outcome.exitStatus) }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SalvoBench
 import SalvoEngine
 import SalvoIO
 import SalvoMock

@@ -6,9 +6,9 @@ import Glibc
 #endif
 
 /// Why the bench stopped.
-struct BenchError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+package struct BenchError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Throwaway certificates for the mock and the sender, written once per bench run.

@@ -1,11 +1,11 @@
 import Foundation
 
 /// The goals of issue 5, judged from one run's results.
-struct BenchGoal: Sendable, Equatable {
-    enum Verdict: String, Sendable { case met = "yes", missed = "**no**", notMeasured = "not measured here" }
-    var goal: String
-    var measured: String
-    var verdict: Verdict
+package struct BenchGoal: Sendable, Equatable {
+    package enum Verdict: String, Sendable { case met = "yes", missed = "**no**", notMeasured = "not measured here" }
+    package var goal: String
+    package var measured: String
+    package var verdict: Verdict
 }
 
 extension BenchResults {
@@ -16,7 +16,8 @@ extension BenchResults {
         return ceilingSized.isEmpty ? free : ceilingSized
     }
 
-    func goals() -> [BenchGoal] {
+    /// Each goal with what this run measured for it and whether that meets it.
+    package func goals() -> [BenchGoal] {
         var goals: [BenchGoal] = []
         let bestFree = errorFreeCells.max { $0.rate.median < $1.rate.median }
 
@@ -26,7 +27,8 @@ extension BenchResults {
             goals.append(BenchGoal(
                 goal: "End-to-end, no errors: ≥ 50 % of the ceiling",
                 measured: "\(BenchFormat.grouped(bestFree.rate.median)) /s (\(bestFree.connections) connections, "
-                    + "\(bestFree.payloadBytes) B payload) = \(BenchFormat.percent(share)) of \(BenchFormat.grouped(ceiling.median)) /s",
+                    + "\(bestFree.payloadBytes) B payload, error wait \(BenchFormat.milliseconds(bestFree.errorWaitMilliseconds))) "
+                    + "= \(BenchFormat.percent(share)) of \(BenchFormat.grouped(ceiling.median)) /s",
                 verdict: share >= 50 ? .met : .missed))
         } else {
             goals.append(BenchGoal(goal: "End-to-end, no errors: ≥ 50 % of the ceiling",
@@ -38,13 +40,17 @@ extension BenchResults {
         if !withErrors.isEmpty {
             var pairs: [(Cell, Cell)] = []
             for cell in withErrors {
-                if let free = cells.first(where: { $0.errorRate == 0 && $0.connections == cell.connections && $0.payloadBytes == cell.payloadBytes }) {
+                if let free = cells.first(where: {
+                    $0.errorRate == 0 && $0.connections == cell.connections && $0.payloadBytes == cell.payloadBytes
+                        && $0.errorWaitMilliseconds == cell.errorWaitMilliseconds
+                }) {
                     pairs.append((cell, free))
                 }
             }
             let bestErrors = withErrors.max { $0.rate.median < $1.rate.median }!
-            let bestFreeSamePayload = cells.filter { $0.errorRate == 0 && $0.payloadBytes == bestErrors.payloadBytes }
-                .max { $0.rate.median < $1.rate.median }
+            let bestFreeSamePayload = cells.filter {
+                $0.errorRate == 0 && $0.payloadBytes == bestErrors.payloadBytes && $0.errorWaitMilliseconds == bestErrors.errorWaitMilliseconds
+            }.max { $0.rate.median < $1.rate.median }
             let exact = withErrors.filter(\.accounting.exact).count
             if let bestFreeSamePayload {
                 let ratio = 100 * bestErrors.rate.median / bestFreeSamePayload.rate.median
@@ -52,7 +58,8 @@ extension BenchResults {
                 goals.append(BenchGoal(
                     goal: "1 error per 1,000: ≥ 50 % of error-free throughput, accounting exact",
                     measured: "best \(BenchFormat.grouped(bestErrors.rate.median)) /s vs \(BenchFormat.grouped(bestFreeSamePayload.rate.median)) /s "
-                        + "error-free = \(BenchFormat.percent(ratio)) (per cell: \(perCell)); accounting exact in \(exact) of \(withErrors.count) cells",
+                        + "error-free (error wait \(BenchFormat.milliseconds(bestErrors.errorWaitMilliseconds))) = \(BenchFormat.percent(ratio)) "
+                        + "(per cell: \(perCell)); accounting exact in \(exact) of \(withErrors.count) cells",
                     verdict: ratio >= 50 && exact == withErrors.count ? .met : .missed))
             }
         } else {
@@ -92,11 +99,15 @@ extension BenchResults {
 
 /// Renders results/README.md: the generated part (settings, goals, table, plot) and, kept
 /// from the previous file, everything after `notesMarker` (hand-written analysis).
-enum BenchReadme {
-    static let notesMarker = "<!-- notes: everything below this line is kept when salvo bench regenerates this file -->"
+package enum BenchReadme {
+    package static let notesMarker = "<!-- notes: everything below this line is kept when salvo bench regenerates this file -->"
 
-    static func render(_ results: BenchResults, plotFile: String, previous: String?) -> String {
+    package static func render(_ results: BenchResults, plotFile: String, previous: String?) -> String {
         let settings = results.settings
+        let waits = results.errorWaits.map(BenchFormat.milliseconds)
+        let errorWait = waits.count <= 1
+            ? "error wait \(waits.first ?? "-")"
+            : "error waits \(waits.joined(separator: ", ")) (a table each below)"
         var text = """
             # Salvo end-to-end benchmark
 
@@ -110,7 +121,8 @@ enum BenchReadme {
             Machine: \(results.machine.cores) cores (\(results.machine.cpu)), \(BenchFormat.fixed(results.machine.memoryGib, 0)) GiB, \
             Linux \(results.machine.kernel). Gateway: \(settings.gateway == "mock" ? "a fresh `salvo mock` process per cell (one loop)" : settings.gateway). \
             Pinning: \(settings.pinning). Sender: \(settings.shards) shard(s), \(settings.ringMib) MiB ring per \
-            connection, error wait \(settings.errorWaitMilliseconds) ms. \(BenchFormat.grouped(Double(settings.notificationsPerRun))) \
+            connection, \(errorWait). \
+            \(BenchFormat.grouped(Double(settings.notificationsPerRun))) \
             notifications per run, \(settings.runsPerCell) measured runs per cell\(settings.warmup ? " after one warm-up run" : "").
 
 
@@ -153,15 +165,27 @@ enum BenchReadme {
         var goals = BenchTable([("goal", .left), ("measured in this run", .left), ("met", .left)])
         for goal in results.goals() { goals.append([goal.goal, goal.measured, goal.verdict.rawValue]) }
         text += goals.markdown() + "\n\n"
-        text += "## Results\n\n" + results.table().markdown() + "\n\n"
+        text += "## Results\n\n"
+        if results.errorWaits.count > 1 {
+            for wait in results.errorWaits {
+                text += "### Error wait \(BenchFormat.milliseconds(wait))\n\n"
+                    + results.table(of: results.cells.filter { $0.errorWaitMilliseconds == wait }).markdown() + "\n\n"
+            }
+        } else {
+            text += results.table().markdown() + "\n\n"
+        }
         text += "![Throughput vs connections](\(plotFile))\n\n"
         text += """
             How to read it:
 
             - **median /s**: notifications per second, median of the measured runs; **min–max** is their spread.
               A run's clock starts at the first send and stops when every notification is settled
-              (accepted, rejected or failed), less one error wait: the fixed tail in which the sender
-              only waits to be sure no error response names the last frames.
+              (accepted, rejected or failed), less the cell's error wait: the tail in which the sender
+              only waits to be sure no error response names the last frames (not subtracted from a run
+              that ended without it, because an error response settled its last notification).
+            - **error wait**: the sender's error wait in the cell, how long a written notification waits for
+              an error response naming it before it counts as accepted (1,000 ms is the sender's default,
+              what a user runs; `--error-waits` sets the list).
             - **CPU s/M**, **ns/notif**: user + system CPU of the bench process (`getrusage(RUSAGE_SELF)`
               deltas; the sender is all it runs during a run — the mock is another process) per million
               notifications and per notification, median over runs, TLS handshakes included.

@@ -1,25 +1,25 @@
 import Foundation
 
 /// A table of text cells rendered either aligned for a terminal or as Markdown.
-struct BenchTable: Sendable, Equatable {
-    enum Alignment: Sendable { case left, right }
+package struct BenchTable: Sendable, Equatable {
+    package enum Alignment: Sendable { case left, right }
 
-    var headers: [String]
-    var alignments: [Alignment]
-    var rows: [[String]] = []
+    package var headers: [String]
+    package var alignments: [Alignment]
+    package var rows: [[String]] = []
 
-    init(_ columns: [(String, Alignment)]) {
+    package init(_ columns: [(String, Alignment)]) {
         headers = columns.map(\.0)
         alignments = columns.map(\.1)
     }
 
-    mutating func append(_ row: [String]) {
+    package mutating func append(_ row: [String]) {
         precondition(row.count == headers.count, "a row has \(row.count) cells, the table \(headers.count) columns")
         rows.append(row)
     }
 
     /// Columns padded to their widest cell and separated by two spaces; a rule under the header.
-    func plain() -> String {
+    package func plain() -> String {
         let widths = headers.indices.map { column in
             ([headers[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0
         }
@@ -34,7 +34,7 @@ struct BenchTable: Sendable, Equatable {
     }
 
     /// A GitHub-flavoured Markdown table (pipes in cells are escaped).
-    func markdown() -> String {
+    package func markdown() -> String {
         func line(_ cells: [String]) -> String {
             "| " + cells.map { $0.replacingOccurrences(of: "|", with: "\\|") }.joined(separator: " | ") + " |"
         }
@@ -52,9 +52,9 @@ extension String {
 }
 
 /// Number formats shared by the terminal table, the README and the plot.
-enum BenchFormat {
+package enum BenchFormat {
     /// 1234567.8 -> "1,234,568".
-    static func grouped(_ value: Double) -> String {
+    package static func grouped(_ value: Double) -> String {
         guard value.isFinite else { return "-" }
         let digits = String(Int(value.rounded()).magnitude)
         var result = ""
@@ -66,29 +66,34 @@ enum BenchFormat {
     }
 
     /// 0 -> "none", 0.001 -> "1/1,000", 0.0003 -> "0.0003".
-    static func errorRate(_ rate: Double) -> String {
+    package static func errorRate(_ rate: Double) -> String {
         guard rate > 0 else { return "none" }
         let every = 1 / rate
         if abs(every - every.rounded()) < 1e-6 * every { return "1/" + grouped(every) }
         return String(format: "%g", rate)
     }
 
-    static func fixed(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
+    /// 20 -> "20 ms", 1000 -> "1,000 ms".
+    package static func milliseconds(_ value: Int) -> String { grouped(Double(value)) + " ms" }
 
-    static func percent(_ value: Double) -> String { String(format: value < 10 ? "%.1f%%" : "%.0f%%", value) }
+    package static func fixed(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
+
+    package static func percent(_ value: Double) -> String { String(format: value < 10 ? "%.1f%%" : "%.0f%%", value) }
 }
 
 extension BenchResults {
-    /// The per-cell table, as on the terminal and in results/README.md.
-    func table() -> BenchTable {
+    /// The per-cell table, as on the terminal and in results/README.md: of all cells, or of
+    /// the `cells` given.
+    package func table(of cells: [Cell]? = nil) -> BenchTable {
         var table = BenchTable([
-            ("conns", .right), ("errors", .right), ("payload B", .right), ("median /s", .right),
+            ("conns", .right), ("errors", .right), ("error wait", .right), ("payload B", .right), ("median /s", .right),
             ("min–max /s", .right), ("% ceiling", .right), ("CPU s/M", .right), ("ns/notif", .right),
             ("allocs/notif", .right), ("peak RSS MiB", .right), ("resent", .right), ("accounting", .left),
         ])
-        for cell in cells {
+        for cell in cells ?? self.cells {
             table.append([
-                String(cell.connections), BenchFormat.errorRate(cell.errorRate), String(cell.payloadBytes),
+                String(cell.connections), BenchFormat.errorRate(cell.errorRate),
+                BenchFormat.milliseconds(cell.errorWaitMilliseconds), String(cell.payloadBytes),
                 BenchFormat.grouped(cell.rate.median),
                 BenchFormat.grouped(cell.rate.minimum) + "–" + BenchFormat.grouped(cell.rate.maximum),
                 cell.percentOfCeiling.map(BenchFormat.percent) ?? "-",

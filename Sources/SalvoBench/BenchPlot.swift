@@ -1,40 +1,75 @@
 import Foundation
 
 /// A small line chart written as SVG text, with no dependency: labelled axes, grid lines,
-/// one coloured line with markers per series, a legend, and dashed horizontal reference
-/// lines (the ceiling, a baseline). `results/throughput.svg` is one of these.
+/// one coloured line with markers per series (solid or in a dash pattern), a legend, and
+/// dashed grey horizontal reference lines (the ceiling, a baseline). `results/throughput.svg`
+/// is one of these.
 ///
 /// X values are categories (connections: 1, 2, 4, 8), spaced evenly in sorted order; the
 /// Y axis starts at zero and ends at a round number.
-struct SVGLinePlot: Sendable {
-    struct Series: Sendable {
-        var label: String
-        var points: [(x: Double, y: Double)]
+package struct SVGLinePlot: Sendable {
+    /// One line: its legend label, its points and how it is drawn.
+    package struct Series: Sendable {
+        package var label: String
+        package var points: [(x: Double, y: Double)]
+        /// Index into `palette`; nil: the series' own position.
+        package var colour: Int?
+        /// An SVG `stroke-dasharray` such as "8 5"; nil: a solid line.
+        package var dashes: String?
+
+        package init(label: String, points: [(x: Double, y: Double)], colour: Int? = nil, dashes: String? = nil) {
+            self.label = label
+            self.points = points
+            self.colour = colour
+            self.dashes = dashes
+        }
+
+        func stroke(_ index: Int) -> String {
+            "stroke=\"\(SVGLinePlot.palette[(colour ?? index) % SVGLinePlot.palette.count])\" stroke-width=\"2.5\""
+                + (dashes.map { " stroke-dasharray=\"\($0)\"" } ?? "")
+        }
     }
 
-    struct Reference: Sendable {
-        var label: String
-        var y: Double
+    /// A dashed horizontal line across the plot (the ceiling, a baseline).
+    package struct Reference: Sendable {
+        package var label: String
+        package var y: Double
+
+        package init(label: String, y: Double) {
+            self.label = label
+            self.y = y
+        }
     }
 
-    var title: String
-    var subtitle: String = ""
-    var xLabel: String
-    var yLabel: String
-    var series: [Series] = []
-    var references: [Reference] = []
-    var width = 760.0
-    var height = 460.0
+    package var title: String
+    package var subtitle: String = ""
+    package var xLabel: String
+    package var yLabel: String
+    package var series: [Series] = []
+    package var references: [Reference] = []
+    package var width = 760.0
+    package var height = 460.0
     /// Formats a Y tick value (default: "1.5 M" style).
-    var formatY: @Sendable (Double) -> String = SVGLinePlot.shortNumber
+    package var formatY: @Sendable (Double) -> String = SVGLinePlot.shortNumber
 
     static let palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+    /// Dash patterns that tell lines of one colour apart: solid first.
+    static let dashPatterns: [String?] = [nil, "8 5", "2 4", "12 4 2 4"]
 
     /// A reference line further above the data than this factor is named in the legend
     /// instead of drawn, so that it does not squash the lines into the bottom of the chart.
     static let referenceScaleLimit = 2.5
 
-    func render() -> String {
+    package init(title: String, subtitle: String = "", xLabel: String, yLabel: String) {
+        self.title = title
+        self.subtitle = subtitle
+        self.xLabel = xLabel
+        self.yLabel = yLabel
+    }
+
+    /// The SVG document.
+    package func render() -> String {
         let left = 86.0, right = 24.0, top = subtitle.isEmpty ? 52.0 : 70.0, bottom = 62.0
         let plotWidth = width - left - right, plotHeight = height - top - bottom
         let xValues = Array(Set(series.flatMap { $0.points.map(\.x) })).sorted()
@@ -88,10 +123,10 @@ struct SVGLinePlot: Sendable {
         }
         // The series.
         for (index, line) in series.enumerated() {
-            let colour = Self.palette[index % Self.palette.count]
+            let colour = Self.palette[(line.colour ?? index) % Self.palette.count]
             let points = line.points.sorted { $0.x < $1.x }
             let path = points.map { "\(Self.n(xPosition($0.x))),\(Self.n(yPosition($0.y)))" }.joined(separator: " ")
-            svg += "<polyline fill=\"none\" stroke=\"\(colour)\" stroke-width=\"2.5\" points=\"\(path)\"/>\n"
+            svg += "<polyline fill=\"none\" \(line.stroke(index)) points=\"\(path)\"/>\n"
             for point in points {
                 svg += "<circle cx=\"\(Self.n(xPosition(point.x)))\" cy=\"\(Self.n(yPosition(point.y)))\" r=\"4\" fill=\"\(colour)\">"
                     + "<title>\(Self.escape("\(line.label), \(Self.shortNumber(point.x)): \(formatY(point.y))"))</title></circle>\n"
@@ -104,8 +139,7 @@ struct SVGLinePlot: Sendable {
             svg += "<rect x=\"\(Self.n(left + 10))\" y=\"\(Self.n(top + 8))\" width=\"\(Self.n(legendWidth))\" height=\"\(Self.n(Double(legendLines) * 20 + 10))\" fill=\"#ffffff\" fill-opacity=\"0.9\" stroke=\"#cccccc\"/>\n"
             for (index, line) in series.enumerated() {
                 let y = top + 8 + 18 + Double(index) * 20
-                let colour = Self.palette[index % Self.palette.count]
-                svg += "<line x1=\"\(Self.n(left + 18))\" y1=\"\(Self.n(y - 4))\" x2=\"\(Self.n(left + 42))\" y2=\"\(Self.n(y - 4))\" stroke=\"\(colour)\" stroke-width=\"2.5\"/>\n"
+                svg += "<line x1=\"\(Self.n(left + 18))\" y1=\"\(Self.n(y - 4))\" x2=\"\(Self.n(left + 42))\" y2=\"\(Self.n(y - 4))\" \(line.stroke(index))/>\n"
                 svg += "<text x=\"\(Self.n(left + 50))\" y=\"\(Self.n(y))\">\(Self.escape(line.label))</text>\n"
             }
             for (index, reference) in offScale.enumerated() {
@@ -118,7 +152,7 @@ struct SVGLinePlot: Sendable {
     }
 
     /// A round top for the axis and a step giving 4 to 8 grid lines.
-    static func niceScale(_ maximum: Double) -> (top: Double, step: Double) {
+    package static func niceScale(_ maximum: Double) -> (top: Double, step: Double) {
         guard maximum > 0, maximum.isFinite else { return (1, 0.25) }
         let rough = maximum / 5
         let magnitude = pow(10, floor(log10(rough)))
@@ -127,7 +161,7 @@ struct SVGLinePlot: Sendable {
     }
 
     /// 1500000 -> "1.5 M", 250000 -> "250 k", 8 -> "8".
-    @Sendable static func shortNumber(_ value: Double) -> String {
+    @Sendable package static func shortNumber(_ value: Double) -> String {
         func trimmed(_ scaled: Double, _ suffix: String) -> String {
             // Three significant digits at most: 626.72 k -> 627 k, 1.234 M -> 1.23 M.
             let decimals = abs(scaled) >= 100 ? 0 : abs(scaled) >= 10 ? 1 : 2
@@ -168,20 +202,30 @@ struct SVGLinePlot: Sendable {
 }
 
 extension BenchResults {
-    /// Throughput vs connections at the first payload size, one line per error rate, with
-    /// the ceiling and the PHP baseline as reference lines.
-    func throughputPlot() -> SVGLinePlot {
+    /// Throughput vs connections at the first payload size, one line per error rate and
+    /// error wait (a colour per rate, a dash pattern per wait), with the ceiling and the PHP
+    /// baseline as reference lines.
+    package func throughputPlot() -> SVGLinePlot {
         let payload = cells.first?.payloadBytes ?? 0
         let atPayload = cells.filter { $0.payloadBytes == payload }
         let rates = Array(Set(atPayload.map(\.errorRate))).sorted()
+        let waits = Array(Set(atPayload.map(\.errorWaitMilliseconds))).sorted()
+        let oneWait = waits.count == 1 ? ", error wait \(BenchFormat.milliseconds(waits[0]))" : ""
         var plot = SVGLinePlot(
             title: "Salvo throughput vs connections",
-            subtitle: "\(payload)-byte payload (\(atPayload.first?.frameBytes ?? 0)-byte frames), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
+            subtitle: "\(payload)-byte payload (\(atPayload.first?.frameBytes ?? 0)-byte frames)\(oneWait), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
             xLabel: "TLS connections (1 shard)" , yLabel: "notifications per second")
         if settings.shards != 1 { plot.xLabel = "TLS connections per shard (\(settings.shards) shards)" }
-        for rate in rates {
-            let points = atPayload.filter { $0.errorRate == rate }.map { (x: Double($0.connections), y: $0.rate.median) }
-            plot.series.append(.init(label: rate == 0 ? "no errors" : "errors: " + BenchFormat.errorRate(rate), points: points))
+        for (waitIndex, wait) in waits.enumerated() {
+            for (rateIndex, rate) in rates.enumerated() {
+                let points = atPayload.filter { $0.errorRate == rate && $0.errorWaitMilliseconds == wait }
+                    .map { (x: Double($0.connections), y: $0.rate.median) }
+                guard !points.isEmpty else { continue }
+                var label = rate == 0 ? "no errors" : "errors: " + BenchFormat.errorRate(rate)
+                if waits.count > 1 { label += ", wait " + BenchFormat.milliseconds(wait) }
+                plot.series.append(.init(label: label, points: points, colour: rateIndex,
+                                         dashes: SVGLinePlot.dashPatterns[waitIndex % SVGLinePlot.dashPatterns.count]))
+            }
         }
         if let ceiling {
             plot.references.append(.init(label: "ceiling \(SVGLinePlot.shortNumber(ceiling.median))/s (\(ceiling.frameBytes)-byte frames)", y: ceiling.median))

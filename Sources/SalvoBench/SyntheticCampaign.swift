@@ -5,14 +5,20 @@ import SalvoWire
 /// token `5a5a…5a` followed by `n` as 8 big-endian bytes, all with one payload. Made on
 /// the fly from `n`, so reading it again costs nothing and it holds no memory per
 /// notification.
-struct SyntheticCampaign: NotificationSource {
-    let count: Int
-    let payload: [UInt8]
-    var priority: UInt8?
+package struct SyntheticCampaign: NotificationSource {
+    package let count: Int
+    package let payload: [UInt8]
+    package var priority: UInt8?
 
-    func makeReader() -> Reader { Reader(self) }
+    package init(count: Int, payload: [UInt8], priority: UInt8? = nil) {
+        self.count = count
+        self.payload = payload
+        self.priority = priority
+    }
 
-    final class Reader: NotificationReader {
+    package func makeReader() -> Reader { Reader(self) }
+
+    package final class Reader: NotificationReader {
         private let campaign: SyntheticCampaign
         private let payload: UnsafeMutableRawBufferPointer
         private var tokenBytes = [UInt8](repeating: 0x5A, count: DeviceToken.byteCount)
@@ -26,7 +32,7 @@ struct SyntheticCampaign: NotificationSource {
 
         deinit { payload.deallocate() }
 
-        func next() -> SourceNotification? {
+        package func next() -> SourceNotification? {
             guard upcoming <= campaign.count else { return nil }
             defer { upcoming += 1 }
             return SourceNotification(token: Self.token(upcoming, into: &tokenBytes), payload: UnsafeRawBufferPointer(payload),
@@ -34,7 +40,7 @@ struct SyntheticCampaign: NotificationSource {
                                       position: SourcePosition(offset: UInt64(upcoming), sequence: UInt64(upcoming)))
         }
 
-        func seek(to position: SourcePosition) { upcoming = Int(position.offset) }
+        package func seek(to position: SourcePosition) { upcoming = Int(position.offset) }
 
         static func token(_ n: Int, into bytes: inout [UInt8]) -> DeviceToken {
             withUnsafeBytes(of: UInt64(n).bigEndian) { bytes.replaceSubrange(24..<32, with: $0) }

@@ -1,11 +1,11 @@
 import Foundation
-internal import CJemalloc
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// What the bench reads from the operating system and the allocator about itself.
-enum BenchSystem {
+/// What the bench reads from the operating system about itself. (Allocation counts come
+/// from jemalloc, which only the executable links: see `BenchSettings.allocationRequests`.)
+package enum BenchSystem {
     /// User and system CPU seconds of the whole process so far.
     static func cpuSeconds() -> (user: Double, system: Double) {
         var usage = rusage()
@@ -36,24 +36,9 @@ enum BenchSystem {
         return Double(usage.ru_maxrss) / 1024
     }
 
-    /// jemalloc's count of allocation requests so far (small + large, all arenas), or nil
-    /// when its statistics are unavailable.
-    static func allocationRequests() -> Int? {
-        // Writing "epoch" makes jemalloc refresh the statistics it reports.
-        var epoch: UInt64 = 1
-        guard mallctl("epoch", nil, nil, &epoch, MemoryLayout<UInt64>.size) == 0 else { return nil }
-        var total = 0
-        for name in ["stats.arenas.4096.small.nrequests", "stats.arenas.4096.large.nrequests"] {  // 4096: MALLCTL_ARENAS_ALL
-            var value: UInt64 = 0
-            var size = MemoryLayout<UInt64>.size
-            guard mallctl(name, &value, &size, nil, 0) == 0 else { return nil }
-            total += Int(value)
-        }
-        return total
-    }
-
-    /// The running executable (to start `salvo mock` as a child).
-    static func executablePath() -> String {
+    /// The running process's executable (`/proc/self/exe`): in `salvo bench`, the `salvo`
+    /// binary, which the harness starts again as `salvo mock`.
+    package static func executablePath() -> String {
         var buffer = [CChar](repeating: 0, count: 4096)
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         if length > 0 { return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) }

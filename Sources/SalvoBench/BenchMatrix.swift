@@ -5,19 +5,31 @@ import SalvoMock
 
 /// The cells of a bench run and how each is measured: a fresh mock per cell, an optional
 /// warm-up run, then the measured runs, and the mock's counts against the sender's.
-struct BenchMatrix: Sendable {
-    struct CellSpec: Sendable, Hashable {
-        var connections: Int
-        var errorRate: Double
-        var payloadBytes: Int
-        var frameBytes: Int { 61 + payloadBytes }  // command 2, all five items
+package struct BenchMatrix: Sendable {
+    /// One cell: what the sender and the mock are asked to do.
+    package struct CellSpec: Sendable, Hashable {
+        package var connections: Int
+        package var errorRate: Double
+        package var payloadBytes: Int
+        /// The sender's error wait: how long a written notification waits for an error
+        /// response naming it before it counts as accepted.
+        package var errorWaitMilliseconds: Int
+        package var frameBytes: Int { 61 + payloadBytes }  // command 2, all five items
 
-        var label: String {
-            "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B"
+        package init(connections: Int, errorRate: Double, payloadBytes: Int, errorWaitMilliseconds: Int) {
+            self.connections = connections
+            self.errorRate = errorRate
+            self.payloadBytes = payloadBytes
+            self.errorWaitMilliseconds = errorWaitMilliseconds
+        }
+
+        package var label: String {
+            "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B, "
+                + "error wait \(BenchFormat.milliseconds(errorWaitMilliseconds))"
         }
 
         /// The mock flags that make it reject at this rate: every Nth when 1/rate is whole.
-        var failurePlan: [String] {
+        package var failurePlan: [String] {
             guard errorRate > 0 else { return [] }
             let every = 1 / errorRate
             if abs(every - every.rounded()) < 1e-6 * every { return ["--reject-every", String(Int(every.rounded()))] }
@@ -25,15 +37,29 @@ struct BenchMatrix: Sendable {
         }
     }
 
-    var connections: [Int]
-    var errorRates: [Double]
-    var payloadSizes: [Int]
+    package var connections: [Int]
+    package var errorRates: [Double]
+    package var payloadSizes: [Int]
+    /// The sender's error waits, milliseconds.
+    package var errorWaits: [Int]
 
-    /// Payload size outermost, then error rate, then connections (the plot's X axis).
-    var cells: [CellSpec] {
+    package init(connections: [Int], errorRates: [Double], payloadSizes: [Int], errorWaits: [Int]) {
+        self.connections = connections
+        self.errorRates = errorRates
+        self.payloadSizes = payloadSizes
+        self.errorWaits = errorWaits
+    }
+
+    /// Payload size outermost, then error wait, then error rate, then connections (the
+    /// plot's X axis).
+    package var cells: [CellSpec] {
         payloadSizes.flatMap { payload in
-            errorRates.flatMap { rate in
-                connections.map { CellSpec(connections: $0, errorRate: rate, payloadBytes: payload) }
+            errorWaits.flatMap { wait in
+                errorRates.flatMap { rate in
+                    connections.map {
+                        CellSpec(connections: $0, errorRate: rate, payloadBytes: payload, errorWaitMilliseconds: wait)
+                    }
+                }
             }
         }
     }
@@ -53,6 +79,7 @@ struct BenchCellRunner {
     var runs: Int
     var warmup: Bool
     var progress: BenchProgress?
+    var allocationRequests: (@Sendable () -> Int?)?
 
     func measure(_ spec: BenchMatrix.CellSpec, index: Int, of total: Int) async throws -> BenchResults.Cell {
         BenchSystem.resetPeakResidentSet()
@@ -69,6 +96,7 @@ struct BenchCellRunner {
         }
         var configuration = base(host, port, tls)
         configuration.connectionsPerShard = spec.connections
+        configuration.errorWait = .milliseconds(spec.errorWaitMilliseconds)
 
         var measured: [BenchResults.Run] = []
         var totals = (accepted: 0, rejected: 0, failed: 0)
@@ -78,8 +106,9 @@ struct BenchCellRunner {
                 let isWarmup = warmup && attempt == 1
                 let runLabel = isWarmup ? "warm-up" : "run \(attempt - (warmup ? 1 : 0))/\(runs)"
                 progress?.begin("[\(index)/\(total)] \(spec.label): \(runLabel)", total: count)
-                let run = try await BenchSenderRun.run(count: count, payloadBytes: spec.payloadBytes,
-                                                       configuration: configuration, progress: progress)
+                let run = try await BenchSenderRun.run(count: count, cell: spec,
+                                                       configuration: configuration, progress: progress,
+                                                       allocationRequests: allocationRequests)
                 totals.accepted += run.accepted
                 totals.rejected += run.rejected
                 totals.failed += run.failed
@@ -98,7 +127,8 @@ struct BenchCellRunner {
 
         let notifications = Double(count)
         return BenchResults.Cell(
-            connections: spec.connections, errorRate: spec.errorRate, payloadBytes: spec.payloadBytes, frameBytes: spec.frameBytes,
+            connections: spec.connections, errorRate: spec.errorRate, payloadBytes: spec.payloadBytes,
+            errorWaitMilliseconds: spec.errorWaitMilliseconds, frameBytes: spec.frameBytes,
             runs: measured,
             rate: BenchSpread(measured.map(\.rate))!,
             cpuSecondsPerMillion: BenchSpread.median(measured.map { ($0.cpuUserSeconds + $0.cpuSystemSeconds) / notifications * 1e6 })!,

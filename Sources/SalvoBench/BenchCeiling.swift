@@ -4,7 +4,7 @@ import Foundation
 /// 161-byte command-2 frames in 16 KiB `SSL_write`s over one TLS connection to a gateway loop
 /// that only decrypts, decodes and counts. Its two threads are left to the scheduler, so it
 /// uses both cores, as the sender and the mock do together.
-enum BenchCeiling {
+package enum BenchCeiling {
     static let frameBytes = 161
 
     static func measure(executable: String, frames: Int, runs: Int) throws -> BenchResults.Ceiling {
@@ -28,7 +28,7 @@ enum BenchCeiling {
 
     /// Frames per second from lines like `run 1: 10000000 frames of 161 bytes in 0.571 s: 17.52 M frames/s, ...`:
     /// the count over the seconds (more digits than the rounded rate).
-    static func parse(_ text: String) -> [Double] {
+    package static func parse(_ text: String) -> [Double] {
         text.split(separator: "\n").compactMap { line -> Double? in
             guard line.hasPrefix("run ") else { return nil }
             let words = line.split(separator: " ")

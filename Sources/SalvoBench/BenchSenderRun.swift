@@ -5,18 +5,24 @@ import SalvoWire
 
 /// One measured run: `count` notifications through a fresh `Sender` in this process, timed,
 /// with the process's CPU time and allocation requests before and after.
-enum BenchSenderRun {
+package enum BenchSenderRun {
     /// A JSON payload of exactly `bytes` bytes: `{"aps":{"alert":"xxx…"}}`.
-    static func payload(bytes: Int) -> [UInt8] {
+    package static func payload(bytes: Int) -> [UInt8] {
         let prefix = Array(#"{"aps":{"alert":""#.utf8), suffix = Array(#""}}"#.utf8)
         precondition(bytes >= prefix.count + suffix.count + 1, "payloads start at 21 bytes")
         return prefix + [UInt8](repeating: UInt8(ascii: "x"), count: bytes - prefix.count - suffix.count) + suffix
     }
 
-    static func run(count: Int, payloadBytes: Int, configuration: SenderConfiguration,
-                    progress: BenchProgress?) async throws -> BenchResults.Run {
-        let campaign = SyntheticCampaign(count: count, payload: payload(bytes: payloadBytes))
-        let allocationsBefore = BenchSystem.allocationRequests()
+    /// The rate is the sender's own measure: notifications per second from its start to
+    /// its last write, so the final error wait (a fixed latency, not throughput) is left
+    /// out however long it is.
+    ///
+    /// - Parameters:
+    ///   - allocationRequests: the process's allocation requests so far, when known.
+    static func run(count: Int, cell: BenchMatrix.CellSpec, configuration: SenderConfiguration,
+                    progress: BenchProgress?, allocationRequests: (@Sendable () -> Int?)?) async throws -> BenchResults.Run {
+        let campaign = SyntheticCampaign(count: count, payload: payload(bytes: cell.payloadBytes))
+        let allocationsBefore = allocationRequests?()
         let cpuBefore = BenchSystem.cpuSeconds()
         let sender: Sender
         do { sender = try Sender(configuration) } catch { throw BenchError("cannot start the sender: \(error)") }
@@ -38,7 +44,7 @@ enum BenchSenderRun {
         let report = await sender.finish()
         watcher?.cancel()
         let cpuAfter = BenchSystem.cpuSeconds()
-        let allocationsAfter = BenchSystem.allocationRequests()
+        let allocationsAfter = allocationRequests?()
 
         return BenchResults.Run(
             rate: report.sendRatePerSecond, seconds: report.seconds,

@@ -1,0 +1,228 @@
+import Foundation
+import SalvoEngine
+import SalvoIO
+
+/// What one `salvo bench` invocation is asked to do: the matrix, how often each cell runs,
+/// the sender's knobs, the optional reference measurements and where the results go.
+/// `salvo bench`'s flags fill it in; `Bench.run(_:)` carries it out.
+package struct BenchSettings: Sendable {
+    /// An external gateway to measure instead of a fresh mock per cell.
+    package struct Gateway: Sendable {
+        package var host: String
+        package var port: Int
+        package var tls: TLSConfiguration
+
+        package init(host: String, port: Int, tls: TLSConfiguration) {
+            self.host = host
+            self.port = port
+            self.tls = tls
+        }
+    }
+
+    /// The cells: connections × error rates × payload sizes × error waits.
+    package var matrix: BenchMatrix
+    /// Notifications per run.
+    package var count: Int
+    /// Measured runs per cell.
+    package var runs: Int
+    /// One unmeasured run per cell first.
+    package var warmup: Bool
+    /// Measure the ceiling (the ingest probe) first, with this many frames per run; nil: don't.
+    package var ceilingFrames: Int?
+    /// Run this PHP baseline script against a fresh mock; nil: don't.
+    package var phpScript: String?
+    /// Nil: a fresh `salvo mock` per cell, with the accounting check.
+    package var gateway: Gateway?
+    /// The sender's send ring per connection, MiB.
+    package var ringMiB: Int
+    /// Sender shards; nil: one per core except the mock's.
+    package var shards: Int?
+    /// Pin the mock to the last core and the sender's shards to the others (with 2+ cores).
+    package var pin: Bool
+    /// The results directory.
+    package var output: String
+    /// Write only the JSON results.
+    package var jsonOnly: Bool
+    /// The command line, recorded in the results.
+    package var command: String
+    /// The `salvo` executable that runs `salvo mock` and the ingest probe. The default, the
+    /// running process's own executable, is right when the CLI runs the harness.
+    package var executable: String
+    /// Allocation requests of the whole process so far (jemalloc's counter, which only the
+    /// executable links); nil, or a nil answer, leaves allocations unmeasured.
+    package var allocationRequests: (@Sendable () -> Int?)?
+
+    package init(matrix: BenchMatrix, count: Int, runs: Int = 3, warmup: Bool = true, ceilingFrames: Int? = nil,
+                 phpScript: String? = nil, gateway: Gateway? = nil, ringMiB: Int = 16,
+                 shards: Int? = nil, pin: Bool = true, output: String = "results", jsonOnly: Bool = false,
+                 command: String = CommandLine.arguments.joined(separator: " "),
+                 executable: String = BenchSystem.executablePath(), allocationRequests: (@Sendable () -> Int?)? = nil) {
+        self.matrix = matrix
+        self.count = count
+        self.runs = runs
+        self.warmup = warmup
+        self.ceilingFrames = ceilingFrames
+        self.phpScript = phpScript
+        self.gateway = gateway
+        self.ringMiB = ringMiB
+        self.shards = shards
+        self.pin = pin
+        self.output = output
+        self.jsonOnly = jsonOnly
+        self.command = command
+        self.executable = executable
+        self.allocationRequests = allocationRequests
+    }
+}
+
+/// What `salvo bench` prints when it is done, and how it exits.
+package struct BenchOutcome: Sendable {
+    package var results: BenchResults
+    /// The table, the goals, the files written and, last, `bench: <best median> notifications/s (...)`.
+    package var lines: [String]
+    /// 0, or 1 when the mock's accounting differs from the sender's in any cell.
+    package var exitStatus: Int32
+}
+
+/// The end-to-end benchmark behind `salvo bench`.
+package enum Bench {
+    /// Runs every cell of the matrix (and the ceiling and the PHP baseline when asked),
+    /// writes the results to `settings.output` and returns what to print. Progress and one
+    /// line per cell go to standard error as they happen.
+    package static func run(_ settings: BenchSettings) async throws -> BenchOutcome {
+        var matrix = settings.matrix
+        if settings.gateway != nil { matrix.errorRates = [0] }
+        let cores = BenchSystem.cores
+        let pinned = settings.pin && cores >= 2 && settings.gateway == nil
+        let mockCore = pinned ? cores - 1 : nil
+        let shardCount = settings.shards ?? max(1, cores - 1)
+        let executable = settings.executable
+        let (count, runs) = (settings.count, settings.runs)
+        let progress = BenchProgress.make()
+        let work = NSTemporaryDirectory() + "salvo-bench-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+
+        let target: BenchTarget
+        var certificates: BenchCertificates?
+        if let gateway = settings.gateway {
+            target = .external(host: gateway.host, port: gateway.port, tls: gateway.tls)
+        } else {
+            let made = try BenchCertificates(directory: work + "/certs")
+            certificates = made
+            target = .mock(executable: executable, certificates: made, core: mockCore, workDirectory: work)
+        }
+        let pinning = pinned
+            ? "mock on core \(cores - 1), sender shard threads pinned to cores 0…\(max(0, cores - 2)) (the producer thread is not pinned)"
+            : "not pinned"
+        let recordedSettings = BenchResults.Settings(
+            notificationsPerRun: count, runsPerCell: runs, warmup: settings.warmup,
+            ringMib: settings.ringMiB, shards: shardCount, pinning: pinning,
+            gateway: settings.gateway.map { "\($0.host):\($0.port)" } ?? "mock")
+        let cells = matrix.cells
+        printError("salvo bench: \(cells.count) cells × \(runs) runs\(settings.warmup ? " (+1 warm-up)" : "") × "
+                   + "\(BenchFormat.grouped(Double(count))) notifications; \(pinning)")
+
+        // The ceiling first, while nothing else of ours runs.
+        var ceilingResult: BenchResults.Ceiling?
+        if let ceilingFrames = settings.ceilingFrames {
+            progress?.note("ceiling: \(runs) ingest-probe runs of \(BenchFormat.grouped(Double(ceilingFrames))) frames")
+            let measured = try BenchCeiling.measure(executable: executable, frames: ceilingFrames, runs: runs)
+            progress?.clear()
+            printError("ceiling: \(BenchFormat.grouped(measured.median)) frames/s (median of \(runs))")
+            ceilingResult = measured
+        }
+
+        let runner = BenchCellRunner(
+            target: target,
+            base: { [ringMiB = settings.ringMiB] host, port, tls in
+                var configuration = SenderConfiguration(host: host, port: port, tls: tls)
+                configuration.shards = shardCount
+                configuration.ringCapacity = ringMiB << 20
+                configuration.pinThreads = pinned
+                return configuration
+            },
+            count: count, runs: runs, warmup: settings.warmup, progress: progress,
+            allocationRequests: settings.allocationRequests)
+        var measuredCells: [BenchResults.Cell] = []
+        for (index, spec) in cells.enumerated() {
+            var cell = try await runner.measure(spec, index: index + 1, of: cells.count)
+            if let ceilingResult { cell.percentOfCeiling = 100 * cell.rate.median / ceilingResult.median }
+            progress?.clear()
+            printError("[\(index + 1)/\(cells.count)] \(spec.label): median \(BenchFormat.grouped(cell.rate.median)) /s "
+                       + "(\(BenchFormat.grouped(cell.rate.minimum))–\(BenchFormat.grouped(cell.rate.maximum))), "
+                       + "CPU \(BenchFormat.fixed(cell.cpuSecondsPerMillion * 1000, 0)) ns/notif, accounting \(cell.accounting.summary)")
+            if !cell.accounting.exact {
+                printError("salvo bench: ACCOUNTING MISMATCH in \(spec.label): \(cell.accounting.summary); continuing, will exit 1")
+            }
+            measuredCells.append(cell)
+        }
+
+        var phpResult: BenchResults.PHPBaseline?
+        if let script = settings.phpScript, let certificates {
+            if let php = BenchSystem.which("php") {
+                guard FileManager.default.fileExists(atPath: script) else {
+                    throw BenchError("the PHP baseline script \(script) does not exist; give --php-script")
+                }
+                let measured = try BenchPHPBaseline.measure(
+                    php: php, script: script, executable: executable, certificates: certificates, core: mockCore,
+                    workDirectory: work, count: count, runs: runs,
+                    payloadBytes: matrix.payloadSizes.first ?? 100, progress: progress)
+                progress?.clear()
+                printError("PHP baseline: \(BenchFormat.grouped(measured.median)) notifications/s, accounting "
+                           + (measured.accountingExact ? "exact" : "MISMATCH"))
+                phpResult = measured
+            } else {
+                printError(BenchPHPBaseline.installHint)
+            }
+        }
+
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        let results = BenchResults(
+            date: formatter.string(from: Date()), commit: BenchSystem.commit(), command: settings.command,
+            machine: BenchSystem.machine(), settings: recordedSettings, ceiling: ceilingResult, php: phpResult, cells: measuredCells)
+        let written = try BenchOutput.write(results, to: settings.output, jsonOnly: settings.jsonOnly)
+        progress?.clear()
+
+        var lines = [results.table().plain(), ""]
+        for goal in results.goals() {
+            lines.append("goal: \(goal.goal): \(goal.measured) — \(goal.verdict == .met ? "met" : goal.verdict == .missed ? "NOT MET" : "not measured")")
+        }
+        if let phpResult, let best = results.best {
+            lines.append("PHP baseline: \(BenchFormat.grouped(phpResult.median)) /s; Salvo's best median is \(BenchFormat.fixed(best.rate.median / phpResult.median, 1))× that")
+        }
+        lines.append("wrote " + written.joined(separator: ", "))
+        let mismatches = measuredCells.filter { !$0.accounting.exact }.count + (phpResult.map { $0.accountingExact ? 0 : 1 } ?? 0)
+        if mismatches > 0 { lines.append("ACCOUNTING MISMATCH in \(mismatches) cell(s): see the table; exit status 1") }
+
+        let best = results.best?.rate.median ?? 0
+        let share = ceilingResult.map { String(format: "%.1f%% of ceiling", 100 * best / $0.median) } ?? "ceiling not measured"
+        lines.append("bench: \(Int(best.rounded())) notifications/s (\(share))")
+        return BenchOutcome(results: results, lines: lines, exitStatus: mismatches > 0 ? 1 : 0)
+    }
+
+    /// Regenerates README.md and the plot in `output` from a results JSON file; returns the
+    /// paths written.
+    package static func render(resultsFile: String, to output: String) throws -> [String] {
+        let results = try BenchResults.decode(try Data(contentsOf: URL(fileURLWithPath: resultsFile)))
+        return try BenchOutput.write(results, to: output, jsonOnly: false)
+    }
+
+    /// Where `scripts/php-baseline.php` is: in the repository the working directory is in.
+    package static var defaultPHPScript: String { BenchSystem.repositoryRoot() + "/scripts/php-baseline.php" }
+}
+
+/// Writes a line to standard error (progress and diagnostics never mix with the results on stdout).
+func printError(_ message: String) {
+    var line = message + "\n"
+    line.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+
+/// Everything one `salvo bench` invocation measured: what `results/<date>-<sha>.json` holds,
+/// what `results/README.md` and `results/throughput.svg` are drawn from, and what
+/// `scripts/compare.sh` reads. Field names are snake_case in the JSON.
+package struct BenchResults: Sendable, Codable, Equatable {
+    /// 2: each cell records its error wait (1: one error wait for the run, in the settings).
+    package static let currentSchema = 2
+
+    package var schema = currentSchema
+    /// UTC, ISO 8601.
+    package var date: String
+    /// `git rev-parse --short HEAD`, "nosha" outside a repository; "+dirty" when the tree had changes.
+    package var commit: String
+    /// The command line, as typed.
+    package var command: String
+    package var machine: Machine
+    package var settings: Settings
+    /// `--ceiling`: the ingest probe's frames per second, run by run.
+    package var ceiling: Ceiling?
+    /// `--php-baseline`: the classic PHP sender against the same mock.
+    package var php: PHPBaseline?
+    package var cells: [Cell]
+
+    package init(date: String, commit: String, command: String, machine: Machine, settings: Settings,
+                 ceiling: Ceiling?, php: PHPBaseline?, cells: [Cell]) {
+        self.date = date
+        self.commit = commit
+        self.command = command
+        self.machine = machine
+        self.settings = settings
+        self.ceiling = ceiling
+        self.php = php
+        self.cells = cells
+    }
+
+    package struct Machine: Sendable, Codable, Equatable {
+        package var cores: Int
+        package var cpu: String
+        package var kernel: String
+        package var memoryGib: Double
+
+        package init(cores: Int, cpu: String, kernel: String, memoryGib: Double) {
+            self.cores = cores
+            self.cpu = cpu
+            self.kernel = kernel
+            self.memoryGib = memoryGib
+        }
+    }
+
+    package struct Settings: Sendable, Codable, Equatable {
+        package var notificationsPerRun: Int
+        package var runsPerCell: Int
+        package var warmup: Bool
+        package var ringMib: Int
+        package var shards: Int
+        /// "mock on core 1, sender shards on core 0", or "not pinned".
+        package var pinning: String
+        /// "mock" (a fresh `salvo mock` per cell) or the external gateway's HOST:PORT.
+        package var gateway: String
+        /// The run's one error wait, in results written before the error wait became an axis
+        /// of the matrix: their cells take it from here. Nil since (each cell has its own).
+        package var errorWaitMilliseconds: Int?
+
+        package init(notificationsPerRun: Int, runsPerCell: Int, warmup: Bool, ringMib: Int,
+                     shards: Int, pinning: String, gateway: String, errorWaitMilliseconds: Int? = nil) {
+            self.notificationsPerRun = notificationsPerRun
+            self.runsPerCell = runsPerCell
+            self.warmup = warmup
+            self.ringMib = ringMib
+            self.shards = shards
+            self.pinning = pinning
+            self.gateway = gateway
+            self.errorWaitMilliseconds = errorWaitMilliseconds
+        }
+    }
+
+    package struct Ceiling: Sendable, Codable, Equatable {
+        package var frameBytes: Int
+        package var framesPerRun: Int
+        package var framesPerSecond: [Double]
+        package var median: Double { BenchSpread.median(framesPerSecond) ?? 0 }
+
+        package init(frameBytes: Int, framesPerRun: Int, framesPerSecond: [Double]) {
+            self.frameBytes = frameBytes
+            self.framesPerRun = framesPerRun
+            self.framesPerSecond = framesPerSecond
+        }
+    }
+
+    package struct PHPBaseline: Sendable, Codable, Equatable {
+        package var payloadBytes: Int
+        package var notificationsPerRun: Int
+        package var notificationsPerSecond: [Double]
+        /// The mock accepted exactly what PHP wrote, over all runs.
+        package var accountingExact: Bool
+        package var median: Double { BenchSpread.median(notificationsPerSecond) ?? 0 }
+
+        package init(payloadBytes: Int, notificationsPerRun: Int, notificationsPerSecond: [Double], accountingExact: Bool) {
+            self.payloadBytes = payloadBytes
+            self.notificationsPerRun = notificationsPerRun
+            self.notificationsPerSecond = notificationsPerSecond
+            self.accountingExact = accountingExact
+        }
+    }
+
+    /// One measured run of a cell.
+    package struct Run: Sendable, Codable, Equatable {
+        /// Notifications per second: the count over the time from the first send until all
+        /// were settled, less the cell's error wait (the tail in which the sender only waits to
+        /// be sure no error names the last frames) when the run ended with one: a run whose
+        /// last notification an error response settles has no such tail.
+        package var rate: Double
+        package var seconds: Double
+        package var cpuUserSeconds: Double
+        package var cpuSystemSeconds: Double
+        package var accepted: Int
+        package var rejected: Int
+        package var failed: Int
+        package var resent: Int
+        package var reconnects: Int
+        package var possibleDuplicates: Int
+        package var windowOverruns: Int
+        /// jemalloc allocation requests made by the whole bench process during the run.
+        package var allocations: Int?
+
+        package init(rate: Double, seconds: Double, cpuUserSeconds: Double, cpuSystemSeconds: Double, accepted: Int,
+                     rejected: Int, failed: Int, resent: Int, reconnects: Int, possibleDuplicates: Int,
+                     windowOverruns: Int, allocations: Int?) {
+            self.rate = rate
+            self.seconds = seconds
+            self.cpuUserSeconds = cpuUserSeconds
+            self.cpuSystemSeconds = cpuSystemSeconds
+            self.accepted = accepted
+            self.rejected = rejected
+            self.failed = failed
+            self.resent = resent
+            self.reconnects = reconnects
+            self.possibleDuplicates = possibleDuplicates
+            self.windowOverruns = windowOverruns
+            self.allocations = allocations
+        }
+    }
+
+    /// One point of the matrix.
+    package struct Cell: Sendable, Codable, Equatable {
+        package var connections: Int
+        package var errorRate: Double
+        package var payloadBytes: Int
+        /// The sender's error wait in this cell, milliseconds.
+        package var errorWaitMilliseconds: Int
+        package var frameBytes: Int
+        package var runs: [Run]
+        /// Notifications per second over the measured runs.
+        package var rate: BenchSpread
+        /// Sender CPU (user + system) seconds per million notifications, median over runs.
+        package var cpuSecondsPerMillion: Double
+        /// Heap allocations per notification, median over runs (nil without jemalloc stats).
+        package var allocationsPerNotification: Double?
+        /// The bench process's peak resident set during the cell (VmHWM after a reset), MiB.
+        package var peakRssMib: Double
+        /// Frames written again, median over runs.
+        package var resent: Int
+        package var accounting: Accounting
+        /// `rate.median` as a percentage of the ceiling's median, with `--ceiling`.
+        package var percentOfCeiling: Double?
+
+        package var key: String { "c\(connections)-e\(errorRate)-p\(payloadBytes)-w\(errorWaitMilliseconds)" }
+
+        package init(connections: Int, errorRate: Double, payloadBytes: Int, errorWaitMilliseconds: Int, frameBytes: Int,
+                     runs: [BenchResults.Run],
+                     rate: BenchSpread, cpuSecondsPerMillion: Double, allocationsPerNotification: Double?, peakRssMib: Double,
+                     resent: Int, accounting: BenchResults.Accounting, percentOfCeiling: Double? = nil) {
+            self.connections = connections
+            self.errorRate = errorRate
+            self.payloadBytes = payloadBytes
+            self.errorWaitMilliseconds = errorWaitMilliseconds
+            self.frameBytes = frameBytes
+            self.runs = runs
+            self.rate = rate
+            self.cpuSecondsPerMillion = cpuSecondsPerMillion
+            self.allocationsPerNotification = allocationsPerNotification
+            self.peakRssMib = peakRssMib
+            self.resent = resent
+            self.accounting = accounting
+            self.percentOfCeiling = percentOfCeiling
+        }
+    }
+
+    /// The mock's counts against the sender's, summed over the cell's runs (warm-up included).
+    package struct Accounting: Sendable, Codable, Equatable {
+        package var senderAccepted: Int
+        package var senderRejected: Int
+        package var senderFailed: Int
+        /// Nil for an external gateway (nothing to compare with).
+        package var mockAccepted: Int?
+        package var mockRejected: Int?
+
+        package var checked: Bool { mockAccepted != nil }
+        package var exact: Bool {
+            guard let mockAccepted, let mockRejected else { return senderFailed == 0 }
+            return mockAccepted == senderAccepted && mockRejected == senderRejected && senderFailed == 0
+        }
+        package var summary: String {
+            guard let mockAccepted, let mockRejected else { return senderFailed == 0 ? "unchecked" : "\(senderFailed) failed" }
+            if exact { return "exact" }
+            return "MISMATCH: mock \(mockAccepted)/\(mockRejected), sender \(senderAccepted)/\(senderRejected)"
+                + (senderFailed > 0 ? " (\(senderFailed) failed)" : "")
+        }
+
+        package init(senderAccepted: Int, senderRejected: Int, senderFailed: Int, mockAccepted: Int?, mockRejected: Int?) {
+            self.senderAccepted = senderAccepted
+            self.senderRejected = senderRejected
+            self.senderFailed = senderFailed
+            self.mockAccepted = mockAccepted
+            self.mockRejected = mockRejected
+        }
+    }
+
+    /// The cells' error waits, milliseconds, ascending.
+    package var errorWaits: [Int] { Array(Set(cells.map(\.errorWaitMilliseconds))).sorted() }
+
+    /// The cell with the highest median rate.
+    package var best: Cell? { cells.max { $0.rate.median < $1.rate.median } }
+
+    package func encoded() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        return try encoder.encode(self) + Data("\n".utf8)
+    }
+
+    /// Reads a results file, also one written before cells had their own error wait.
+    package static func decode(_ data: Data) throws -> BenchResults {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        struct Header: Decodable { var settings: Settings }
+        if let wait = try decoder.decode(Header.self, from: data).settings.errorWaitMilliseconds {
+            decoder.userInfo[Cell.errorWaitIfMissing] = wait
+        }
+        return try decoder.decode(BenchResults.self, from: data)
+    }
+
+    /// `<date>-<sha>.json`, e.g. `2026-11-23-d18e8d4.json`.
+    package var fileName: String { "\(date.prefix(10))-\(commit).json" }
+}
+
+extension BenchResults.Cell {
+    /// The error wait for cells that do not record one (older results): the run's, from its
+    /// settings. `BenchResults.decode` sets it.
+    static let errorWaitIfMissing = CodingUserInfoKey(rawValue: "salvo.bench.errorWaitIfMissing")!
+
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        connections = try container.decode(Int.self, forKey: .connections)
+        errorRate = try container.decode(Double.self, forKey: .errorRate)
+        payloadBytes = try container.decode(Int.self, forKey: .payloadBytes)
+        let recorded = try container.decodeIfPresent(Int.self, forKey: .errorWaitMilliseconds)
+        guard let wait = recorded ?? (decoder.userInfo[Self.errorWaitIfMissing] as? Int) else {
+            throw DecodingError.keyNotFound(CodingKeys.errorWaitMilliseconds, .init(
+                codingPath: container.codingPath, debugDescription: "the cell has no error wait, nor have the run's settings"))
+        }
+        errorWaitMilliseconds = wait
+        frameBytes = try container.decode(Int.self, forKey: .frameBytes)
+        runs = try container.decode([BenchResults.Run].self, forKey: .runs)
+        rate = try container.decode(BenchSpread.self, forKey: .rate)
+        cpuSecondsPerMillion = try container.decode(Double.self, forKey: .cpuSecondsPerMillion)
+        allocationsPerNotification = try container.decodeIfPresent(Double.self, forKey: .allocationsPerNotification)
+        peakRssMib = try container.decode(Double.self, forKey: .peakRssMib)
+        resent = try container.decode(Int.self, forKey: .resent)
+        accounting = try container.decode(BenchResults.Accounting.self, forKey: .accounting)
+        percentOfCeiling = try container.decodeIfPresent(Double.self, forKey: .percentOfCeiling)
+    }
+}
