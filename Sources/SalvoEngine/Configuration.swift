@@ -44,6 +44,10 @@ public struct SenderConfiguration: Sendable {
     public var recordRetention: Duration = .seconds(5)
     /// Delay between reconnect attempts.
     public var reconnectBackoff = Backoff()
+    /// Keep a second, idle connection per slot, connected and handshaken, to take over
+    /// when the gateway closes the active one after an error response: an error then costs
+    /// no connection setup (two round trips over a network). Doubles the connections.
+    public var usesStandbyConnections = true
     /// Consecutive failed connection attempts after which a connection gives up.
     public var connectAttempts = 8
     /// How many silent drops a notification may be in flight for before it fails.

@@ -20,6 +20,12 @@ public enum TrustRoots: Sendable, Hashable {
     case certificates(PEMSource)
 }
 
+/// A TLS protocol version Salvo speaks (1.2 is the oldest it accepts).
+public enum TLSVersion: String, Sendable, Hashable, CaseIterable {
+    case v1_2 = "1.2"
+    case v1_3 = "1.3"
+}
+
 /// How a TLS endpoint is set up. The defaults are the safe ones: the peer is verified,
 /// and a client also checks the server's host name or IP address.
 public struct TLSConfiguration: Sendable {
@@ -43,6 +49,8 @@ public struct TLSConfiguration: Sendable {
     public var kernelTLS = false
     /// Accept a private key file that other users may read. Off: such files are refused.
     public var allowWorldReadableKey = false
+    /// The newest TLS version offered (the oldest is always 1.2).
+    public var maximumVersion: TLSVersion = .v1_3
 
     public init() {}
 
@@ -118,6 +126,8 @@ public final class TLSContext: @unchecked Sendable {
         alpnServerList: inout UnsafeMutableRawBufferPointer?
     ) throws(TLSError) {
         _ = salvo_SSL_CTX_set_min_tls12(context)
+        _ = salvo_SSL_CTX_set_max_proto_version(
+            context, configuration.maximumVersion == .v1_2 ? salvo_TLS1_2_VERSION() : salvo_TLS1_3_VERSION())
         var options = salvo_SSL_OP_NO_RENEGOTIATION()
         if configuration.kernelTLS { options |= salvo_SSL_OP_ENABLE_KTLS() }
         _ = salvo_SSL_CTX_set_options(context, options)

@@ -102,6 +102,11 @@ struct MockCommand: AsyncParsableCommand {
                                valueName: "KiB"))
     var receiveBufferKiB: Int?
 
+    @Option(name: .customLong("tls"),
+            help: ArgumentHelp("The newest TLS version offered: 1.2 (default, as Apple's binary gateway: nothing but error responses follows the handshake) or 1.3 (which sends session tickets after it).",
+                               valueName: "version"))
+    var tlsVersion: TLSVersion = .v1_2
+
     @Flag(name: .customLong("record-accepted"), help: "Report the digest of every accepted notification (and count duplicates).")
     var recordAccepted = false
 
@@ -209,7 +214,8 @@ struct MockCommand: AsyncParsableCommand {
     // MARK: Running
 
     func run() async throws {
-        let (serverTLS, throwaway) = try serverConfiguration()
+        var (serverTLS, throwaway) = try serverConfiguration()
+        serverTLS.maximumVersion = tlsVersion
         if let ingestProbe {
             try runIngestProbe(frames: ingestProbe, server: serverTLS, throwaway: throwaway)
             return
@@ -357,3 +363,5 @@ final class StopSignal: Sendable {
 
 /// Where the signal handler writes; set once, before the handlers are installed.
 nonisolated(unsafe) private var stopPipeWriteEnd: Int32 = -1
+
+extension TLSVersion: ExpressibleByArgument {}

@@ -174,7 +174,11 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         #expect(report.accepted == count)
         #expect(connections.count >= 2)
         #expect(connections.first == false)
-        #expect(connections.dropFirst().allSatisfy { $0 }, "every reconnect resumes: \(connections)")
+        // The first standby is opened as soon as the first connection is up, before this TLS
+        // 1.3 gateway's single-use tickets have all arrived: one of the next two connections
+        // may handshake in full, once. Every later one resumes.
+        #expect(connections.prefix(3).filter { !$0 }.count <= 2, "\(connections)")
+        #expect(connections.dropFirst(3).allSatisfy { $0 }, "every later connection resumes: \(connections)")
     }
 
     @Test func silentDropsResendAndBoundTheDuplicates() async throws {

@@ -16,6 +16,13 @@ static inline long salvo_SSL_CTX_set_min_tls12(SSL_CTX *ctx) {
     return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 }
 
+static inline long salvo_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int version) {
+    return SSL_CTX_set_max_proto_version(ctx, version);
+}
+
+static inline int salvo_TLS1_2_VERSION(void) { return TLS1_2_VERSION; }
+static inline int salvo_TLS1_3_VERSION(void) { return TLS1_3_VERSION; }
+
 static inline uint64_t salvo_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options) {
     return SSL_CTX_set_options(ctx, options);
 }

@@ -25,6 +25,7 @@ struct LineReader: ~Copyable {
     private var atEndOfFile = false
     /// The file offset of `buffer[0]`.
     private var bufferOffset: UInt64 = 0
+    private static let readSize = 1 << 16
     /// The number of the line last returned (1-based); 0 before the first.
     private(set) var lineNumber = 0
     /// The file offset where the line last returned starts (before any byte order mark).
@@ -120,7 +121,9 @@ struct LineReader: ~Copyable {
             throw .lineTooLong(line: lineNumber + 1, limit: maximumLineLength)
         }
         while true {
-            let count = read(fd, base + end, buffer.count - end)
+            // Reads of at most 64 KiB: a reader that seeks (to resend a run of lines) needs
+            // a few KiB after the seek, not a whole buffer; a long line takes several reads.
+            let count = read(fd, base + end, min(buffer.count - end, Self.readSize))
             if count > 0 {
                 end += count
                 return

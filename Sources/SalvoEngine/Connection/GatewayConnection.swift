@@ -18,20 +18,34 @@ final class Lane: Sendable {
     }
 }
 
+/// One socket of a slot, the active connection or the standby, as the event loop sees it.
+final class Link: EventHandler {
+    let stream: TLSStream
+    fileprivate var registration: Registration?
+    fileprivate var isHandshakeComplete = false
+    private unowned let owner: GatewayConnection
+
+    init(stream: TLSStream, owner: GatewayConnection) {
+        self.stream = stream
+        self.owner = owner
+    }
+
+    func handleEvents(_ events: IOEvents) { owner.handleEvents(events, on: self) }
+}
+
 /// One connection slot to the gateway, on its shard's thread: performs what the
 /// `ConnectionMachine` decides with real sockets and timers, writes frames (rewound ones
 /// read again from their sources first, then new ones from the staging ring), reads
 /// error responses, and applies every settlement to the ledger, the events and the
 /// sources in one place (`apply`).
-final class GatewayConnection: EventHandler {
+final class GatewayConnection {
     let lane: Lane
     private unowned let shard: Shard
     let index: Int
-    private var machine: ConnectionMachine<TLSStream>
+    private var machine: ConnectionMachine<Link>
     private var window: InFlightWindow { machine.window }
-    private var registration: Registration?
-    /// The last connection's TLS session: reconnecting after an error response (one per
-    /// rejected notification) then skips the certificate work of a full handshake.
+    /// The last closed connection's TLS session: the next connection (one per rejected
+    /// notification) resumes it and skips the certificate work of a full handshake.
     private var session: TLSSession?
     private var rebuild: RebuildChunk
     private var settleTimer: TimerID?
@@ -50,7 +64,7 @@ final class GatewayConnection: EventHandler {
         machine = ConnectionMachine(
             window: InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8))),
             dropPolicy: .init(atMostOnce: configuration.dropPolicy == .atMostOnce, retryBudget: configuration.retryBudget),
-            maximumAttempts: configuration.connectAttempts, backoff: configuration.reconnectBackoff,
+            usesStandby: configuration.usesStandbyConnections, maximumAttempts: configuration.connectAttempts, backoff: configuration.reconnectBackoff,
             seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
         rebuild = RebuildChunk(capacity: Self.recordSize + shard.builder.encoder.encodedLength(
             payloadLength: configuration.maximumPayloadLength))
@@ -84,10 +98,11 @@ final class GatewayConnection: EventHandler {
             failUnwritten(.gatewayUnreachable)
             return
         }
-        guard let stream = machine.openTransport else {
+        guard let link = machine.openTransport else {
             if hasWork, let action = machine.start() { perform([action]) }
             return
         }
+        let stream = link.stream
         var records = 0
         // Written frames free staging space: wake producers waiting for it (free when none waits).
         defer { if records > 0 { shard.notifyProgress() } }
@@ -95,7 +110,7 @@ final class GatewayConnection: EventHandler {
             while true {
                 if records == Self.recordsPerTurn {
                     // Yield to the loop (reads first), and come back while the socket is writable.
-                    setInterest([.read, .write])
+                    setInterest(link, [.read, .write])
                     armSettleTimer()
                     return
                 }
@@ -135,18 +150,18 @@ final class GatewayConnection: EventHandler {
                     ledger.noteWrite(at: now)
                     records += 1
                 case .wouldBlock(let progress):
-                    setInterest(progress == .wantWrite ? [.read, .write] : .read)
+                    setInterest(link, progress == .wantWrite ? [.read, .write] : .read)
                     armSettleTimer()
                     return
                 }
             }
-            setInterest(.read)
+            setInterest(link, .read)
             armSettleTimer()
         } catch {
             // The gateway may have written an error response and closed before our write
             // failed: read what is there before deciding it was a silent drop.
-            readResponse(stream)
-            if machine.openTransport === stream { connectionLost("write failed: \(error)", permanent: nil) }
+            readResponse(link)
+            if machine.openTransport === link { connectionLost(link, "write failed: \(error)", permanent: nil) }
         }
     }
 
@@ -182,97 +197,121 @@ final class GatewayConnection: EventHandler {
 
     // MARK: Events
 
-    func handleEvents(_ events: IOEvents) {
-        switch machine.state {
-        case .connecting(let stream):
+    func handleEvents(_ events: IOEvents, on link: Link) {
+        if !link.isHandshakeComplete {
             do {
-                try stream.socket.finishConnect()
-                advanceHandshake(stream)
+                if events.contains(.write) { try link.stream.socket.finishConnect() }
+                advanceHandshake(link)
             } catch {
-                perform(machine.connectFailed("\(error)", permanent: false))
+                perform(machine.connectFailed(link, "\(error)", permanent: false))
             }
-        case .open(let stream):
-            if events.contains(.read) || events.contains(.hangup) { readResponse(stream) }
-            if machine.openTransport === stream, events.contains(.write) { pump() }
-        case .idle, .waitingToReconnect, .gaveUp:
-            break
+        } else if machine.openTransport === link {
+            if events.contains(.read) || events.contains(.hangup) { readResponse(link) }
+            if machine.openTransport === link, events.contains(.write) { pump() }
+        } else {
+            watchStandby(link)
         }
     }
 
-    private func advanceHandshake(_ stream: TLSStream) {
+    private func advanceHandshake(_ link: Link) {
         do {
-            switch try stream.handshake() {
+            switch try link.stream.handshake() {
             case .complete:
-                machine.established()
-                if machine.opened > 1 { ledger.reconnects.add(1, ordering: .relaxed) }
-                responseCount = 0
-                shard.emit(.connected(shard: shard.index, connection: index, resumed: stream.isResumed,
-                                      kernelTLS: stream.isKernelTLSSending))
-                pump()
-            case .wantRead: setInterest(.read)
-            case .wantWrite: setInterest(.write)
+                link.isHandshakeComplete = true
+                setInterest(link, .read)  // for a ready standby, only its end is news
+                perform(machine.handshakeCompleted(link))
+            case .wantRead: setInterest(link, .read)
+            case .wantWrite: setInterest(link, .write)
             }
         } catch {
-            perform(machine.connectFailed("\(error)", permanent: isPermanent(error)))
+            perform(machine.connectFailed(link, "\(error)", permanent: isPermanent(error)))
         }
+    }
+
+    /// `link` became the active connection.
+    private func activated(_ link: Link) {
+        if machine.opened > 1 { ledger.reconnects.add(1, ordering: .relaxed) }
+        // What the last connection had half written or read is void: the window rewound.
+        rebuild.reset(nextIndex: window.written)
+        responseCount = 0
+        shard.emit(.connected(shard: shard.index, connection: index, resumed: link.stream.isResumed,
+                              kernelTLS: link.stream.isKernelTLSSending))
+        pump()
+    }
+
+    /// A ready standby said something: the gateway closed it (or speaks out of turn).
+    private func watchStandby(_ link: Link) {
+        var scratch = (UInt64(0), UInt64(0))
+        let result = withUnsafeMutableBytes(of: &scratch) { buffer in Result { () throws(TLSError) in try link.stream.read(into: buffer) } }
+        if case .success(.wouldBlock) = result { return }
+        perform(machine.connectionLost(link, "the standby connection ended", permanentReason: nil))
     }
 
     /// Reads whatever the gateway sent: an error response, or the end of the stream.
-    private func readResponse(_ stream: TLSStream) {
+    private func readResponse(_ link: Link) {
         while true {
             let result: TLSReadResult
             do {
                 result = try response.withUnsafeMutableBytes { buffer in
-                    try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[responseCount...]))
+                    try link.stream.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[responseCount...]))
                 }
             } catch {
-                connectionLost("\(error)", permanent: isPermanent(error) ? "\(error)" : nil)
+                connectionLost(link, "\(error)", permanent: isPermanent(error) ? "\(error)" : nil)
                 return
             }
             switch result {
             case .bytes(let count):
                 responseCount += count
                 if responseCount >= ErrorResponse.byteCount || responseCount == response.count {
-                    handleErrorResponse()
+                    handleErrorResponse(link)
                     return
                 }
             case .wouldBlock:
                 return
             case .closed:
-                connectionLost("connection closed by the gateway without an error response", permanent: nil)
+                connectionLost(link, "connection closed by the gateway without an error response", permanent: nil)
                 return
             }
         }
     }
 
-    private func handleErrorResponse() {
+    private func handleErrorResponse(_ link: Link) {
         let decoded = response.withUnsafeBytes { try? ErrorResponse.decode(UnsafeRawBufferPointer(rebasing: $0[0..<responseCount])) }
         guard let errorResponse = decoded else {
             // Not an error response: a gateway that speaks something else. Treat as a drop.
-            connectionLost("unexpected bytes from the gateway", permanent: nil)
+            connectionLost(link, "unexpected bytes from the gateway", permanent: nil)
             return
         }
         perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
     }
 
-    private func connectionLost(_ reason: String, permanent: String?) {
-        perform(machine.connectionLost(reason, permanentReason: permanent))
+    private func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
+        perform(machine.connectionLost(link, reason, permanentReason: permanent))
     }
 
     // MARK: Actions
 
-    private func perform(_ actions: [ConnectionMachine<TLSStream>.Action]) {
+    private func perform(_ actions: [ConnectionMachine<Link>.Action]) {
         for action in actions {
             switch action {
             case .connect:
-                startConnect()
-            case .close(let stream, let reason, let wasOpen):
-                close(stream, reason: reason, wasOpen: wasOpen)
+                startConnect(standby: false)
+            case .connectStandby:
+                startConnect(standby: true)
+            case .close(let link, let reason, let wasOpen):
+                close(link, reason: reason, wasOpen: wasOpen)
             case .reconnect(let delay):
                 shard.loop.schedule(after: delay) { [weak self] in
                     guard let self, let action = self.machine.reconnectTimerFired() else { return }
                     self.perform([action])
                 }
+            case .openStandby(let delay):
+                shard.loop.schedule(after: delay) { [weak self] in
+                    guard let self, let action = self.machine.standbyTimerFired() else { return }
+                    self.perform([action])
+                }
+            case .activated(let link):
+                activated(link)
             case .settle(let settlement):
                 apply(settlement)
             case .giveUp(let reason):
@@ -282,36 +321,50 @@ final class GatewayConnection: EventHandler {
         }
     }
 
-    private func startConnect() {
+    private func startConnect(standby: Bool) {
         let configuration = shard.configuration
+        let link: Link
         do {
             let address = try shard.nextAddress()
+            // Resume the session kept when the last connection closed, once (TLS 1.3 tickets
+            // are single-use); lacking one, the active connection's (TLS 1.2 has it at once;
+            // a TLS 1.3 server sends its ticket after the handshake).
+            let resuming = session ?? machine.openTransport?.stream.resumableSession
+            session = nil
             let (socket, connected) = try Socket.startConnect(to: address)
             if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
-            let stream = try TLSStream(context: shard.tlsContext, socket: socket,
-                                       serverName: configuration.serverName ?? configuration.host, resuming: session)
-            machine.connectStarted(stream)
-            registration = try shard.loop.register(socket.fd, interest: .write, handler: self)
-            if connected { handleEvents(.write) }
+            link = Link(stream: try TLSStream(context: shard.tlsContext, socket: socket,
+                                              serverName: configuration.serverName ?? configuration.host, resuming: resuming),
+                        owner: self)
+            if standby { machine.standbyStarted(link) } else { machine.connectStarted(link) }
+            if connected {
+                advanceHandshake(link)
+                return
+            }
         } catch {
-            perform(machine.connectFailed("\(error)", permanent: isPermanent(error)))
+            perform(standby ? machine.standbyCouldNotStart("\(error)")
+                            : machine.connectFailed(nil, "\(error)", permanent: isPermanent(error)))
+            return
+        }
+        do {
+            link.registration = try shard.loop.register(link.stream.socket.fd, interest: .write, handler: link)
+        } catch {
+            perform(machine.connectFailed(link, "\(error)", permanent: false))
         }
     }
 
-    private func close(_ stream: TLSStream, reason: String, wasOpen: Bool) {
-        if let registration { shard.loop.deregister(registration) }
-        registration = nil
-        rebuild.reset(nextIndex: window.written)
-        responseCount = 0
-        if wasOpen {
-            // close_notify first: OpenSSL marks the session of a connection freed without
-            // it as not resumable.
-            stream.shutdown()
-            session = stream.resumableSession ?? session
-            shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
-        } else {
+    private func close(_ link: Link, reason: String, wasOpen: Bool) {
+        if let registration = link.registration { shard.loop.deregister(registration) }
+        link.registration = nil
+        guard wasOpen else {
             shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
+            return
         }
+        // close_notify first: OpenSSL marks the session of a connection freed without it
+        // as not resumable.
+        link.stream.shutdown()
+        session = link.stream.resumableSession ?? session
+        shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
     }
 
     /// Certificate problems do not heal by retrying.
@@ -320,8 +373,8 @@ final class GatewayConnection: EventHandler {
         return tls.stage == .configuration || tls.reason.contains("certificate")
     }
 
-    private func setInterest(_ interest: IOEvents) {
-        guard let registration else { return }
+    private func setInterest(_ link: Link, _ interest: IOEvents) {
+        guard let registration = link.registration else { return }
         try? shard.loop.setInterest(registration, interest)
     }
 
@@ -450,8 +503,8 @@ final class GatewayConnection: EventHandler {
         settleTimer = nil
         settleDeadline = .max
         let now = shard.loop.now.nanoseconds
-        if let stream = machine.openTransport {
-            window.holdUnacknowledged(stream.socket.unacknowledgedBytes, now: now)
+        if let link = machine.openTransport {
+            window.holdUnacknowledged(link.stream.socket.unacknowledgedBytes, now: now)
         }
         let settlement = window.settle(now: now, policy: settlePolicy())
         if !settlement.isEmpty { apply(settlement) }
