@@ -48,6 +48,7 @@ final class GatewayConnection {
     /// notification) resumes it and skips the certificate work of a full handshake.
     private var session: TLSSession?
     private var rebuild: RebuildChunk
+    private var sendBuffer: SendBufferLimit
     private var settleTimer: TimerID?
     private var settleDeadline: UInt64 = .max
     private var flushTimer: TimerID?
@@ -66,6 +67,7 @@ final class GatewayConnection {
             dropPolicy: .init(atMostOnce: configuration.dropPolicy == .atMostOnce, retryBudget: configuration.retryBudget),
             usesStandby: configuration.usesStandbyConnections, maximumAttempts: configuration.connectAttempts, backoff: configuration.reconnectBackoff,
             seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
+        sendBuffer = SendBufferLimit(configured: configuration.socketSendBuffer)
         rebuild = RebuildChunk(capacity: Self.recordSize + shard.builder.encoder.encodedLength(
             payloadLength: configuration.maximumPayloadLength))
     }
@@ -148,6 +150,7 @@ final class GatewayConnection {
                         }
                     }
                     ledger.noteWrite(at: now)
+                    if let grown = sendBuffer.wrote(count) { stream.socket.setBufferSizes(send: grown, receive: nil) }
                     records += 1
                 case .wouldBlock(let progress):
                     setInterest(link, progress == .wantWrite ? [.read, .write] : .read)
@@ -234,6 +237,7 @@ final class GatewayConnection {
         // What the last connection had half written or read is void: the window rewound.
         rebuild.reset(nextIndex: window.written)
         responseCount = 0
+        if let limit = sendBuffer.current { link.stream.socket.setBufferSizes(send: limit, receive: nil) }
         shard.emit(.connected(shard: shard.index, connection: index, resumed: link.stream.isResumed,
                               kernelTLS: link.stream.isKernelTLSSending))
         pump()
@@ -282,6 +286,7 @@ final class GatewayConnection {
             connectionLost(link, "unexpected bytes from the gateway", permanent: nil)
             return
         }
+        _ = sendBuffer.errorResponse()
         perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
     }
 
