@@ -182,7 +182,10 @@ struct ConnectionMachine<Transport: AnyObject> {
             return standbyEnded(closing: spare, reason: reason, wasOpen: false)
         }
         var actions: [Action] = []
-        if case .connecting(let active) = state { actions.append(.close(active, reason: reason, wasOpen: false)) }
+        if case .connecting(let active) = state {
+            actions.append(.close(active, reason: reason, wasOpen: false))
+            state = .idle
+        }
         consecutiveFailures += 1
         if permanent || consecutiveFailures >= maximumAttempts {
             return actions + giveUp(permanent ? reason : "\(reason) (gave up after \(consecutiveFailures) attempts)")

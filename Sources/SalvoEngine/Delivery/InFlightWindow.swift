@@ -325,7 +325,7 @@ final class InFlightWindow {
             // Not in the window. Released earlier on this connection (a late error beyond
             // every record), or the last success just before the window (a shutdown)?
             let back = UInt64(StagingRing.identifier(ofIndex: oldest) &- response.identifier)
-            guard back >= 1, back <= oldest - connectionFirst else { return nil }
+            guard back >= 1, back <= oldest - connectionFirst || (isShutdown && back == 1) else { return nil }
             let discarded = Int(back) - (isShutdown ? 1 : 0)
             if discarded > 0 {
                 settlement.isBeyondWindow = true

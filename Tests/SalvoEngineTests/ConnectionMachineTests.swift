@@ -1,0 +1,192 @@
+import SalvoIO
+import SalvoWire
+import Testing
+@testable import SalvoEngine
+
+/// The connection slot's state machine without sockets: any object stands in for a
+/// transport, and actions are read back as short words.
+@Suite struct ConnectionMachineTests {
+    final class FakeLink: CustomStringConvertible {
+        let name: String
+        init(_ name: String) { self.name = name }
+        var description: String { name }
+    }
+
+    typealias Machine = ConnectionMachine<FakeLink>
+
+    static func machine(standby: Bool = true, attempts: Int = 3, atMostOnce: Bool = false) -> Machine {
+        Machine(window: InFlightWindow(), dropPolicy: .init(atMostOnce: atMostOnce, retryBudget: 3), usesStandby: standby,
+                maximumAttempts: attempts, backoff: Backoff(initial: .milliseconds(10), maximum: .seconds(1), jitter: 0), seed: 1)
+    }
+
+    /// Actions as words: `connect`, `standby`, `close a`, `reconnect 10ms`, `retry standby`,
+    /// `activate b`, `settle`, `give up`.
+    static func words(_ actions: [Machine.Action]) -> [String] {
+        actions.map { action in
+            switch action {
+            case .connect: "connect"
+            case .connectStandby: "standby"
+            case .close(let link, _, _): "close \(link)"
+            case .reconnect(let delay): "reconnect \(delay)"
+            case .openStandby: "retry standby"
+            case .activated(let link): "activate \(link)"
+            case .settle: "settle"
+            case .giveUp: "give up"
+            }
+        }
+    }
+
+    /// A machine whose active connection `a` is open and whose standby `b` is ready.
+    static func openWithStandby() -> (Machine, FakeLink, FakeLink) {
+        var machine = machine()
+        let a = FakeLink("a"), b = FakeLink("b")
+        _ = machine.start()
+        machine.connectStarted(a)
+        #expect(words(machine.handshakeCompleted(a)) == ["activate a", "standby"])
+        machine.standbyStarted(b)
+        #expect(words(machine.handshakeCompleted(b)).isEmpty)
+        return (machine, a, b)
+    }
+
+    static let rejection = ErrorResponse(status: .invalidToken, identifier: 1)
+
+    /// Writes one notification on the open connection so that an error can name it.
+    static func writeOne(_ machine: Machine) {
+        machine.window.recordNew(index: machine.window.end,
+                                 origin: Origin(position: SourcePosition(offset: 0, sequence: 1), source: 1, continuesRun: false),
+                                 length: 100, now: 0)
+    }
+
+    @Test func workConnectsOnceAndAnOpenConnectionAsksForAStandby() {
+        var machine = Self.machine()
+        #expect(machine.start().map { Self.words([$0]) } == ["connect"])
+        let a = FakeLink("a")
+        machine.connectStarted(a)
+        #expect(machine.start() == nil, "already connecting")
+        #expect(Self.words(machine.handshakeCompleted(a)) == ["activate a", "standby"])
+        #expect(machine.openTransport === a && machine.opened == 1)
+    }
+
+    @Test func withoutStandbysAnOpenConnectionAsksForNothingMore() {
+        var machine = Self.machine(standby: false)
+        _ = machine.start()
+        let a = FakeLink("a")
+        machine.connectStarted(a)
+        #expect(Self.words(machine.handshakeCompleted(a)) == ["activate a"])
+    }
+
+    @Test func afterAnErrorResponseTheReadyStandbyTakesOverAndANewOneIsMade() {
+        let (initial, _, b) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        let actions = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)
+        #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
+        #expect(machine.openTransport === b && machine.opened == 2)
+    }
+
+    @Test func anErrorWhileTheStandbyConnectsWaitsForItsHandshake() {
+        var machine = Self.machine()
+        let a = FakeLink("a"), b = FakeLink("b")
+        _ = machine.start()
+        machine.connectStarted(a)
+        _ = machine.handshakeCompleted(a)
+        machine.standbyStarted(b)
+        Self.writeOne(machine)
+        #expect(Self.words(machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)) == ["settle", "close a"])
+        #expect(machine.openTransport == nil)
+        #expect(Self.words(machine.handshakeCompleted(b)) == ["activate b", "standby"])
+    }
+
+    @Test func withoutAStandbyAnErrorResponseReconnectsAtOnce() {
+        var machine = Self.machine(standby: false)
+        let a = FakeLink("a")
+        _ = machine.start()
+        machine.connectStarted(a)
+        _ = machine.handshakeCompleted(a)
+        Self.writeOne(machine)
+        #expect(Self.words(machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)) == ["settle", "close a", "connect"])
+    }
+
+    @Test func anErrorNamingSomethingNeverSentIsHandledAsADrop() {
+        let (initial, _, _) = Self.openWithStandby()
+        var machine = initial
+        let actions = machine.errorResponse(ErrorResponse(status: .invalidToken, identifier: 999), now: 1, errorWait: 1_000)
+        #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
+        #expect(machine.consecutiveFailures == 1, "a drop counts as a failure, an error response does not")
+    }
+
+    @Test func failedAttemptsBackOffThenGiveUp() {
+        var machine = Self.machine(standby: false, attempts: 3)
+        _ = machine.start()
+        machine.connectStarted(FakeLink("a"))
+        #expect(Self.words(machine.connectFailed(nil, "refused", permanent: false)) == ["close a", "reconnect 0.01 seconds"])
+        #expect(machine.reconnectTimerFired().map { Self.words([$0]) } == ["connect"])
+        machine.connectStarted(FakeLink("b"))
+        #expect(Self.words(machine.connectFailed(nil, "refused", permanent: false)) == ["close b", "reconnect 0.02 seconds"])
+        _ = machine.reconnectTimerFired()
+        #expect(Self.words(machine.connectFailed(nil, "refused", permanent: false)) == ["settle", "give up"])
+        #expect(machine.hasGivenUp)
+        #expect(machine.start() == nil && machine.reconnectTimerFired() == nil)
+    }
+
+    @Test func aPermanentFailureGivesUpAtOnce() {
+        var machine = Self.machine()
+        _ = machine.start()
+        let a = FakeLink("a")
+        machine.connectStarted(a)
+        #expect(Self.words(machine.connectFailed(a, "certificate verify failed", permanent: true)) == ["close a", "settle", "give up"])
+    }
+
+    @Test func aSilentDropBacksOffUnlessAStandbyIsReady() {
+        var machine = Self.machine(standby: false)
+        let a = FakeLink("a")
+        _ = machine.start()
+        machine.connectStarted(a)
+        _ = machine.handshakeCompleted(a)
+        #expect(Self.words(machine.connectionLost(a, "reset", permanentReason: nil)) == ["settle", "close a", "reconnect 0.01 seconds"])
+
+        let (initial, c, d) = Self.openWithStandby()
+        var withStandby = initial
+        #expect(Self.words(withStandby.connectionLost(c, "reset", permanentReason: nil)) == ["settle", "close a", "activate b", "standby"])
+        #expect(withStandby.openTransport === d)
+    }
+
+    @Test func aStandbyThatEndsIsMadeAgainAfterABackoff() {
+        let (initial, a, b) = Self.openWithStandby()
+        var machine = initial
+        #expect(Self.words(machine.connectionLost(b, "closed", permanentReason: nil)) == ["close b", "retry standby"])
+        #expect(machine.openTransport === a, "the active connection is not affected")
+        #expect(machine.standbyTimerFired().map { Self.words([$0]) } == ["standby"])
+    }
+
+    @Test func aStandbyThatCannotConnectIsRetriedWithoutGivingUp() {
+        var machine = Self.machine(attempts: 1)
+        let a = FakeLink("a"), b = FakeLink("b")
+        _ = machine.start()
+        machine.connectStarted(a)
+        _ = machine.handshakeCompleted(a)
+        machine.standbyStarted(b)
+        for _ in 0..<5 {
+            #expect(Self.words(machine.connectFailed(b, "refused", permanent: false)) == ["close b", "retry standby"])
+            _ = machine.standbyTimerFired()
+            machine.standbyStarted(b)
+        }
+        #expect(!machine.hasGivenUp)
+    }
+
+    @Test func cancellingFailsEverythingAndClosesBothConnections() {
+        let (initial, _, _) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        #expect(Self.words(machine.cancel()) == ["settle", "close a", "close b"])
+        #expect(machine.hasGivenUp && machine.window.isEmpty)
+    }
+
+    @Test func backoffIsCappedAndReproducible() {
+        let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(1), jitter: 0.5)
+        var first = SplitMix64(seed: 7), second = SplitMix64(seed: 7)
+        let delays = (1...8).map { backoff.delay(attempt: $0, random: &first) }
+        #expect(delays == (1...8).map { backoff.delay(attempt: $0, random: &second) })
+        #expect(delays.allSatisfy { $0 <= .seconds(1) && $0 >= .milliseconds(50) })
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import SalvoIO
+import SalvoMock
+import SalvoWire
+import Synchronization
+import Testing
+@testable import SalvoEngine
+
+/// `Sender.send(contentsOf:)` against the real mock: resends are read again from the source.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct SourceSendingTests {
+    static func list(_ range: Range<Int>) -> NotificationList {
+        NotificationList(range.map { NotificationList.Item(token: LoopbackRig.token($0), payload: LoopbackRig.payload($0)) })
+    }
+
+    @Test func resendsAreReadAgainFromTheSourceAndTheCallReturnsWhenAllAreFinal() async throws {
+        // Tokens whose last byte is 0x07 are invalid: 1 in 256, every rejection rewinds.
+        let rig = try LoopbackRig(plan: FailurePlan(invalidTokenSuffix: [0x07]))
+        defer { rig.gateway.stop() }
+        let count = 30_000
+        let rejected = Mutex<Set<UInt64>>([])
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port)) { _, _, sequence in
+            _ = rejected.withLock { $0.insert(sequence) }
+        }
+        try await sender.send(contentsOf: Self.list(0..<count))
+        let progress = sender.progress
+        #expect(progress.accepted + progress.rejected + progress.failed == count, "final when the call returns")
+        let report = await sender.finish()
+        let expectedRejected = Set((0..<count).filter { $0 & 0xff == 0x07 }.map(UInt64.init))
+        #expect(rejected.withLock { $0 } == expectedRejected)
+        #expect(report.isComplete && report.failed == 0 && report.resent > 0)
+        let mock = rig.statistics(caughtUpWith: report)
+        #expect(mock.duplicates == 0)
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: count, excluding: expectedRejected))
+    }
+
+    @Test func twoSourcesAtOnceAreBothSentWhole() async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(rejectEvery: 1500))
+        defer { rig.gateway.stop() }
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port))
+        async let first: Void = sender.send(contentsOf: Self.list(0..<10_000))
+        async let second: Void = sender.send(contentsOf: Self.list(10_000..<20_000))
+        _ = try await (first, second)
+        let report = await sender.finish()
+        #expect(report.submitted == 20_000 && report.isComplete && report.failed == 0)
+        let mock = rig.statistics(caughtUpWith: report)
+        #expect(report.accepted == mock.accepted && report.rejected == mock.rejected && mock.duplicates == 0)
+    }
+
+    @Test func aPayloadTheEncoderRefusesStopsTheSourceThereAndNothingBeforeItIsLost() async throws {
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port))
+        var items = (0..<10).map { NotificationList.Item(token: LoopbackRig.token($0), payload: LoopbackRig.payload($0)) }
+        items[6].payload = []
+        await #expect(throws: SendError.invalidPayload(.emptyPayload, sequence: 6)) {
+            try await sender.send(contentsOf: NotificationList(items))
+        }
+        let report = await sender.finish()
+        #expect(report.submitted == 6 && report.accepted == 6)
+    }
+
+    /// A source whose readers fail to seek: a resend cannot read it again.
+    struct ForgetfulSource: NotificationSource {
+        let list: NotificationList
+
+        final class Reader: NotificationReader {
+            let inner: NotificationList.Reader
+            init(_ inner: NotificationList.Reader) { self.inner = inner }
+            func next() -> SourceNotification? { inner.next() }
+            func seek(to position: SourcePosition) throws {
+                throw CampaignError.io(IOError("seek", errno: EIO, target: "forgetful source"))
+            }
+        }
+
+        func makeReader() -> Reader { Reader(list.makeReader()) }
+    }
+
+    @Test func whatCannotBeReadAgainFailsAsSourceUnreadableAndIsStillAccountedFor() async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(rejectEvery: 2000))
+        defer { rig.gateway.stop() }
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port))
+        let count = 20_000
+        try await sender.send(contentsOf: ForgetfulSource(list: Self.list(0..<count)))
+        let report = await sender.finish()
+        var unnamed = 0
+        for await event in sender.events {
+            if case .failedUnnamed(let failed, .sourceUnreadable, _, let detail) = event {
+                unnamed += failed
+                #expect(detail.contains("forgetful source"))
+            }
+        }
+        #expect(report.isComplete)
+        #expect((report.failedByReason["source_unreadable"] ?? 0) > 0)
+        #expect(unnamed == report.failedByReason["source_unreadable"])
+        let mock = rig.statistics(caughtUpWith: report)
+        #expect(report.accepted == mock.accepted && report.rejected == mock.rejected)
+    }
+}
