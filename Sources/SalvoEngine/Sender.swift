@@ -289,6 +289,7 @@ public final class Sender: Sendable {
                                                      sequence: sequence) else { return .full }
                 let notification = SourceNotification(token: token, payload: payload, expiry: expiry, priority: priority,
                                                       position: position)
+                // Encoding cannot fail: the payload's length, all it checks, was checked above.
                 let result = (try? slot.lane.staging.publish(notification, source: RetainedStore.sourceID, continuesRun: true,
                                                              builder: builder)) ?? .unavailable
                 if case .published = result {} else { retained.removeLast() }

@@ -280,7 +280,13 @@ struct MockCommand: AsyncParsableCommand {
         if let report {
             try json.write(to: URL(fileURLWithPath: report))
         } else {
-            FileHandle.standardOutput.write(json)
+            do {
+                try FileHandle.standardOutput.write(contentsOf: json)
+            } catch {
+                // Whoever started us closed our stdout (a pipe's reader went away).
+                printError("salvo mock: cannot write the statistics to stdout: \(error)")
+                throw ExitCode(1)
+            }
         }
     }
 

@@ -9,22 +9,18 @@ import Testing
 func sendWeeklyDigest(to tokens: [String], port: Int, ca: PEMSource, certificate: PEMSource, key: PEMSource)
     async throws -> SenderReport
 {
-    var configuration = SenderConfiguration(
+    let configuration = SenderConfiguration(
         host: "127.0.0.1", port: port,
         tls: .client(certificateChain: certificate, privateKey: key, trustRoots: .certificates(ca)))
-    configuration.errorWait = .milliseconds(100)  // a loopback gateway answers at once; keep 1 s for Apple's
-
     let sender = try Sender(configuration) { token, status, _ in
         print("remove \(token.hex): \(status)")  // the provider's clean-up list
     }
     var payload = PayloadBuilder()
     payload.alertBody = "Your weekly digest is ready"
     payload.badge = 1
-    let bytes = try payload.build()
-    for hex in tokens {
-        try await sender.send(token: try DeviceToken(hex: hex), payload: bytes)  // waits when the rings are full
-    }
-    return await sender.finish()  // waits out the error wait after the last write
+    let digest = NotificationList(tokens: try tokens.map { try DeviceToken(hex: $0) }, payload: try payload.build())
+    try await sender.send(contentsOf: digest)  // returns when every one is accepted, rejected or failed
+    return await sender.finish()
 }
 // README-EXAMPLE-END
 

@@ -65,15 +65,12 @@ final class GatewayConnection {
         machine = ConnectionMachine(
             window: InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8))),
             dropPolicy: .init(atMostOnce: configuration.dropPolicy == .atMostOnce, retryBudget: configuration.retryBudget),
-            usesStandby: configuration.usesStandbyConnections, maximumAttempts: configuration.connectAttempts, backoff: configuration.reconnectBackoff,
-            seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
+            usesStandby: configuration.usesStandbyConnections, maximumAttempts: configuration.connectAttempts,
+            backoff: configuration.reconnectBackoff, seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
         sendBuffer = SendBufferLimit(configured: configuration.socketSendBuffer)
         rebuild = RebuildChunk(capacity: Self.recordSize + shard.builder.encoder.encodedLength(
             payloadLength: configuration.maximumPayloadLength))
     }
-
-    /// Whether this slot gave up on the gateway.
-    var hasGivenUp: Bool { machine.hasGivenUp }
 
     /// Whether there is anything to write.
     var hasWork: Bool { lane.staging.hasUnwritten || window.needsRebuild }
