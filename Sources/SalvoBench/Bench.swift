@@ -212,17 +212,3 @@ package enum Bench {
     /// Where `scripts/php-baseline.php` is: in the repository the working directory is in.
     package static var defaultPHPScript: String { BenchSystem.repositoryRoot() + "/scripts/php-baseline.php" }
 }
-
-/// Writes a line to standard error (progress and diagnostics never mix with the results on stdout).
-func printError(_ message: String) {
-    var line = message + "\n"
-    line.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            offset += written
-        }
-    }
-}

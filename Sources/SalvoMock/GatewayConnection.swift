@@ -52,10 +52,6 @@ final class GatewayConnection: ServerConnection {
 
     private func readAvailable() {
         guard !isStalled else { return }
-        if heldResponse != nil {
-            discardWhileHolding()
-            return
-        }
         // Undo a write interest left by an earlier WANT_WRITE (a no-op when unchanged), so
         // an always-writable socket cannot keep waking us.
         watch(.read)
@@ -63,17 +59,15 @@ final class GatewayConnection: ServerConnection {
         while phase == .established && !isStalled {
             let result: TLSReadResult
             do { result = try stream.read(into: buffer) } catch {
-                close()
+                clientWentAway()
                 return
             }
             switch result {
             case .bytes(let count):
-                ingest(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                // A verdict may have started holding back its response: judge nothing more.
-                if heldResponse != nil {
-                    discardWhileHolding()
-                    return
-                }
+                // While a response is held back, what the client sends is read (its writes
+                // keep flowing; through TLS, since the response still goes out on this
+                // session) and dropped: nothing more is judged or counted.
+                if heldResponse == nil { ingest(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
                 reads += 1
                 // Level-triggered epoll brings us back for bytes still in the socket, but
                 // not for bytes OpenSSL already holds: drain those first.
@@ -82,7 +76,7 @@ final class GatewayConnection: ServerConnection {
                 watch(progress == .wantWrite ? [.read, .write] : .read)
                 return
             case .closed:
-                close()
+                clientWentAway()
                 return
             }
         }
@@ -190,34 +184,8 @@ final class GatewayConnection: ServerConnection {
         }
     }
 
-    /// While a response is held back: decrypts and drops what the client sends, so its writes
-    /// keep flowing. Through TLS, not the bare socket, because the response still has to be
-    /// written on this session. Nothing read here is judged or counted.
-    private func discardWhileHolding() {
-        watch(.read)
-        var reads = 0
-        while phase == .established {
-            let result: TLSReadResult
-            do { result = try stream.read(into: buffer) } catch {
-                abandonHeldResponse()
-                return
-            }
-            switch result {
-            case .bytes:
-                reads += 1
-                if reads >= Self.readBudget && stream.bufferedReadableBytes == 0 { return }
-            case .wouldBlock(let progress):
-                watch(progress == .wantWrite ? [.read, .write] : .read)
-                return
-            case .closed:
-                abandonHeldResponse()
-                return
-            }
-        }
-    }
-
-    /// The client went away before its response was due: nobody is left to answer.
-    private func abandonHeldResponse() {
+    /// The client closed (or its stream failed): a response held back has nobody to go to.
+    private func clientWentAway() {
         if let heldResponse { loop.cancel(heldResponse) }
         heldResponse = nil
         close()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SalvoIO
 internal import CJemalloc
 
 /// `salvo`: bulk sends over the APNs binary protocol, the mock gateway, and the benchmarks.

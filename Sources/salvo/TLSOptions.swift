@@ -88,18 +88,3 @@ func readWholeFile(_ path: String, limit: Int, what: String) throws -> [UInt8] {
         throw FileInputError(description: "cannot \(error.operation) the \(what) \(path): \(String(cString: strerror(error.errno)))")
     }
 }
-
-/// Writes a line to standard error (diagnostics never mix with the data on stdout).
-func printError(_ message: String) {
-    // write(2) on the descriptor: the C `stderr` global is shared mutable state to Swift 6.
-    var line = message + "\n"
-    line.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            offset += written
-        }
-    }
-}
