@@ -66,7 +66,10 @@ let package = Package(
         // it, passes the allocation counter in).
         .target(
             name: "SalvoBench",
-            dependencies: ["SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock"]
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
         ),
         // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload.
         .executableTarget(

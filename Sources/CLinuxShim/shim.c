@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
 #include "CLinuxShim.h"
 
 int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len) {
@@ -41,4 +43,20 @@ int salvo_unacknowledged_bytes(int fd) {
     int bytes = 0;
     if (ioctl(fd, SIOCOUTQ, &bytes) != 0) return -1;
     return bytes;
+}
+
+int salvo_open_tun(const char *name) {
+    int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct ifreq request;
+    memset(&request, 0, sizeof(request));
+    request.ifr_flags = IFF_TUN | IFF_NO_PI;
+    strncpy(request.ifr_name, name, IFNAMSIZ - 1);
+    if (ioctl(fd, TUNSETIFF, &request) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
 }

@@ -14,7 +14,8 @@ struct Salvo: AsyncParsableCommand {
             1 when any failed, 2 for usage or input errors.
             """,
         version: "0.1.0 (jemalloc \(jemallocVersion))",
-        subcommands: [SendCommand.self, DemoCommand.self, MockCommand.self, BenchCommand.self, FeedbackCommand.self, PayloadCommand.self]
+        subcommands: [SendCommand.self, DemoCommand.self, MockCommand.self, BenchCommand.self, FeedbackCommand.self,
+                      PayloadCommand.self, DelayLineCommand.self]
     )
 
     /// Runs the command; usage errors exit with 2 (ArgumentParser's own default is 64),

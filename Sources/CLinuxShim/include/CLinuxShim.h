@@ -25,6 +25,11 @@ int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
 /// (ioctl SIOCOUTQ), or -1 with errno set.
 int salvo_unacknowledged_bytes(int fd);
 
+/// Opens a new TUN device (IP packets, no packet-information header) named `name`,
+/// nonblocking; returns its descriptor, or -1 with errno set. The device goes away when the
+/// descriptor is closed.
+int salvo_open_tun(const char *name);
+
 /// Pins the calling thread to one CPU; returns 0 or an errno value.
 int salvo_pin_current_thread(int cpu);
 
