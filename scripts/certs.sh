@@ -62,13 +62,14 @@ else
     ca_is_new=yes
 fi
 
+# The server certificate also names 10.78.0.2, the far end of `salvo delay-line`.
 if [ $ca_is_new = no ] && valid server; then kept="$kept $dir/server.pem"; else
     issue server "/CN=localhost" "basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=serverAuth
 subjectKeyIdentifier=hash
 authorityKeyIdentifier=keyid:always
-subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"
+subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1,IP:10.78.0.2"
 fi
 
 if [ $ca_is_new = no ] && valid client; then kept="$kept $dir/client.pem"; else

@@ -6,7 +6,7 @@ import Testing
 @testable import SalvoEngine
 
 /// `salvo send` end to end: the built executable against the in-process mock.
-@Suite(.serialized) struct SendCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct SendCommandTests {
     /// The `salvo` executable next to the test bundle (`swift build --build-tests` builds both).
     static var salvo: String {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("salvo").path
@@ -152,5 +152,37 @@ import Testing
         // Duplicates are bounded by what was not final at the checkpoint.
         #expect(mock.accepted - lines == mock.duplicates)
         #expect(mock.duplicates <= lines - recorded)
+    }
+
+    @Test func theReportCarriesTheErrorLatencies() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        // Answered at once: every error response arrives within the error wait.
+        let rig = try LoopbackRig(plan: FailurePlan(rejectEvery: 500))
+        defer { rig.gateway.stop() }
+        let lines = 5000
+        let campaign = try workspace.writeCampaign(lines: lines)
+        let (status, output, errors) = try Self.run(
+            ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "400",
+             "--report", workspace.path("report.json")] + workspace.tlsArguments())
+        #expect(status == 0, "stderr: \(errors)")
+        let report = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: workspace.path("report.json")))) as! [String: Any]
+        let mock = rig.statistics { $0.accepted + $0.rejected >= lines }
+        #expect(mock.rejected > 0)
+        #expect(report["rejected"] as? Int == mock.rejected)
+
+        let latency = try #require(report["error_latency"] as? [String: Any], "report: \(report)")
+        let count = latency["count"] as? Int
+        #expect(count == mock.rejected, "one latency per error response")
+        let p50 = try #require((latency["p50_ms"] as? NSNumber)?.doubleValue)
+        let p99 = try #require((latency["p99_ms"] as? NSNumber)?.doubleValue)
+        let maximum = try #require((latency["max_ms"] as? NSNumber)?.doubleValue)
+        #expect(0 < p50 && p50 <= p99 && p99 <= maximum, "p50 \(p50), p99 \(p99), max \(maximum)")
+        #expect(report["late_errors"] as? Int == 0)
+        #expect(report["window_overruns"] as? Int == 0)
+        #expect((report["error_wait_ms"] as? NSNumber)?.doubleValue == 400, "the configured wait, never raised")
+        #expect((report["error_wait_raises"] as? [Any])?.isEmpty == true)
+        #expect(output.contains("error responses: \(count ?? -1),"), "stdout: \(output)")
+        #expect(!output.contains("arrived after the error wait"))
     }
 }

@@ -58,7 +58,6 @@ final class DeliveryLedger: Sendable {
             accepted.subtract(count, ordering: .relaxed)
             failed[.deliveryUnknown, default: 0] += count
         }
-        windowOverruns.add(1, ordering: .relaxed)
     }
 
     func noteWrite(at now: UInt64) {
@@ -67,12 +66,13 @@ final class DeliveryLedger: Sendable {
 
     /// Records how long an error response took; when it came later than the error wait,
     /// raises the wait and returns the change. `latency` nil: the notification it named
-    /// was no longer in the window (the error came even later than the records are kept).
+    /// was no longer in the window (the error came even later than the records are kept;
+    /// counted in `windowOverruns`, not as a late error handled exactly).
     func recordErrorResponse(latency: UInt64?, isLate: Bool) -> ErrorWaitRaise? {
         latencies.withLock { state -> ErrorWaitRaise? in
             if let latency { _ = state.histogram.record(max(1, latency / 1000)) }
             guard isLate || latency == nil else { return nil }
-            lateErrors.add(1, ordering: .relaxed)
+            if latency != nil { lateErrors.add(1, ordering: .relaxed) }
             let current = errorWait
             let wanted = min(Self.longestErrorWait, latency.map { 2 * $0 } ?? 2 * retention)
             guard wanted > current else { return nil }
@@ -167,7 +167,8 @@ public struct SenderReport: Sendable, Hashable, Codable {
     /// Error responses naming a notification older than every record kept: what they may
     /// cover was released as accepted and is counted as failed (`delivery_unknown`) instead.
     public var windowOverruns: Int
-    /// Error responses that arrived after their notification's error wait (each raised the wait).
+    /// Error responses that arrived after their notification's error wait while its record
+    /// was still kept: handled exactly, and each raised the wait if it was longer than it.
     public var lateErrors: Int
     /// From the start to the end of the run, the final error wait included.
     public var seconds: Double
