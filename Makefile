@@ -3,7 +3,7 @@
 # Both first install the Debian packages Salvo needs, and only the ones that are missing
 # (one `apt-get update`, then one `apt-get install`), so a fresh Debian machine works as is.
 
-SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config
+SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config iproute2
 SWIFT ?= swift
 
 .PHONY: run test bench deps build release clean

@@ -90,7 +90,7 @@ let package = Package(
             dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire"]
         ),
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
-        .testTarget(name: "SalvoBenchTests", dependencies: ["SalvoBench"]),
+        .testTarget(name: "SalvoBenchTests", dependencies: ["SalvoBench", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -60,3 +60,13 @@ int salvo_open_tun(const char *name) {
     }
     return fd;
 }
+
+int salvo_enter_network_namespace(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int result = setns(fd, CLONE_NEWNET);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return result;
+}

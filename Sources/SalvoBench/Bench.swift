@@ -33,8 +33,10 @@ package struct BenchSettings: Sendable {
     package var phpScript: String?
     /// Nil: a fresh `salvo mock` per cell, with the accounting check.
     package var gateway: Gateway?
-    /// The sender's send ring per connection, MiB.
-    package var ringMiB: Int
+    /// The sender's staging ring per connection, MiB; nil: the sender's default.
+    package var ringMiB: Int?
+    /// Run every cell over a delay line with this round trip (`salvo delay-line`); nil: loopback.
+    package var roundTripMilliseconds: Int?
     /// Sender shards; nil: one per core except the mock's.
     package var shards: Int?
     /// Pin the mock to the last core and the sender's shards to the others (with 2+ cores).
@@ -53,7 +55,7 @@ package struct BenchSettings: Sendable {
     package var allocationRequests: (@Sendable () -> Int?)?
 
     package init(matrix: BenchMatrix, count: Int, runs: Int = 3, warmup: Bool = true, ceilingFrames: Int? = nil,
-                 phpScript: String? = nil, gateway: Gateway? = nil, ringMiB: Int = 16,
+                 phpScript: String? = nil, gateway: Gateway? = nil, ringMiB: Int? = nil, roundTripMilliseconds: Int? = nil,
                  shards: Int? = nil, pin: Bool = true, output: String = "results", jsonOnly: Bool = false,
                  command: String = CommandLine.arguments.joined(separator: " "),
                  executable: String = BenchSystem.executablePath(), allocationRequests: (@Sendable () -> Int?)? = nil) {
@@ -65,6 +67,7 @@ package struct BenchSettings: Sendable {
         self.phpScript = phpScript
         self.gateway = gateway
         self.ringMiB = ringMiB
+        self.roundTripMilliseconds = roundTripMilliseconds
         self.shards = shards
         self.pin = pin
         self.output = output
@@ -103,21 +106,42 @@ package enum Bench {
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
 
+        // Over a delayed path: the line's own process, and what one bulk TCP stream carries on it.
+        var delayLine: BenchDelayLineProcess?
+        defer { delayLine?.stop() }
+        var path: BenchResults.Path?
+        if let roundTrip = settings.roundTripMilliseconds {
+            guard settings.gateway == nil else { throw BenchError("--rtt-ms runs the mock at the end of a delay line: not with --gateway") }
+            let line = try BenchDelayLineProcess(executable: executable, roundTripMilliseconds: roundTrip)
+            delayLine = line
+            var rates: [Double] = []
+            for run in 1...runs {
+                progress?.note("path: bulk TCP over the \(roundTrip) ms round trip, run \(run)/\(runs)")
+                rates.append(try BulkTCPProbe.measure(namespace: line.namespace, farAddress: DelayLine.farAddress,
+                                                      duration: .seconds(5)))
+            }
+            progress?.clear()
+            path = BenchResults.Path(roundTripMilliseconds: roundTrip, bulkTCPBytesPerSecond: rates)
+            printError("path: \(roundTrip) ms round trip, bulk TCP \(BenchFormat.fixed(path!.median / 1e6, 1)) MB/s (median of \(runs))")
+        }
+
         let target: BenchTarget
         var certificates: BenchCertificates?
         if let gateway = settings.gateway {
             target = .external(host: gateway.host, port: gateway.port, tls: gateway.tls)
         } else {
-            let made = try BenchCertificates(directory: work + "/certs")
+            let made = try BenchCertificates(directory: work + "/certs", serverNames: [DelayLine.farAddress])
             certificates = made
-            target = .mock(executable: executable, certificates: made, core: mockCore, workDirectory: work)
+            target = .mock(executable: executable, certificates: made, core: mockCore, namespace: delayLine?.namespace,
+                           workDirectory: work)
         }
+        let ringMiB = settings.ringMiB ?? SenderConfiguration(host: "", port: 0, tls: TLSConfiguration()).ringCapacity >> 20
         let pinning = pinned
             ? "mock on core \(cores - 1), sender shard threads pinned to cores 0…\(max(0, cores - 2)) (the producer thread is not pinned)"
             : "not pinned"
         let recordedSettings = BenchResults.Settings(
             notificationsPerRun: count, runsPerCell: runs, warmup: settings.warmup,
-            ringMib: settings.ringMiB, shards: shardCount, pinning: pinning,
+            ringMib: ringMiB, shards: shardCount, pinning: pinning,
             gateway: settings.gateway.map { "\($0.host):\($0.port)" } ?? "mock")
         let cells = matrix.cells
         printError("salvo bench: \(cells.count) cells × \(runs) runs\(settings.warmup ? " (+1 warm-up)" : "") × "
@@ -135,7 +159,7 @@ package enum Bench {
 
         let runner = BenchCellRunner(
             target: target,
-            base: { [ringMiB = settings.ringMiB] host, port, tls in
+            base: { host, port, tls in
                 var configuration = SenderConfiguration(host: host, port: port, tls: tls)
                 configuration.shards = shardCount
                 configuration.ringCapacity = ringMiB << 20
@@ -148,6 +172,7 @@ package enum Bench {
         for (index, spec) in cells.enumerated() {
             var cell = try await runner.measure(spec, index: index + 1, of: cells.count)
             if let ceilingResult { cell.percentOfCeiling = 100 * cell.rate.median / ceilingResult.median }
+            if let path { cell.percentOfPath = 100 * cell.rate.median / path.framesPerSecond(frameBytes: cell.frameBytes) }
             progress?.clear()
             printError("[\(index + 1)/\(cells.count)] \(spec.label): median \(BenchFormat.grouped(cell.rate.median)) /s "
                        + "(\(BenchFormat.grouped(cell.rate.minimum))–\(BenchFormat.grouped(cell.rate.maximum))), "
@@ -159,7 +184,7 @@ package enum Bench {
         }
 
         var phpResult: BenchResults.PHPBaseline?
-        if let script = settings.phpScript, let certificates {
+        if let script = settings.phpScript, let certificates, path == nil {
             if let php = BenchSystem.which("php") {
                 guard FileManager.default.fileExists(atPath: script) else {
                     throw BenchError("the PHP baseline script \(script) does not exist; give --php-script")
@@ -181,7 +206,8 @@ package enum Bench {
         formatter.timeZone = TimeZone(identifier: "UTC")
         let results = BenchResults(
             date: formatter.string(from: Date()), commit: BenchSystem.commit(), command: settings.command,
-            machine: BenchSystem.machine(), settings: recordedSettings, ceiling: ceilingResult, php: phpResult, cells: measuredCells)
+            machine: BenchSystem.machine(), settings: recordedSettings, ceiling: ceilingResult, php: phpResult, path: path,
+            cells: measuredCells)
         let written = try BenchOutput.write(results, to: settings.output, jsonOnly: settings.jsonOnly)
         progress?.clear()
 

@@ -67,7 +67,8 @@ package struct BenchMatrix: Sendable {
 
 /// Where the sender sends: a fresh mock per cell, or an external gateway.
 enum BenchTarget {
-    case mock(executable: String, certificates: BenchCertificates, core: Int?, workDirectory: String)
+    /// `namespace`: the mock runs at the far end of a delay line (see `DelayLine`).
+    case mock(executable: String, certificates: BenchCertificates, core: Int?, namespace: String?, workDirectory: String)
     case external(host: String, port: Int, tls: TLSConfiguration)
 }
 
@@ -86,11 +87,11 @@ struct BenchCellRunner {
         var mock: BenchMockProcess?
         let host: String, port: Int, tls: TLSConfiguration
         switch target {
-        case .mock(let executable, let certificates, let core, let workDirectory):
+        case .mock(let executable, let certificates, let core, let namespace, let workDirectory):
             let process = try BenchMockProcess(executable: executable, certificates: certificates, failurePlan: spec.failurePlan,
-                                               core: core, workDirectory: workDirectory, name: "mock-\(index)")
+                                               core: core, namespace: namespace, workDirectory: workDirectory, name: "mock-\(index)")
             mock = process
-            (host, port, tls) = ("127.0.0.1", process.gatewayPort, certificates.clientTLS)
+            (host, port, tls) = (namespace == nil ? "127.0.0.1" : DelayLine.farAddress, process.gatewayPort, certificates.clientTLS)
         case .external(let externalHost, let externalPort, let externalTLS):
             (host, port, tls) = (externalHost, externalPort, externalTLS)
         }

@@ -16,9 +16,9 @@ struct BenchCertificates: Sendable {
     let directory: String
     let bundle: DevelopmentPKI.Bundle
 
-    init(directory: String) throws {
+    init(directory: String, serverNames: [String] = []) throws {
         self.directory = directory
-        bundle = try DevelopmentPKI.Bundle()
+        bundle = try DevelopmentPKI.Bundle(serverNames: serverNames)
         try bundle.write(to: directory)
     }
 
@@ -31,8 +31,9 @@ struct BenchCertificates: Sendable {
     }
 }
 
-/// `salvo mock` as a child process: started with `taskset` on its own core when asked,
-/// stopped with SIGINT, and read back through its JSON report.
+/// `salvo mock` as a child process: started with `taskset` on its own core when asked, at
+/// the far end of a delay line when given its namespace, stopped with SIGINT, and read back
+/// through its JSON report.
 final class BenchMockProcess {
     let gatewayPort: Int
     private let process: Process
@@ -43,7 +44,11 @@ final class BenchMockProcess {
     /// - Parameters:
     ///   - failurePlan: mock flags such as `["--reject-every", "1000"]`.
     ///   - core: run the mock on this core only (`taskset -c`), or anywhere when nil.
-    init(executable: String, certificates: BenchCertificates, failurePlan: [String], core: Int?, workDirectory: String, name: String) throws {
+    ///   - namespace: run it in this network namespace, listening on the delay line's far
+    ///     address with the kernel's receive-buffer autotuning (a fixed buffer would cap the
+    ///     TCP window, and so the rate, at buffer ÷ round trip), or on loopback when nil.
+    init(executable: String, certificates: BenchCertificates, failurePlan: [String], core: Int?, namespace: String?,
+         workDirectory: String, name: String) throws {
         reportPath = "\(workDirectory)/\(name).json"
         errorPath = "\(workDirectory)/\(name).stderr"
         try? FileManager.default.removeItem(atPath: reportPath)
@@ -52,15 +57,12 @@ final class BenchMockProcess {
             executable, "mock", "--port", "0", "--feedback-port", "0", "--loops", "1",
             "--cert", certificates.path("server.pem"), "--key", certificates.path("server.key"),
             "--ca", certificates.path("ca.pem"), "--require-client-cert", "--report", reportPath,
-        ] + failurePlan
+        ] + failurePlan + (namespace == nil ? [] : ["--host", DelayLine.farAddress, "--receive-buffer-kib", "0"])
+        var command = namespace.map { [BenchSystem.which("ip") ?? "/usr/sbin/ip", "netns", "exec", $0] + mockArguments } ?? mockArguments
+        if let core, let taskset = BenchSystem.which("taskset") { command = [taskset, "-c", String(core)] + command }
         process = Process()
-        if let core, let taskset = BenchSystem.which("taskset") {
-            process.executableURL = URL(fileURLWithPath: taskset)
-            process.arguments = ["-c", String(core)] + mockArguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = Array(mockArguments.dropFirst())
-        }
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle(forWritingAtPath: errorPath)
@@ -68,23 +70,30 @@ final class BenchMockProcess {
         try process.run()
 
         // The first line says where it listens.
-        var line: [UInt8] = []
-        let fd = output.fileHandleForReading.fileDescriptor
-        var byte: UInt8 = 0
-        while line.last != UInt8(ascii: "\n") {
-            let count = read(fd, &byte, 1)
-            if count == 1 { line.append(byte); continue }
-            if count < 0 && errno == EINTR { continue }
+        guard let text = Self.firstLine(of: output) else {
             process.waitUntilExit()
             throw BenchError("salvo mock exited before listening (status \(process.terminationStatus)): \(Self.tail(errorPath))")
         }
-        let text = String(decoding: line, as: UTF8.self)
         guard let field = text.split(separator: " ").first(where: { $0.hasPrefix("gateway=") }),
               let port = Int(field.dropFirst("gateway=".count)) else {
             process.interrupt()
             throw BenchError("salvo mock said '\(text.trimmingCharacters(in: .whitespacesAndNewlines))', not 'listening gateway=PORT ...'")
         }
         gatewayPort = port
+    }
+
+    /// The first line a child process writes to `pipe`, or nil when it closes it first.
+    static func firstLine(of pipe: Pipe) -> String? {
+        var line: [UInt8] = []
+        let fd = pipe.fileHandleForReading.fileDescriptor
+        var byte: UInt8 = 0
+        while line.last != UInt8(ascii: "\n") {
+            let count = read(fd, &byte, 1)
+            if count == 1 { line.append(byte); continue }
+            if count < 0 && errno == EINTR { continue }
+            return nil
+        }
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// Waits until the mock has read everything the sender wrote (see `unreadConnections`),
@@ -94,7 +103,9 @@ final class BenchMockProcess {
         // mock having read it: on loopback the socket buffers can hold megabytes. Stopping
         // the mock before it drained them would undercount it.
         let drainDeadline = Date().addingTimeInterval(30)
-        while Self.unreadConnections(port: gatewayPort) > 0 && Date() < drainDeadline { usleep(5_000) }
+        while Self.unreadConnections(port: gatewayPort, process: process.processIdentifier) > 0 && Date() < drainDeadline {
+            usleep(5_000)
+        }
         Thread.sleep(forTimeInterval: grace.secondsDouble)
         process.interrupt()
         let deadline = Date().addingTimeInterval(15)
@@ -116,11 +127,12 @@ final class BenchMockProcess {
     }
 
     /// Connections to `port` (the mock's side) that still hold unread bytes or are not yet
-    /// closed after the peer's close (`/proc/net/tcp{,6}`: ESTABLISHED with a receive queue,
-    /// or CLOSE_WAIT: the mock has not read up to the end of the stream yet).
-    static func unreadConnections(port: Int) -> Int {
+    /// closed after the peer's close (`/proc/PID/net/tcp{,6}`, which show the process's own
+    /// network namespace: ESTABLISHED with a receive queue, or CLOSE_WAIT: the mock has not
+    /// read up to the end of the stream yet).
+    static func unreadConnections(port: Int, process: Int32) -> Int {
         var count = 0
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for table in ["/proc/\(process)/net/tcp", "/proc/\(process)/net/tcp6"] {
             guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
@@ -150,5 +162,35 @@ final class BenchMockProcess {
     private static func tail(_ path: String) -> String {
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         return String(text.suffix(600)).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// `salvo delay-line` as a child process, for `--rtt-ms`: a network namespace at the end of
+/// a delayed path, where each cell's mock runs. A process of its own, so that forwarding
+/// packets does not count as the sender's CPU.
+final class BenchDelayLineProcess {
+    let namespace: String
+    private let process: Process
+
+    init(executable: String, roundTripMilliseconds: Int) throws {
+        if let reason = DelayLine.unavailableReason { throw BenchError("--rtt-ms: \(reason)") }
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["delay-line", "--delay-ms", String(max(1, roundTripMilliseconds / 2))]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        guard let line = BenchMockProcess.firstLine(of: output),
+              let field = line.split(separator: " ").first(where: { $0.hasPrefix("namespace=") }) else {
+            process.waitUntilExit()
+            throw BenchError("salvo delay-line did not start (status \(process.terminationStatus))")
+        }
+        namespace = String(field.dropFirst("namespace=".count))
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
     }
 }

@@ -9,7 +9,7 @@ enum BenchPHPBaseline {
                         workDirectory: String, count: Int, runs: Int, payloadBytes: Int,
                         progress: BenchProgress?) throws -> BenchResults.PHPBaseline {
         let mock = try BenchMockProcess(executable: executable, certificates: certificates, failurePlan: [], core: core,
-                                        workDirectory: workDirectory, name: "mock-php")
+                                        namespace: nil, workDirectory: workDirectory, name: "mock-php")
         var rates: [Double] = []
         do {
             for run in 1...runs {

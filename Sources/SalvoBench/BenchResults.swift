@@ -20,10 +20,12 @@ package struct BenchResults: Sendable, Codable, Equatable {
     package var ceiling: Ceiling?
     /// `--php-baseline`: the classic PHP sender against the same mock.
     package var php: PHPBaseline?
+    /// `--rtt-ms`: the delayed path every cell ran over, and what it carries.
+    package var path: Path?
     package var cells: [Cell]
 
     package init(date: String, commit: String, command: String, machine: Machine, settings: Settings,
-                 ceiling: Ceiling?, php: PHPBaseline?, cells: [Cell]) {
+                 ceiling: Ceiling?, php: PHPBaseline?, path: Path? = nil, cells: [Cell]) {
         self.date = date
         self.commit = commit
         self.command = command
@@ -31,7 +33,25 @@ package struct BenchResults: Sendable, Codable, Equatable {
         self.settings = settings
         self.ceiling = ceiling
         self.php = php
+        self.path = path
         self.cells = cells
+    }
+
+    /// A round trip made by `salvo delay-line`, and what one bulk TCP stream carries over it:
+    /// the reference for a sender on that path.
+    package struct Path: Sendable, Codable, Equatable {
+        package var roundTripMilliseconds: Int
+        /// Bytes per second a plain TCP stream delivered, run by run.
+        package var bulkTCPBytesPerSecond: [Double]
+        package var median: Double { BenchSpread.median(bulkTCPBytesPerSecond) ?? 0 }
+
+        package init(roundTripMilliseconds: Int, bulkTCPBytesPerSecond: [Double]) {
+            self.roundTripMilliseconds = roundTripMilliseconds
+            self.bulkTCPBytesPerSecond = bulkTCPBytesPerSecond
+        }
+
+        /// The bulk stream's rate in frames of `frameBytes` per second.
+        package func framesPerSecond(frameBytes: Int) -> Double { median / Double(frameBytes) }
     }
 
     package struct Machine: Sendable, Codable, Equatable {
@@ -106,10 +126,10 @@ package struct BenchResults: Sendable, Codable, Equatable {
 
     /// One measured run of a cell.
     package struct Run: Sendable, Codable, Equatable {
-        /// Notifications per second: the count over the time from the first send until all
-        /// were settled, less the cell's error wait (the tail in which the sender only waits to
-        /// be sure no error names the last frames) when the run ended with one: a run whose
-        /// last notification an error response settles has no such tail.
+        /// Notifications per second: the sender's send rate, the count over the time from its
+        /// start to its last write (the final error wait, a fixed latency, left out). Results
+        /// written before the window of records took the count over the time until all were
+        /// settled, less the cell's error wait when the run ended with one.
         package var rate: Double
         package var seconds: Double
         package var cpuUserSeconds: Double
@@ -164,6 +184,8 @@ package struct BenchResults: Sendable, Codable, Equatable {
         package var accounting: Accounting
         /// `rate.median` as a percentage of the ceiling's median, with `--ceiling`.
         package var percentOfCeiling: Double?
+        /// `rate.median` as a percentage of the path's bulk TCP rate in this cell's frames, with `--rtt-ms`.
+        package var percentOfPath: Double?
 
         package var key: String { "c\(connections)-e\(errorRate)-p\(payloadBytes)-w\(errorWaitMilliseconds)" }
 

@@ -85,9 +85,11 @@ extension BenchResults {
     /// The per-cell table, as on the terminal and in results/README.md: of all cells, or of
     /// the `cells` given.
     package func table(of cells: [Cell]? = nil) -> BenchTable {
+        // Over a delayed path, the reference is what the path carries, not the loopback ceiling.
+        let reference = path == nil ? "% ceiling" : "% path"
         var table = BenchTable([
             ("conns", .right), ("errors", .right), ("error wait", .right), ("payload B", .right), ("median /s", .right),
-            ("min–max /s", .right), ("% ceiling", .right), ("CPU s/M", .right), ("ns/notif", .right),
+            ("min–max /s", .right), (reference, .right), ("CPU s/M", .right), ("ns/notif", .right),
             ("allocs/notif", .right), ("peak RSS MiB", .right), ("resent", .right), ("accounting", .left),
         ])
         for cell in cells ?? self.cells {
@@ -96,7 +98,7 @@ extension BenchResults {
                 BenchFormat.milliseconds(cell.errorWaitMilliseconds), String(cell.payloadBytes),
                 BenchFormat.grouped(cell.rate.median),
                 BenchFormat.grouped(cell.rate.minimum) + "–" + BenchFormat.grouped(cell.rate.maximum),
-                cell.percentOfCeiling.map(BenchFormat.percent) ?? "-",
+                (path == nil ? cell.percentOfCeiling : cell.percentOfPath).map(BenchFormat.percent) ?? "-",
                 BenchFormat.fixed(cell.cpuSecondsPerMillion, 3),
                 BenchFormat.fixed(cell.cpuSecondsPerMillion * 1000, 0),
                 cell.allocationsPerNotification.map { BenchFormat.fixed($0, 4) } ?? "-",

@@ -33,7 +33,11 @@ package final class DelayLine: @unchecked Sendable {
     }
 
     /// Makes the namespace, the devices and their addresses, and starts forwarding.
-    package init(delay: Duration) throws {
+    ///
+    /// - Parameter mtu: the devices' MTU. 1500 by default, as on the paths to a real
+    ///   gateway: with much larger segments a receiver's window autotuning starts from a
+    ///   single segment and can stay there, which no real path shows.
+    package init(delay: Duration, mtu: Int = 1500) throws {
         if let reason = Self.unavailableReason { throw DelayLineError(reason) }
         let tag = "\(getpid() % 100_000)"
         namespace = "salvo-wan-\(tag)"
@@ -44,9 +48,9 @@ package final class DelayLine: @unchecked Sendable {
             far = try TunDevice(name: "swf\(tag)")
             try Self.ip(["link", "set", far.name, "netns", namespace])
             try Self.ip(["addr", "add", Self.nearAddress, "peer", Self.farAddress, "dev", near.name])
-            try Self.ip(["link", "set", near.name, "mtu", "65000", "up"])
+            try Self.ip(["link", "set", near.name, "mtu", String(mtu), "up"])
             try Self.ip(["netns", "exec", namespace, "ip", "addr", "add", Self.farAddress, "peer", Self.nearAddress, "dev", far.name])
-            try Self.ip(["netns", "exec", namespace, "ip", "link", "set", far.name, "mtu", "65000", "up"])
+            try Self.ip(["netns", "exec", namespace, "ip", "link", "set", far.name, "mtu", String(mtu), "up"])
             try Self.ip(["netns", "exec", namespace, "ip", "link", "set", "lo", "up"])
             thread = try LoopThread(name: "delay-line")
         } catch {

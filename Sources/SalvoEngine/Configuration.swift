@@ -62,13 +62,13 @@ public struct SenderConfiguration: Sendable {
     public var defaultPriority: UInt8?
     /// The largest payload accepted (2048 bytes for the binary interface).
     public var maximumPayloadLength = 2048
-    /// The kernel send buffer of each gateway connection, in bytes (nil: the kernel's
-    /// autotuning, up to several MiB). Whatever sits in it when the gateway rejects a
-    /// notification must be resent, and it hides how far behind the gateway is; a small
-    /// buffer keeps frames in the ring instead, where they cost nothing to hold back. Too
-    /// small a buffer limits throughput on long round trips (it must hold a round trip's
-    /// worth of bytes).
-    public var socketSendBuffer: Int? = 256 << 10
+    /// The kernel send buffer of each gateway connection, in bytes, or nil for the kernel's
+    /// autotuning (up to several MiB), the default: over a long path the buffer must hold a
+    /// round trip's worth of bytes, and a fixed 256 KiB caps a connection at about 10 MB/s
+    /// over 50 ms. Whatever sits in it when the gateway rejects a notification must be
+    /// resent, so while error responses come the connection shrinks it (halved per error,
+    /// doubled back without), whatever this says; this is the most it grows back to.
+    public var socketSendBuffer: Int?
     /// Pin each shard's thread to a core.
     public var pinThreads = true
     /// Seed for backoff jitter, so runs can be reproduced.

@@ -63,9 +63,11 @@ public enum DevelopmentPKI {
         public var server: Identity
         public var client: Identity
 
-        public init() throws(TLSError) {
+        /// - Parameter serverNames: names or addresses the server certificate holds besides
+        ///   `localhost`, `127.0.0.1` and `::1`.
+        public init(serverNames: [String] = []) throws(TLSError) {
             authority = try DevelopmentPKI.makeAuthority()
-            server = try DevelopmentPKI.makeServer(issuer: authority)
+            server = try DevelopmentPKI.makeServer(issuer: authority, extraNames: serverNames)
             client = try DevelopmentPKI.makeClient(issuer: authority)
         }
 

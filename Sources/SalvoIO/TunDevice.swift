@@ -35,3 +35,10 @@ package final class TunDevice: Sendable {
         while Glibc.write(fd, packet.baseAddress, packet.count) < 0 && errno == EINTR {}
     }
 }
+
+/// Moves the calling thread into the network namespace `name` (made by `ip netns add`):
+/// its sockets then live there. Needs CAP_SYS_ADMIN.
+package func enterNetworkNamespace(_ name: String) throws(IOError) {
+    let path = "/var/run/netns/\(name)"
+    guard salvo_enter_network_namespace(path) == 0 else { throw IOError("enter the network namespace", errno: errno, target: path) }
+}

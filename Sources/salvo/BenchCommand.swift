@@ -74,8 +74,13 @@ struct BenchCommand: AsyncParsableCommand {
     var tls: TLSOptions
 
     @Option(name: .customLong("ring-mib"),
-            help: ArgumentHelp("Send ring per connection, MiB. It holds what is in flight during the error wait: rate x wait x frame size.", valueName: "MiB"))
-    var ringMiB = 16
+            help: ArgumentHelp("The sender's staging ring per connection, MiB (default: the sender's, 2).", valueName: "MiB"))
+    var ringMiB: Int?
+
+    @Option(name: .customLong("rtt-ms"),
+            help: ArgumentHelp("Run every cell over a delay line with this round trip (salvo delay-line; needs root), and measure what a bulk TCP stream carries on it.",
+                               valueName: "ms"))
+    var roundTripMilliseconds: Int?
 
     @Option(help: ArgumentHelp("Sender shards. Default: one per core except the mock's.", valueName: "n"))
     var shards: Int?
@@ -129,7 +134,9 @@ struct BenchCommand: AsyncParsableCommand {
         guard notificationsPerRun >= 1, runs >= 1 else { throw ValidationError("--count and --runs must be at least 1") }
         if errorWaits != nil, errorWaitMilliseconds != nil { throw ValidationError("give --error-waits or --error-wait-ms, not both") }
         guard matrix.errorWaits.allSatisfy({ $0 >= 1 }) else { throw ValidationError("--error-waits must be at least 1 ms each") }
-        guard (1...1024).contains(ringMiB) else { throw ValidationError("--ring-mib must be 1...1024") }
+        if let ringMiB, !(1...1024).contains(ringMiB) { throw ValidationError("--ring-mib must be 1...1024") }
+        if let roundTripMilliseconds, !(2...2000).contains(roundTripMilliseconds) { throw ValidationError("--rtt-ms must be 2...2000") }
+        if roundTripMilliseconds != nil, gateway != nil { throw ValidationError("--rtt-ms runs the mock over a delay line: not with --gateway") }
         if let shards, shards < 1 { throw ValidationError("--shards must be at least 1") }
         guard ceilingFrames >= 1 else { throw ValidationError("--ceiling-frames must be at least 1") }
     }
@@ -150,7 +157,7 @@ struct BenchCommand: AsyncParsableCommand {
             matrix: try matrix, count: notificationsPerRun, runs: runs, warmup: warmup,
             ceilingFrames: ceiling ? ceilingFrames : nil,
             phpScript: phpBaseline ? (phpScript ?? Bench.defaultPHPScript) : nil,
-            gateway: external, ringMiB: ringMiB, shards: shards, pin: pin,
+            gateway: external, ringMiB: ringMiB, roundTripMilliseconds: roundTripMilliseconds, shards: shards, pin: pin,
             output: output, jsonOnly: jsonOnly, allocationRequests: jemallocAllocationRequests)
         let outcome = try await Bench.run(settings)
         for line in outcome.lines { print(line) }

@@ -19,18 +19,22 @@ struct DelayLineCommand: AsyncParsableCommand {
     @Option(name: .customLong("delay-ms"), help: ArgumentHelp("Delay each way, ms (1...1000).", valueName: "ms"))
     var delayMilliseconds: Int
 
+    @Option(help: ArgumentHelp("The devices' MTU (default 1500, as on a real path).", valueName: "bytes"))
+    var mtu = 1500
+
     @Option(help: ArgumentHelp("Stop after this many seconds (default: at SIGINT/SIGTERM).", valueName: "seconds"))
     var duration: Double?
 
     func validate() throws {
         guard (1...1000).contains(delayMilliseconds) else { throw ValidationError("--delay-ms must be 1...1000") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        guard (576...65000).contains(mtu) else { throw ValidationError("--mtu must be 576...65000") }
     }
 
     func run() async throws {
         let line: DelayLine
         do {
-            line = try DelayLine(delay: .milliseconds(delayMilliseconds))
+            line = try DelayLine(delay: .milliseconds(delayMilliseconds), mtu: mtu)
         } catch {
             printError("salvo delay-line: \(error)")
             throw ExitCode(1)

@@ -32,7 +32,7 @@ struct EngineOptions: ParsableArguments {
     var ringMiB: Int?
 
     @Option(name: .customLong("socket-buffer-kib"),
-            help: ArgumentHelp("Kernel send buffer per connection, KiB (default 256; 0: the kernel's autotuning). What sits in it must be resent after an error.",
+            help: ArgumentHelp("Kernel send buffer per connection, KiB (default 0: the kernel's autotuning, which a long path needs). Halved on each error response, since what sits in it must be resent; this is the most it grows back to.",
                                valueName: "KiB"))
     var socketBufferKiB: Int?
 

@@ -30,6 +30,10 @@ int salvo_unacknowledged_bytes(int fd);
 /// descriptor is closed.
 int salvo_open_tun(const char *name);
 
+/// Moves the calling thread into the network namespace at `path` (/var/run/netns/NAME);
+/// returns 0, or -1 with errno set.
+int salvo_enter_network_namespace(const char *path);
+
 /// Pins the calling thread to one CPU; returns 0 or an errno value.
 int salvo_pin_current_thread(int cpu);
 
