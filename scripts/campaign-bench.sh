@@ -6,8 +6,11 @@
 # allocations (jemalloc's request counter) and the mock's accepted count.
 # Needs /usr/bin/time (Debian's `time` package) and python3.
 #
-#   scripts/campaign-bench.sh [--jsonl] [N=10000000] [extra salvo send flags...]
+#   scripts/campaign-bench.sh [--rtt-ms MS] [--jsonl] [N=10000000] [extra salvo send flags...]
 #
+# --rtt-ms MS: the mock runs MS milliseconds away, behind `salvo delay-line` (needs root),
+# and one bulk TCP stream through the same path is measured first: the rate a sender could
+# reach, printed next to the campaign's as "% of path".
 # --jsonl: a JSONL campaign with a different payload on every line (otherwise a token list
 # plus one payload). Files are made once per N and format and kept in $CAMPAIGN_CACHE
 # (default /tmp/salvo-campaigns): a 10 M-line token list is 650 MB, the JSONL 1.4 GB.
@@ -15,6 +18,8 @@
 # Allocations per notification in steady state: run it for two sizes and divide the
 # difference of the "allocations" lines by the difference of N.
 set -euo pipefail
+rtt=""
+if [ "${1:-}" = "--rtt-ms" ]; then rtt=$2; shift 2; fi
 format=tokens
 if [ "${1:-}" = "--jsonl" ]; then format=jsonl; shift; fi
 count=${1:-10000000}
@@ -25,7 +30,8 @@ salvo="$root/.build/release/salvo"
 cache=${CAMPAIGN_CACHE:-/tmp/salvo-campaigns}
 mkdir -p "$cache"
 work=$(mktemp -d)
-trap 'kill "$mock" 2>/dev/null || true; rm -rf "$work"' EXIT
+mock="" delay_line=""
+trap 'kill $mock $delay_line 2>/dev/null || true; wait $delay_line 2>/dev/null || true; rm -rf "$work"' EXIT
 
 "$root/scripts/certs.sh" "$work/certs" >/dev/null
 payload='{"aps":{"alert":{"title":"Salvo","body":"Your weekly summary is ready."},"badge":1,"sound":"default"}}'
@@ -52,19 +58,38 @@ else
   input=(--input "$campaign")
 fi
 
-coproc MOCK { exec "$salvo" mock --port 0 --feedback-port 0 --loops 1 --cert "$work/certs/server.pem" \
+host=127.0.0.1 inside=() path_bytes_per_s=""
+if [ -n "$rtt" ]; then
+  exec {line_out}< <(exec "$salvo" delay-line --delay-ms $((rtt / 2)) --bulk-probe-seconds 5)
+  delay_line=$!
+  read -r -t 60 probe <&"$line_out"
+  read -r -t 60 ready <&"$line_out"
+  path_bytes_per_s=$(sed -n 's/^path bulk_tcp_bytes_per_s=//p' <<<"$probe")
+  namespace=$(sed -n 's/^ready namespace=\([^ ]*\).*/\1/p' <<<"$ready")
+  [ -n "$path_bytes_per_s" ] && [ -n "$namespace" ] || { echo "salvo delay-line said: $probe $ready" >&2; exit 1; }
+  host=10.78.0.2
+  inside=(ip netns exec "$namespace")
+  mock_path=(--host "$host" --receive-buffer-kib 0)
+fi
+
+coproc MOCK { exec "${inside[@]}" "$salvo" mock ${mock_path[@]+"${mock_path[@]}"} --port 0 --feedback-port 0 --loops 1 --cert "$work/certs/server.pem" \
   --key "$work/certs/server.key" --ca "$work/certs/ca.pem" --require-client-cert --report "$work/mock.json"; }
 mock=$MOCK_PID
 read -r line <&"${MOCK[0]}"
 port=$(sed -n 's/^listening gateway=\([0-9]*\).*/\1/p' <<<"$line")
 
-MALLOC_CONF=stats_print:true /usr/bin/time -v "$salvo" send --gateway "127.0.0.1:$port" \
+MALLOC_CONF=stats_print:true /usr/bin/time -v "$salvo" send --gateway "$host:$port" \
   --cert "$work/certs/client.pem" --key "$work/certs/client.key" --ca "$work/certs/ca.pem" \
   "${input[@]}" --report "$work/report.json" "$@" >"$work/send.out" 2>"$work/send.err"
 kill -INT "$mock"; wait "$mock" || true
+[ -z "$delay_line" ] || { kill "$delay_line"; wait "$delay_line" || true; delay_line=""; }
 
 grep -E "^sent |accounting" "$work/send.out"
 awk '/Maximum resident set size/ {printf "peak RSS: %.1f MiB\n", $6/1024}' "$work/send.err"
 awk -v n="$count" '/User time \(seconds\)/ {u=$4} /System time \(seconds\)/ {s=$4} END {printf "sender CPU: %.2f s user + %.2f s system = %.0f ns per notification (reading and parsing the file included)\n", u, s, (u+s)*1e9/n}' "$work/send.err"
 awk '/^Merged arenas stats/{m=1} m && /^total:/{print "allocations:", $7; exit}' "$work/send.err"
 python3 -c "import json;r=json.load(open('$work/report.json'));m=json.load(open('$work/mock.json'));print('send_rate_per_s', round(r['send_rate_per_s']), '| seconds', round(r['seconds'], 2), '| error_wait_ms', r['error_wait_ms'], '| sender accepted', r['accepted'], '| mock accepted', m['accepted'])"
+if [ -n "$path_bytes_per_s" ] && [ "$format" = tokens ]; then
+  # A command-2 frame of this campaign: 61 bytes of header and items plus the payload.
+  python3 -c "import json;r=json.load(open('$work/report.json'));frames=$path_bytes_per_s/(61+$(wc -c <"$work/payload.json"));print('path: %d ms round trip, bulk TCP %.1f MB/s = %d frames/s; the campaign reached %.0f%% of it' % ($rtt, $path_bytes_per_s/1e6, frames, 100*r['send_rate_per_s']/frames))"
+fi

@@ -7,9 +7,9 @@ import Glibc
 /// What a plain TCP stream carries through a delay line: the reference a sender over that
 /// path is measured against. A sink thread enters the far end's namespace and counts what
 /// one connection from this side writes in 1 MiB chunks for a while.
-enum BulkTCPProbe {
+package enum BulkTCPProbe {
     /// Bytes per second received, over `duration` of writing.
-    static func measure(namespace: String, farAddress: String, duration: Duration) throws -> Double {
+    package static func measure(namespace: String, farAddress: String, duration: Duration) throws -> Double {
         let sink = Sink()
         let thread = Thread { sink.run(namespace: namespace, address: farAddress) }
         thread.start()
