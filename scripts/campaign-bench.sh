@@ -8,6 +8,8 @@
 #
 #   scripts/campaign-bench.sh [--rtt-ms MS] [--jsonl] [N=10000000] [extra salvo send flags...]
 #
+# MOCK_FLAGS: extra flags for the mock, e.g. MOCK_FLAGS="--reject-every 10000" (a failure plan).
+#
 # --rtt-ms MS: the mock runs MS milliseconds away, behind `salvo delay-line` (needs root),
 # and one bulk TCP stream through the same path is measured first: the rate a sender could
 # reach, printed next to the campaign's as "% of path".
@@ -73,7 +75,7 @@ if [ -n "$rtt" ]; then
 fi
 
 coproc MOCK { exec "${inside[@]}" "$salvo" mock ${mock_path[@]+"${mock_path[@]}"} --port 0 --feedback-port 0 --loops 1 --cert "$work/certs/server.pem" \
-  --key "$work/certs/server.key" --ca "$work/certs/ca.pem" --require-client-cert --report "$work/mock.json"; }
+  --key "$work/certs/server.key" --ca "$work/certs/ca.pem" --require-client-cert --report "$work/mock.json" ${MOCK_FLAGS:-}; }
 mock=$MOCK_PID
 read -r line <&"${MOCK[0]}"
 port=$(sed -n 's/^listening gateway=\([0-9]*\).*/\1/p' <<<"$line")
@@ -88,7 +90,7 @@ grep -E "^sent |accounting" "$work/send.out"
 awk '/Maximum resident set size/ {printf "peak RSS: %.1f MiB\n", $6/1024}' "$work/send.err"
 awk -v n="$count" '/User time \(seconds\)/ {u=$4} /System time \(seconds\)/ {s=$4} END {printf "sender CPU: %.2f s user + %.2f s system = %.0f ns per notification (reading and parsing the file included)\n", u, s, (u+s)*1e9/n}' "$work/send.err"
 awk '/^Merged arenas stats/{m=1} m && /^total:/{print "allocations:", $7; exit}' "$work/send.err"
-python3 -c "import json;r=json.load(open('$work/report.json'));m=json.load(open('$work/mock.json'));print('send_rate_per_s', round(r['send_rate_per_s']), '| seconds', round(r['seconds'], 2), '| error_wait_ms', r['error_wait_ms'], '| sender accepted', r['accepted'], '| mock accepted', m['accepted'])"
+python3 -c "import json;r=json.load(open('$work/report.json'));m=json.load(open('$work/mock.json'));print('send_rate_per_s', round(r['send_rate_per_s']), '| seconds', round(r['seconds'], 2), '| error_wait_ms', r['error_wait_ms'], '| connections', r['connections'], '| sender accepted', r['accepted'], 'rejected', r['rejected'], '| mock accepted', m['accepted'], 'rejected', m.get('rejected'))"
 if [ -n "$path_bytes_per_s" ] && [ "$format" = tokens ]; then
   # A command-2 frame of this campaign: 61 bytes of header and items plus the payload.
   python3 -c "import json;r=json.load(open('$work/report.json'));frames=$path_bytes_per_s/(61+$(wc -c <"$work/payload.json"));print('path: %d ms round trip, bulk TCP %.1f MB/s = %d frames/s; the campaign reached %.0f%% of it' % ($rtt, $path_bytes_per_s/1e6, frames, 100*r['send_rate_per_s']/frames))"

@@ -96,7 +96,9 @@ struct BenchCellRunner {
             (host, port, tls) = (externalHost, externalPort, externalTLS)
         }
         var configuration = base(host, port, tls)
+        // A cell measures this many connections: none added.
         configuration.connectionsPerShard = spec.connections
+        configuration.maximumConnectionsPerShard = spec.connections
         configuration.errorWait = .milliseconds(spec.errorWaitMilliseconds)
 
         var measured: [BenchResults.Run] = []

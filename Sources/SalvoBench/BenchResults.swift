@@ -45,6 +45,12 @@ package struct BenchResults: Sendable, Codable, Equatable {
         package var bulkTCPBytesPerSecond: [Double]
         package var median: Double { BenchSpread.median(bulkTCPBytesPerSecond) ?? 0 }
 
+        // Spelled so that the snake-case key round-trips ("TCP" would come back as "Tcp").
+        enum CodingKeys: String, CodingKey {
+            case roundTripMilliseconds
+            case bulkTCPBytesPerSecond = "bulkTcpBytesPerSecond"
+        }
+
         package init(roundTripMilliseconds: Int, bulkTCPBytesPerSecond: [Double]) {
             self.roundTripMilliseconds = roundTripMilliseconds
             self.bulkTCPBytesPerSecond = bulkTCPBytesPerSecond

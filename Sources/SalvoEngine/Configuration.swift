@@ -23,8 +23,17 @@ public struct SenderConfiguration: Sendable {
     public var tls: TLSConfiguration
     /// Event-loop threads. Default: one per core.
     public var shards: Int = availableCores
-    /// Gateway connections per shard.
+    /// Gateway connections per shard at the start.
     public var connectionsPerShard: Int = 1
+    /// The most connections per shard. While every connection is full (the gateway, the
+    /// path, or a connection restarting after an error response cannot take more), the
+    /// sender opens one more, at most one per `connectionGrowthInterval`, up to this. Over
+    /// a long path a connection the gateway closed after an error restarts TCP's slow
+    /// start, about eight round trips, and more connections carry on meanwhile. Set it to
+    /// `connectionsPerShard` for a fixed number.
+    public var maximumConnectionsPerShard: Int = 2
+    /// At most one connection is added per this long, so the last one shows its effect first.
+    public var connectionGrowthInterval: Duration = .milliseconds(250)
     /// Bytes of staging ring per connection: frames encoded and waiting for `SSL_write`.
     /// Written frames leave it at once (resends are read again from their source), so it
     /// only absorbs the producer's bursts.

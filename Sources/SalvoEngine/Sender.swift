@@ -74,6 +74,8 @@ public final class Sender: Sendable {
     /// Each lane with its shard, without reference counting: `lanes` and `shards` keep
     /// them alive, and the hot path then pays no retain/release per notification.
     private let slots: [Slot]
+    /// How many of `slots` producers publish to (the first ones: they alternate shards).
+    private let growth: ConnectionGrowth
     private struct Slot {
         unowned(unsafe) let lane: Lane
         unowned(unsafe) let shard: Shard
@@ -126,10 +128,12 @@ public final class Sender: Sendable {
 
         var lanes: [Lane] = []
         var shards: [Shard] = []
-        var slots: [(Lane, Int)] = []
+        // Lanes for the ceiling are made now (their memory is untouched until used) and
+        // connect once something is published to them.
+        let lanesPerShard = max(configuration.connectionsPerShard, configuration.maximumConnectionsPerShard)
         do {
             for shardIndex in 0..<configuration.shards {
-                let shardLanes = (0..<configuration.connectionsPerShard).map { _ in
+                let shardLanes = (0..<lanesPerShard).map { _ in
                     Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame),
                          retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
                                                  maximumPayloadLength: configuration.maximumPayloadLength))
@@ -138,7 +142,6 @@ public final class Sender: Sendable {
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
                                         observer: hub))
                 lanes += shardLanes
-                slots += shardLanes.map { ($0, shardIndex) }
             }
         } catch {
             shards.forEach { $0.stop() }
@@ -146,7 +149,12 @@ public final class Sender: Sendable {
         }
         self.lanes = lanes
         self.shards = shards
-        self.slots = slots.map { Slot(lane: $0.0, shard: shards[$0.1]) }
+        // Shards alternate, so connections added one at a time spread over the threads.
+        slots = (0..<lanesPerShard).flatMap { laneIndex in
+            shards.indices.map { Slot(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
+        }
+        growth = ConnectionGrowth(initial: configuration.shards * configuration.connectionsPerShard,
+                                  ceiling: slots.count, interval: configuration.connectionGrowthInterval)
     }
 
     deinit {
@@ -183,7 +191,7 @@ public final class Sender: Sendable {
         var stopped: (any Error)?
         do {
             let reader = try reader ?? source.makeReader()
-            var turn = LaneTurn(lane: cursor.wrappingAdd(1, ordering: .relaxed).oldValue % slots.count)
+            var turn = LaneTurn(lane: cursor.wrappingAdd(1, ordering: .relaxed).oldValue % growth.count)
             while let notification = try reader.next() {
                 if try !tryPublish(notification, source: entry.id, turn: &turn) {
                     try await untilTaken { () throws(SendError) -> Bool in
@@ -222,8 +230,9 @@ public final class Sender: Sendable {
     private func tryPublish(_ notification: SourceNotification, source: SourceID, turn: inout LaneTurn) throws(SendError) -> Bool {
         guard !isFinished.load(ordering: .relaxed) else { throw .finished }
         var unreachable = 0
-        for offset in 0..<slots.count {
-            let index = (turn.lane + offset) % slots.count
+        let count = growth.count
+        for offset in 0..<count {
+            let index = (turn.lane + offset) % count
             let slot = slots[index]
             let result: StagingRing.PublishResult
             do {
@@ -241,7 +250,7 @@ public final class Sender: Sendable {
                 } else {
                     (turn.lane, turn.taken) = (index, 1)
                 }
-                if turn.taken == Self.turnLength { (turn.lane, turn.taken) = ((index + 1) % slots.count, 0) }
+                if turn.taken == Self.turnLength { (turn.lane, turn.taken) = ((index + 1) % count, 0) }
                 return true
             case .unavailable:
                 unreachable += 1
@@ -249,7 +258,9 @@ public final class Sender: Sendable {
                 break
             }
         }
-        if unreachable == slots.count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        if unreachable == count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        // Every connection is full: with one more, the notification goes there at once.
+        if growth.stalled(at: Instant.now().nanoseconds) { return try tryPublish(notification, source: source, turn: &turn) }
         return false
     }
 
@@ -279,10 +290,11 @@ public final class Sender: Sendable {
         }
         // Consecutive notifications go to the same lane in runs of 64, so each wake-up of a
         // shard finds a slice worth an SSL_write.
-        let first = (ticket >> 6) % slots.count
+        let count = growth.count
+        let first = (ticket >> 6) % count
         var unreachable = 0
-        for offset in 0..<slots.count {
-            let slot = slots[(first + offset) % slots.count]
+        for offset in 0..<count {
+            let slot = slots[(first + offset) % count]
             let retained = slot.lane.retained
             let result = retained.lock.withLock { _ -> StagingRing.PublishResult in
                 guard let position = retained.append(token: token, payload: payload, expiry: expiry, priority: priority,
@@ -306,7 +318,9 @@ public final class Sender: Sendable {
                 if retained.isUnderPressure.load(ordering: .relaxed) { slot.shard.wake() }
             }
         }
-        if unreachable == slots.count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        if unreachable == count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        // Every connection is full: the caller's retry may find one more.
+        _ = growth.stalled(at: Instant.now().nanoseconds)
         return false
     }
 
@@ -341,7 +355,7 @@ public final class Sender: Sendable {
 
     /// The accounting so far (a snapshot; `finish()` returns the final one).
     public var progress: SenderReport {
-        ledger.report(submitted: submittedCount, started: started.nanoseconds, now: Instant.now().nanoseconds)
+        ledger.report(submitted: submittedCount, connections: growth.count, started: started.nanoseconds, now: Instant.now().nanoseconds)
     }
 
     /// The highest sequence S such that every notification `send(contentsOf:)` submitted
@@ -387,7 +401,7 @@ public final class Sender: Sendable {
         }
         shards.forEach { $0.stop() }
         hub.finish()
-        return ledger.report(submitted: submittedCount, started: started.nanoseconds, now: Instant.now().nanoseconds)
+        return ledger.report(submitted: submittedCount, connections: growth.count, started: started.nanoseconds, now: Instant.now().nanoseconds)
     }
 }
 

@@ -111,7 +111,7 @@ final class CampaignRun: Sendable {
             "  rejected  \(number(report.rejected))" + breakdown(report.rejectedByStatus),
             "  failed    \(number(report.failed))" + breakdown(report.failedByReason),
             "  resent \(number(report.resent)), reconnects \(number(report.reconnects)), "
-                + "possible duplicates \(number(report.possibleDuplicates))",
+                + "possible duplicates \(number(report.possibleDuplicates)), connections \(number(report.connections))",
         ]
         if let latency = report.errorLatency {
             lines.append("  error responses: \(number(latency.count)), arriving after p50 \(String(format: "%.1f", latency.p50Milliseconds)) ms, "

@@ -10,8 +10,13 @@ struct EngineOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Event-loop threads. Default: one per core.", valueName: "n"))
     var shards: Int?
 
-    @Option(help: ArgumentHelp("Gateway connections per shard.", valueName: "n"))
+    @Option(help: ArgumentHelp("Gateway connections per shard at the start.", valueName: "n"))
     var connections: Int = 1
+
+    @Option(name: .customLong("max-connections"),
+            help: ArgumentHelp("The most connections per shard (default 2): one more is opened, at most every 250 ms, while every connection is full — over a long path, a connection the gateway closed after an error restarts TCP's slow start. Equal to --connections: a fixed number.",
+                               valueName: "n"))
+    var maximumConnections: Int?
 
     @Option(name: .customLong("error-wait-ms"),
             help: ArgumentHelp("How long an error can still arrive for a written notification (default 1000, as Apple needs).",
@@ -53,6 +58,9 @@ struct EngineOptions: ParsableArguments {
     func validate() throws {
         if let shards, shards < 1 { throw ValidationError("--shards must be at least 1") }
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
+        if let maximumConnections, maximumConnections < connections {
+            throw ValidationError("--max-connections (\(maximumConnections)) must be at least --connections (\(connections))")
+        }
         if let errorWaitMilliseconds, errorWaitMilliseconds < 1 { throw ValidationError("--error-wait-ms must be at least 1") }
         if let retentionMilliseconds, retentionMilliseconds < 1 { throw ValidationError("--retention-ms must be at least 1") }
         if let ringMiB, !(1...1024).contains(ringMiB) { throw ValidationError("--ring-mib must be 1...1024") }
@@ -63,6 +71,7 @@ struct EngineOptions: ParsableArguments {
         configuration.format = format.format
         if let shards { configuration.shards = shards }
         configuration.connectionsPerShard = connections
+        configuration.maximumConnectionsPerShard = maximumConnections ?? max(connections, configuration.maximumConnectionsPerShard)
         if let errorWaitMilliseconds { configuration.errorWait = .milliseconds(errorWaitMilliseconds) }
         if let retentionMilliseconds { configuration.recordRetention = .milliseconds(retentionMilliseconds) }
         configuration.dropPolicy = onDrop

@@ -43,7 +43,11 @@ final class EchoServer: Sendable {
                                 state.count += n
                             }
                         case .bytes(let n): try stream.writeAll(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                        case .closed, .wouldBlock: break loop
+                        case .wouldBlock:
+                            // Nothing yet (a loaded machine can delay the client): wait for more, bounded.
+                            var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+                            guard poll(&poller, 1, 10_000) == 1 else { break loop }
+                        case .closed: break loop
                         }
                     }
                     stream.shutdown()

@@ -93,7 +93,7 @@ final class DeliveryLedger: Sendable {
 
     /// The report, given how many notifications were submitted (the lanes count those)
     /// and when the run started.
-    func report(submitted: Int, started: UInt64, now: UInt64) -> SenderReport {
+    func report(submitted: Int, connections: Int, started: UInt64, now: UInt64) -> SenderReport {
         let rejected = rejectedByStatus.withLock { $0 }
         let failed = failedByReason.withLock { $0 }
         let (latencySummary, raises) = latencies.withLock { state in
@@ -107,6 +107,7 @@ final class DeliveryLedger: Sendable {
             failed: failed.values.reduce(0, +),
             resent: resent.load(ordering: .relaxed),
             reconnects: reconnects.load(ordering: .relaxed),
+            connections: connections,
             possibleDuplicates: possibleDuplicates.load(ordering: .relaxed),
             windowOverruns: windowOverruns.load(ordering: .relaxed),
             lateErrors: lateErrors.load(ordering: .relaxed),
@@ -162,6 +163,9 @@ public struct SenderReport: Sendable, Hashable, Codable {
     public var resent: Int
     /// Connections re-established after the first one of each slot.
     public var reconnects: Int
+    /// Connection slots in use at the end: the configured ones plus those the sender added
+    /// while every connection was full (`SenderConfiguration.maximumConnectionsPerShard`).
+    public var connections: Int
     /// Resent frames whose first copy may have been delivered (at-least-once after a silent drop).
     public var possibleDuplicates: Int
     /// Error responses naming a notification older than every record kept: what they may
@@ -194,7 +198,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
     public var isComplete: Bool { submitted == accepted + rejected + failed }
 
     enum CodingKeys: String, CodingKey {
-        case submitted, accepted, rejected, failed, resent, reconnects, seconds
+        case submitted, accepted, rejected, failed, resent, reconnects, connections, seconds
         case possibleDuplicates = "possible_duplicates"
         case windowOverruns = "window_overruns"
         case lateErrors = "late_errors"
@@ -209,7 +213,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
     }
 
     public init(submitted: Int, accepted: Int, rejected: Int, failed: Int, resent: Int = 0, reconnects: Int = 0,
-                possibleDuplicates: Int = 0, windowOverruns: Int = 0, lateErrors: Int = 0, seconds: Double,
+                connections: Int = 1, possibleDuplicates: Int = 0, windowOverruns: Int = 0, lateErrors: Int = 0, seconds: Double,
                 sendingSeconds: Double = 0, errorWait: Duration = .seconds(1), errorWaitRaises: [ErrorWaitRaise] = [],
                 errorLatency: ErrorLatencySummary? = nil,
                 rejectedByStatus: [String: Int] = [:], failedByReason: [String: Int] = [:]) {
@@ -219,6 +223,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         self.failed = failed
         self.resent = resent
         self.reconnects = reconnects
+        self.connections = connections
         self.possibleDuplicates = possibleDuplicates
         self.windowOverruns = windowOverruns
         self.lateErrors = lateErrors
@@ -239,6 +244,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         failed = try container.decode(Int.self, forKey: .failed)
         resent = try container.decodeIfPresent(Int.self, forKey: .resent) ?? 0
         reconnects = try container.decodeIfPresent(Int.self, forKey: .reconnects) ?? 0
+        connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
         possibleDuplicates = try container.decodeIfPresent(Int.self, forKey: .possibleDuplicates) ?? 0
         windowOverruns = try container.decodeIfPresent(Int.self, forKey: .windowOverruns) ?? 0
         lateErrors = try container.decodeIfPresent(Int.self, forKey: .lateErrors) ?? 0
@@ -259,6 +265,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         try container.encode(failed, forKey: .failed)
         try container.encode(resent, forKey: .resent)
         try container.encode(reconnects, forKey: .reconnects)
+        try container.encode(connections, forKey: .connections)
         try container.encode(possibleDuplicates, forKey: .possibleDuplicates)
         try container.encode(windowOverruns, forKey: .windowOverruns)
         try container.encode(lateErrors, forKey: .lateErrors)
