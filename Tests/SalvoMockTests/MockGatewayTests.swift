@@ -26,12 +26,14 @@ import Testing
     }
 
     /// A malformed notification between two good ones: the first is accepted, the bad one
-    /// answered with its 6 bytes, the last discarded, and the connection closed.
+    /// answered with its 6 bytes (a command 0 with none: that format has no error
+    /// responses), the last discarded, and the connection closed.
     struct Malformed: CustomTestStringConvertible, Sendable {
         let name: String
         let bytes: [UInt8]
         let status: Status
-        let identifier: UInt32
+        /// The identifier the error response names; nil: no error response.
+        let identifier: UInt32?
         var testDescription: String { name }
     }
 
@@ -50,7 +52,7 @@ import Testing
         return [
             Malformed(name: "command 1 with a 5-byte token", bytes: enhancedBadToken, status: .invalidTokenSize, identifier: 12345),
             Malformed(name: "command 0 with a 5-byte token", bytes: [0, 0, 5, 1, 2, 3, 4, 5, 0, 1, 0x7b],
-                      status: .invalidTokenSize, identifier: 0),
+                      status: .invalidTokenSize, identifier: nil),
             Malformed(name: "command 2 without a token", bytes: frame([(2, payload), (3, identifier), (5, priority)]),
                       status: .missingDeviceToken, identifier: 12345),
             Malformed(name: "command 2 without a payload", bytes: frame([(1, tokenBytes), (3, identifier), (5, priority), (2, [])].dropLast()),
@@ -59,6 +61,10 @@ import Testing
                       status: .invalidPayloadSize, identifier: 12345),
             Malformed(name: "command 2 with a 2049-byte payload",
                       bytes: frame([(3, identifier), (1, tokenBytes), (2, [UInt8](repeating: 0x20, count: 2049))]),
+                      status: .invalidPayloadSize, identifier: 12345),
+            Malformed(name: "command 2 with all five items and a 4096-byte payload, beyond the largest legal frame",
+                      bytes: frame([(1, tokenBytes), (2, [UInt8](repeating: 0x20, count: 4096)), (3, identifier),
+                                    (4, [0, 0, 0, 0]), (5, priority)]),
                       status: .invalidPayloadSize, identifier: 12345),
             Malformed(name: "unknown command 9", bytes: [9] + [UInt8](repeating: 0, count: 60),
                       status: .protocolError, identifier: 0),
@@ -73,7 +79,7 @@ import Testing
         defer { gateway.stop() }
         let stream = try harness.connect(gateway.port)
         try stream.send(frames(1...1) + malformed.bytes + frames(2...2))
-        #expect(try stream.drain() == errorBytes(malformed.status, malformed.identifier))
+        #expect(try stream.drain() == malformed.identifier.map { errorBytes(malformed.status, $0) } ?? [])
         let statistics = gateway.statistics()
         #expect(statistics.accepted == 1)
         #expect(statistics.received == 1)
