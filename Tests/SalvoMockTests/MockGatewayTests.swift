@@ -4,7 +4,7 @@ import SalvoWire
 import Testing
 @testable import SalvoMock
 
-@Suite struct MockGatewayTests {
+@Suite(.timeLimit(.minutes(2))) struct MockGatewayTests {
     let harness: MockHarness
 
     init() throws { harness = try MockHarness() }
@@ -124,15 +124,35 @@ import Testing
         #expect(statistics.rejectedByStatus == ["processing_error": 2])
     }
 
-    @Test func rejectProbabilityIsReproducibleFromTheSeed() {
-        func rejectedOrdinals(seed: UInt64) -> [Int] {
-            let rules = PlanRules(FailurePlan(seed: seed, rejectProbability: 0.25))
-            return (1...400).filter { SplitMix64.unit(seed: rules.plan.seed, key: UInt64($0)) < rules.rejectProbability }
+    /// Which of notifications 1...count a gateway with `plan` rejects, observed on the
+    /// wire: each connection carries the rest of them and ends with an unknown command, so
+    /// its answer is either a rejection (resume after it on a new connection) or the 128
+    /// for the terminator (everything before it was accepted).
+    func rejectedIdentifiers(_ plan: FailurePlan, count: Int) throws -> [Int] {
+        let gateway = try harness.gateway(plan)
+        defer { gateway.stop() }
+        var rejected: [Int] = []
+        var next = 1
+        while next <= count {
+            let stream = try harness.connect(gateway.port)
+            try stream.send(frames(next...count) + [9])
+            let answer = try #require(try ErrorResponse.decode(stream.drain()))
+            if answer.status == .protocolError { break }
+            #expect(answer.status == plan.rejectStatus)
+            rejected.append(Int(answer.identifier))
+            next = Int(answer.identifier) + 1
         }
-        let ordinals = rejectedOrdinals(seed: 42)
-        #expect(ordinals == rejectedOrdinals(seed: 42))
-        #expect(ordinals != rejectedOrdinals(seed: 43))
-        #expect((60...140).contains(ordinals.count))
+        #expect(gateway.statistics().accepted + rejected.count == count)
+        return rejected
+    }
+
+    @Test func rejectProbabilityIsReproducibleFromTheSeed() throws {
+        let count = 400
+        let rejected = try rejectedIdentifiers(FailurePlan(seed: 42, rejectProbability: 0.25), count: count)
+        #expect(rejected == (try rejectedIdentifiers(FailurePlan(seed: 42, rejectProbability: 0.25), count: count)))
+        #expect(rejected != (try rejectedIdentifiers(FailurePlan(seed: 43, rejectProbability: 0.25), count: count)))
+        // 400 draws at 1/4: 100 expected, with a standard deviation of about 9.
+        #expect((60...140).contains(rejected.count), "\(rejected.count) of \(count) rejected")
     }
 
     @Test func shutdownEveryNamesTheLastAcceptedNotification() throws {
