@@ -80,6 +80,8 @@ let package = Package(
             ]
         ),
 
+        // What several test targets share: child processes whose pipes are both drained.
+        .target(name: "SalvoTestSupport", path: "Tests/SalvoTestSupport"),
         .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire"]),
         .testTarget(name: "SalvoIOTests", dependencies: ["SalvoIO", "SalvoWire"]),
         .testTarget(name: "SalvoMockTests", dependencies: ["SalvoMock", "SalvoIO", "SalvoWire"]),
@@ -87,10 +89,11 @@ let package = Package(
         // (`swift build --build-tests` builds it); nothing here imports it.
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire"]
+            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport"]
         ),
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
-        .testTarget(name: "SalvoBenchTests", dependencies: ["SalvoBench", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire"]),
+        .testTarget(name: "SalvoBenchTests",
+                    dependencies: ["SalvoBench", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -359,9 +359,10 @@ public final class Sender: Sendable {
     }
 
     /// The highest sequence S such that every notification `send(contentsOf:)` submitted
-    /// with a sequence up to S is final; nil before the first. Meaningful for one source at
-    /// a time whose sequences increase (a campaign's line numbers): what a checkpoint
-    /// records.
+    /// with a sequence up to S was accepted or rejected; nil before the first. A failed
+    /// notification holds it back for good (S stays below it), so that resuming from a
+    /// checkpoint sends it again. Meaningful for one source at a time whose sequences
+    /// increase (a campaign's line numbers): what a checkpoint records.
     public func completedSequence() -> UInt64? {
         // The high-water mark first: every notification up to it is then either final or
         // still in a lane when the lanes are read. (Read the other way round, one
@@ -373,6 +374,8 @@ public final class Sender: Sendable {
             if let sequence = lane.staging.oldestUnwrittenSequence() { oldest = min(oldest, sequence) }
             oldest = min(oldest, lane.oldestSequenceInWindow.load(ordering: .acquiring))
         }
+        // Failures are noted before they leave the lanes: read after them, so none is missed.
+        oldest = min(oldest, ledger.firstFailedSequence.load(ordering: .acquiring))
         if oldest == .max { return end - 1 }
         return oldest == 0 ? nil : min(end - 1, oldest - 1)
     }

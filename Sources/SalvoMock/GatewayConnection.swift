@@ -110,7 +110,13 @@ final class GatewayConnection: ServerConnection {
         case .stoppedByCaller?:
             if let verdict = ledger.verdict { carryOut(verdict) }
         case .violation(let violation)?:
-            answer(violation.errorResponse) { $0.rejectedByStatus[violation.status.rawValue, default: 0] += 1 }
+            let count = { (counts: inout GatewayState.EventCounts) in counts.rejectedByStatus[violation.status.rawValue, default: 0] += 1 }
+            if let response = violation.errorResponse {
+                answer(response, counting: count)
+            } else {
+                state.count(count)
+                closeSilently()
+            }
         }
     }
 

@@ -105,6 +105,10 @@ public final class MockGateway: Sendable {
         }
     }
 
+    /// Notifications accepted so far: one atomic read per loop, cheap enough to poll
+    /// (`statistics()` also copies every recorded digest).
+    public var accepted: Int { counters.reduce(0) { $0 + $1.accepted.load(ordering: .acquiring) } }
+
     /// A consistent-enough snapshot: each counter is read atomically; counters are published
     /// once per read, and always before the gateway answers or closes a connection.
     public func statistics() -> MockStatistics {

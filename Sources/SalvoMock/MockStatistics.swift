@@ -6,8 +6,9 @@ import SalvoWire
 /// `framesByCommand` (the *received* count) and ends as exactly one of: accepted, rejected
 /// by the failure plan (counted in `rejectedByStatus`), or the one notification discarded
 /// by each silent drop (`droppedConnections`). Malformed frames are answered with an error
-/// response and appear in `rejectedByStatus` (under e.g. `protocol_error`) but not in
-/// `framesByCommand`. Status 10 (shutdown) is not a rejection: it is counted in `shutdowns`.
+/// response (a malformed command 0, which has none, with a bare close) and appear in
+/// `rejectedByStatus` (under e.g. `protocol_error`) but not in `framesByCommand`. Status 10
+/// (shutdown) is not a rejection: it is counted in `shutdowns`.
 public struct MockStatistics: Sendable, Hashable, Codable {
     /// Well-formed notifications received, by the command they arrived in.
     public struct Commands: Sendable, Hashable, Codable {
@@ -30,7 +31,8 @@ public struct MockStatistics: Sendable, Hashable, Codable {
 
     /// Notifications accepted (the gateway stayed silent about them).
     public var accepted: Int
-    /// Error responses written for rejected or malformed notifications (status 10 excluded).
+    /// Notifications refused, rejected by the plan or malformed: each answered with an error
+    /// response (status 10 excluded), or, a malformed command 0, with a bare close.
     public var rejected: Int
     /// `rejected`, by `Status.name` (`"invalid_token"`, `"protocol_error"`, …).
     public var rejectedByStatus: [String: Int]

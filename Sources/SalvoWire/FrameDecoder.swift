@@ -38,26 +38,33 @@ public struct DecodedNotification {
 
 /// A malformed notification, and what the gateway answers before closing the connection.
 public struct ProtocolViolation: Hashable, Sendable, CustomStringConvertible {
-    /// The status the gateway reports.
+    /// The status the gateway judged it with.
     public let status: Status
     /// The identifier of the offending notification, when the decoder knew it (see
     /// `FrameDecoder` for when that is); nil otherwise.
     public let identifier: UInt32?
+    /// Whether the gateway writes an error response before it closes. Not for a simple
+    /// notification (command 0): that format has no error responses, and Apple's gateway
+    /// just severed the connection, giving no reason.
+    public let isAnswered: Bool
 
     /// Creates a violation.
     @inlinable
-    public init(status: Status, identifier: UInt32?) {
+    public init(status: Status, identifier: UInt32?, isAnswered: Bool = true) {
         self.status = status
         self.identifier = identifier
+        self.isAnswered = isAnswered
     }
 
-    /// The error response the gateway writes: the identifier, or 0 when it is unknown.
-    public var errorResponse: ErrorResponse {
-        ErrorResponse(status: status, identifier: identifier ?? 0)
+    /// The error response the gateway writes, with the identifier or 0 when it is
+    /// unknown; nil when it closes without one.
+    public var errorResponse: ErrorResponse? {
+        isAnswered ? ErrorResponse(status: status, identifier: identifier ?? 0) : nil
     }
 
     public var description: String {
         "\(status.name) (status \(status.rawValue)), identifier \(identifier.map { String($0) } ?? "unknown")"
+            + (isAnswered ? "" : ", no error response")
     }
 }
 
@@ -73,22 +80,30 @@ public enum DecodeStop: Hashable, Sendable {
 ///
 /// Feed it the stream in any split. Complete notifications are handed to the callback as
 /// views into the input without copying; only a notification split across two `decode`
-/// calls is assembled in an internal buffer, allocated once at `init` and sized for the
-/// largest legal frame (61 + `maximumPayloadLength` bytes), so decoding never allocates.
+/// calls is assembled in an internal buffer, allocated once at `init` and `readLimit`
+/// bytes long, so decoding never allocates and never holds more than that.
 ///
-/// Validation, and the status each problem maps to:
+/// Validation, and what each problem is answered with, as Apple's gateway answered: the
+/// status, and the notification's identifier whenever the bytes carry one.
 ///
 /// - An unknown command byte: 128, identifier unknown.
-/// - Commands 0 and 1: a token length other than 32: 5; a payload length of 0 or more than
-///   `maximumPayloadLength`: 7. Both are judged as soon as the length field arrives. For
-///   command 1 the identifier (which precedes both fields) is reported.
-/// - Command 2, judged from the 5-byte header: a frame length below 39 (a token item plus a
-///   1-byte payload item, the smallest legal frame) or above 56 + `maximumPayloadLength`
-///   (all five items at their largest): 128, identifier unknown.
+/// - Command 0: a token length other than 32 (status 5), a payload length of 0 or more
+///   than `maximumPayloadLength` (7), judged as soon as the length field arrives. Command
+///   0 has no error responses: the violation is not answered (`isAnswered` false), the
+///   connection is just closed.
+/// - Command 1: the same checks, statuses 5 and 7, with the identifier (which precedes
+///   both fields).
+/// - Command 2, judged from the 5-byte header: a frame length above `readLimit` - 5 (a
+///   frame bigger than all five items with a payload of the largest length an item can
+///   state): 128, identifier unknown. Any shorter frame is read whole, also one above the
+///   largest legal frame (56 + `maximumPayloadLength`), so that its items are judged and
+///   an oversized payload is answered with 7 and the frame's identifier.
 /// - Command 2, judged once the whole frame has arrived, in this order:
-///   1. Structure: an item header or item data running past the frame length, an item id
-///      outside 1...5, or an item given twice: 128, with the identifier only if an
-///      identifier item came *before* the bad item (the rest cannot be trusted).
+///   1. Structure: an item header or item data running past the frame length: 128, with
+///      the identifier only if an identifier item came *before* it (what follows cannot be
+///      delimited). An item id outside 1...5, or an item given twice: 128, with the
+///      frame's identifier wherever its (first) identifier item is, since item lengths
+///      still delimit every item.
 ///   2. An identifier item whose length is not 4: 128, identifier unknown.
 ///   3. No token item: 2. Token length not 32: 5.
 ///   4. No payload item: 4. Payload length 0 or above the maximum: 7.
@@ -122,7 +137,7 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
             (1...Int(UInt16.max)).contains(maximumPayloadLength),
             "maximumPayloadLength must be 1...65535, got \(maximumPayloadLength)")
         self.maximumPayloadLength = maximumPayloadLength
-        self.carry = .allocate(byteCount: Self.largestFrameLength(maximumPayloadLength), alignment: 16)
+        self.carry = .allocate(byteCount: Self.readLimit, alignment: 16)
         self.carryCount = 0
         self.stop = nil
     }
@@ -136,6 +151,14 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
     public static func largestFrameLength(_ maximumPayloadLength: Int) -> Int {
         61 &+ maximumPayloadLength
     }
+
+    /// The longest notification the decoder reads whole, in bytes: a command-2 frame with
+    /// all five items whose payload item has the largest length its 2-byte field can state
+    /// (61 + 65535), 31 times the largest legal frame. Up to this a frame is judged by its
+    /// items, as Apple's gateway did; beyond it, it is status 128 from its header alone. No
+    /// more than this is ever buffered.
+    @inlinable
+    public static var readLimit: Int { largestFrameLength(Int(UInt16.max)) }
 
     /// The bytes of an incomplete notification held for the next `decode` call. At the end
     /// of the stream a nonzero value means the peer closed mid-notification.
@@ -210,7 +233,7 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
                 cursor += length
                 remaining &-= length
             case .needs:
-                // `measure` only asks for up to the largest legal frame, so this fits.
+                // `measure` only asks for up to `readLimit` bytes, so this fits.
                 carry.copyMemory(from: cursor, byteCount: remaining)
                 carryCount = remaining
                 remaining = 0
@@ -236,7 +259,7 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
         /// A whole frame of this many bytes is available.
         case complete(Int)
         /// Fewer bytes than this are available; nothing can be decided before they arrive.
-        /// Never more than the largest legal frame.
+        /// Never more than `readLimit`.
         case needs(Int)
         case violation(ProtocolViolation)
     }
@@ -255,8 +278,7 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
         case 2:
             guard count >= 5 else { return .needs(5) }
             let frameLength = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 1, as: UInt32.self)))
-            // 39: token item (35) + 1-byte payload item (4). 56 + max: all five items.
-            guard frameLength >= 39, frameLength <= 56 &+ maximum else {
+            guard frameLength <= readLimit &- 5 else {
                 return .violation(ProtocolViolation(status: .protocolError, identifier: nil))
             }
             let total = 5 &+ frameLength
@@ -276,12 +298,12 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
         case 0:
             guard count >= 3 else { return .needs(3) }
             guard bytes.loadUnaligned(fromByteOffset: 1, as: UInt16.self) == UInt16(32).bigEndian else {
-                return .violation(ProtocolViolation(status: .invalidTokenSize, identifier: nil))
+                return .violation(ProtocolViolation(status: .invalidTokenSize, identifier: nil, isAnswered: false))
             }
             guard count >= 37 else { return .needs(37) }
             let payloadLength = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 35, as: UInt16.self)))
             guard payloadLength != 0, payloadLength <= maximum else {
-                return .violation(ProtocolViolation(status: .invalidPayloadSize, identifier: nil))
+                return .violation(ProtocolViolation(status: .invalidPayloadSize, identifier: nil, isAnswered: false))
             }
             let total = 37 &+ payloadLength
             return count >= total ? .complete(total) : .needs(total)
@@ -327,15 +349,23 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
         var expiryOffset = 0, expiryLength = 0
         var priorityOffset = 0, priorityLength = 0
         var seen: UInt32 = 0
+        // An unknown or repeated item: the frame is refused, but only once the rest of it
+        // has been searched for the identifier to answer with.
+        var hasStrayItem = false
         var offset = 5
         while offset < length {
             guard length &- offset >= 3 else { return structuralViolation(bytes, identifierOffset, identifierLength) }
             let id = bytes.load(fromByteOffset: offset, as: UInt8.self)
             let itemLength = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: offset &+ 1, as: UInt16.self)))
             let dataOffset = offset &+ 3
-            let bit: UInt32 = 1 &<< UInt32(id & 31)
-            guard itemLength <= length &- dataOffset, id &- 1 < 5, seen & bit == 0 else {
+            guard itemLength <= length &- dataOffset else {
                 return structuralViolation(bytes, identifierOffset, identifierLength)
+            }
+            offset = dataOffset &+ itemLength
+            let bit: UInt32 = 1 &<< UInt32(id & 31)
+            guard id &- 1 < 5, seen & bit == 0 else {
+                hasStrayItem = true
+                continue
             }
             seen |= bit
             switch id {
@@ -345,8 +375,8 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
             case 4: expiryOffset = dataOffset; expiryLength = itemLength
             default: priorityOffset = dataOffset; priorityLength = itemLength
             }
-            offset = dataOffset &+ itemLength
         }
+        if hasStrayItem { return structuralViolation(bytes, identifierOffset, identifierLength) }
 
         var identifier: UInt32 = 0
         if identifierOffset != 0 {
@@ -394,7 +424,7 @@ public struct FrameDecoder: ~Copyable, @unchecked Sendable {
     }
 
     /// A broken item structure: echo the identifier only if a well-formed identifier item
-    /// was read before the break.
+    /// was read (before the break, when the break leaves the rest undelimited).
     @inlinable
     static func structuralViolation(_ bytes: UnsafeRawPointer, _ identifierOffset: Int, _ identifierLength: Int) -> Parsed {
         let identifier: UInt32? = identifierOffset != 0 && identifierLength == 4

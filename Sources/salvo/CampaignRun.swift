@@ -8,12 +8,26 @@ import Synchronization
 /// progress line, periodic checkpoints, and the summary and JSON report at the end.
 final class CampaignRun: Sendable {
     let sender: Sender
+    /// The subcommand, for messages: `salvo send: ...`.
+    private let command: String
     private let rejectedFile: RejectedTokenFile?
-    private let checkpoint: Checkpoint?
+    private let checkpoint: CampaignCheckpoint?
     private let total: Int?
     private let background: Mutex<[Task<Void, Never>]> = Mutex([])
 
-    init(configuration: SenderConfiguration, rejectedPath: String?, checkpoint: Checkpoint?, total: Int?) throws {
+    /// How sending ended.
+    enum Ending: Equatable {
+        /// Every line of the input was read and handed to the sender.
+        case readToEnd
+        /// Sending stopped early: at this input error (a bad line under the abort policy, a
+        /// payload the encoder refuses, a read error), or, when nil, because the gateway is
+        /// out of reach (the report says what failed).
+        case stopped(inputError: String?)
+    }
+
+    init(command: String, configuration: SenderConfiguration, rejectedPath: String?, checkpoint: CampaignCheckpoint?,
+         total: Int?) throws {
+        self.command = command
         let rejectedFile = try rejectedPath.map(RejectedTokenFile.init(path:))
         self.rejectedFile = rejectedFile
         self.checkpoint = checkpoint
@@ -22,21 +36,20 @@ final class CampaignRun: Sendable {
         startBackgroundWork()
     }
 
-    /// Sends the campaign from `reader` on; returns the input error that stopped it, if any.
-    /// Everything read before such an error is sent and final when this returns.
-    func send<Source: NotificationSource>(_ campaign: Source, from reader: Source.Reader) async -> String? {
+    /// Sends the campaign from `reader` on. Everything read before an early stop is sent
+    /// and final when this returns.
+    func send<Source: NotificationSource>(_ campaign: Source, from reader: Source.Reader) async -> Ending {
         do {
             try await sender.send(contentsOf: campaign, startingWith: reader)
-            return nil
+            return .readToEnd
         } catch let error as CampaignError {
-            return error.description
+            return .stopped(inputError: error.description)
         } catch let error as SendError {
-            if case .invalidPayload = error { return error.description }
-            // The gateway is unreachable: the report says what failed.
-            printError("salvo send: \(error)")
-            return nil
+            if case .invalidPayload = error { return .stopped(inputError: error.description) }
+            printError("salvo \(command): \(error)")
+            return .stopped(inputError: nil)
         } catch {
-            return "\(error)"
+            return .stopped(inputError: "\(error)")
         }
     }
 
@@ -53,17 +66,21 @@ final class CampaignRun: Sendable {
         }
         if let checkpoint {
             tasks.append(Task { [weak self] in
+                var saved: UInt64?
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
                     guard let self, !Task.isCancelled else { return }
-                    if let line = self.sender.completedSequence() { self.saveCheckpoint(checkpoint, line: Int(line)) }
+                    if let line = self.sender.completedSequence(), line != saved {
+                        self.saveCheckpoint(checkpoint, line: Int(line))
+                        saved = line
+                    }
                 }
             })
         }
         background.withLock { $0 = tasks }
     }
 
-    private func saveCheckpoint(_ checkpoint: Checkpoint, line: Int) {
+    private func saveCheckpoint(_ checkpoint: CampaignCheckpoint, line: Int) {
         do {
             try checkpoint.save(completedThroughLine: line)
         } catch {
@@ -71,8 +88,14 @@ final class CampaignRun: Sendable {
         }
     }
 
-    /// Drains the sender, writes the report and summary; returns the final report.
-    func finish(badLines: [BadLine], badLineCount: Int, lastLine: Int, resumedAfter: Int, reportPath: String?) async -> SenderReport {
+    /// Drains the sender, saves the last checkpoint, writes the report and summary, and
+    /// says what stopped the run early; returns the final report.
+    ///
+    /// - Parameters:
+    ///   - lastLine: the last line the reader read (or skipped).
+    ///   - resumedAfter: the line the run resumed after (0: from the start).
+    func finish(badLines: [BadLine], badLineCount: Int, ending: Ending, lastLine: Int, resumedAfter: Int,
+                reportPath: String?) async -> SenderReport {
         let report = await sender.finish()
         let tasks = background.withLock { tasks in
             tasks.forEach { $0.cancel() }
@@ -81,10 +104,22 @@ final class CampaignRun: Sendable {
         // The checkpoint task may be saving right now: let it end before the last save.
         for task in tasks { await task.value }
         if isatty(STDERR_FILENO) == 1 { printError("") }
-        // Everything read has now reached a final state (or failed, which is final too).
-        if let checkpoint { saveCheckpoint(checkpoint, line: lastLine) }
+        // Everything read is final now. All of it is done when the input was read to its
+        // end and nothing failed; otherwise only what the sender completed: a run stopped
+        // early leaves the line that stopped it (and what it read and could not send) for
+        // the resume, and a failed notification holds the checkpoint back.
+        let done = ending == .readToEnd && report.failed == 0
+            ? lastLine : sender.completedSequence().map { Int($0) } ?? resumedAfter
+        if let checkpoint { saveCheckpoint(checkpoint, line: done) }
         rejectedFile?.close()
         print(Self.summary(report, badLineCount: badLineCount, resumedAfter: resumedAfter))
+        if case .stopped(let inputError?) = ending {
+            printError("salvo \(command): \(inputError); stopped there (everything before it was sent and is accounted for above)")
+        }
+        if let checkpoint, done < lastLine || ending != .readToEnd {
+            printError("checkpoint \(checkpoint.checkpoint.path): " + (done > 0 ? "lines 1–\(done) are done" : "no line is done")
+                       + "; the same command with --resume continues with line \(done + 1)")
+        }
         if let reportPath {
             do {
                 try Self.writeReport(report, badLines: badLines, badLineCount: badLineCount, resumedAfter: resumedAfter,

@@ -70,15 +70,17 @@ struct DemoCommand: AsyncParsableCommand {
         printError("mock gateway on 127.0.0.1:\(gateway.port); sending \(count) notifications over "
                    + "\(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
 
-        let run = try CampaignRun(configuration: configuration, rejectedPath: nil, checkpoint: nil, total: count)
+        let run = try CampaignRun(command: "demo", configuration: configuration, rejectedPath: nil, checkpoint: nil,
+                                  total: count)
         var payload = PayloadBuilder()
         payload.alertTitle = "Salvo"
         payload.alertBody = "Your weekly summary is ready."
         payload.badge = 1
         payload.sound = .default
         let campaign = SyntheticCampaign(count: count, payload: try payload.build(), priority: 10)
-        if let problem = await run.send(campaign, from: campaign.makeReader()) { printError("salvo demo: \(problem)") }
-        let report = await run.finish(badLines: [], badLineCount: 0, lastLine: count, resumedAfter: 0, reportPath: report)
+        let ending = await run.send(campaign, from: campaign.makeReader())
+        let report = await run.finish(badLines: [], badLineCount: 0, ending: ending, lastLine: count, resumedAfter: 0,
+                                      reportPath: report)
         let mock = gateway.statistics()
         // After a silent drop the sender resends what may have arrived (at-least-once): the
         // mock may count those twice, never more than the duplicates the sender reports.

@@ -51,46 +51,55 @@ struct SendCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (campaign, reader, resumedAfter, run) = try prepare()
-        let inputError = await run.send(campaign, from: reader)
+        let ending = await run.send(campaign, from: reader)
         let outcome = await run.finish(
-            badLines: reader.skippedLines, badLineCount: reader.skippedLineCount, lastLine: reader.linesRead,
+            badLines: reader.skippedLines, badLineCount: reader.skippedLineCount, ending: ending, lastLine: reader.linesRead,
             resumedAfter: resumedAfter, reportPath: report)
-        if let inputError {
-            printError("salvo send: \(inputError); stopped there (everything before it was sent and is accounted for above)")
-            throw ExitCode(2)
-        }
+        if case .stopped(inputError: _?) = ending { throw ExitCode(2) }
         if outcome.failed > 0 { throw ExitCode(1) }
     }
 }
 
 extension SendCommand {
-    /// Everything before the first notification: configuration, input, sender.
+    /// Everything before the first notification: configuration, input, checkpoint, sender.
     func prepare() throws -> (CampaignFile, CampaignReader, resumedAfter: Int, CampaignRun) {
         let endpoint = try Endpoint(parsing: gateway, service: .gateway)
         var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
         if tls.insecure { _ = try tls.makeContext() }  // prints the warning once
         engine.apply(to: &configuration)
-        let checkpointFile = checkpoint.map(Checkpoint.init(path:))
-        let (campaign, reader, resumedAfter) = try openCampaign(
-            checkpoint: checkpointFile, maximumPayloadLength: configuration.maximumPayloadLength)
+        let (campaign, reader, checkpoint, resumedAfter) = try openCampaign(
+            maximumPayloadLength: configuration.maximumPayloadLength)
         // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
         let total = isatty(STDERR_FILENO) == 1 ? self.campaign.countLines() : nil
-        let run = try CampaignRun(configuration: configuration, rejectedPath: rejected, checkpoint: checkpointFile,
-                                  total: total)
+        let run = try CampaignRun(command: "send", configuration: configuration, rejectedPath: rejected,
+                                  checkpoint: checkpoint, total: total)
         return (campaign, reader, resumedAfter, run)
     }
 
-    /// Opens the input and, with --resume, moves past the lines the checkpoint records.
-    func openCampaign(checkpoint: Checkpoint?, maximumPayloadLength: Int)
-        throws -> (CampaignFile, CampaignReader, resumedAfter: Int)
+    /// Opens the input and the checkpoint; with --resume, checks that the checkpoint belongs
+    /// to the input and moves past the lines it records as done.
+    func openCampaign(maximumPayloadLength: Int)
+        throws -> (CampaignFile, CampaignReader, CampaignCheckpoint?, resumedAfter: Int)
     {
         do {
             let file = try campaign.campaignFile(maximumPayloadLength: maximumPayloadLength)
             let reader = try file.makeReader()
-            guard resume, let checkpoint, let line = try checkpoint.load() else { return (file, reader, 0) }
-            try reader.skip(throughLine: line)
-            printError("resuming after line \(line) (from \(checkpoint.path))")
-            return (file, reader, line)
+            let bound = try checkpoint.map { try CampaignCheckpoint(Checkpoint(path: $0), campaign: file.source.path) }
+            var resumedAfter = 0
+            if resume, let bound, let point = try bound.resumePoint() {
+                if point.prefix == nil {
+                    printError("warning: checkpoint \(bound.checkpoint.path) is from an older salvo and does not record its "
+                               + "campaign: resuming after line \(point.line) of \(file.source.path) without checking that "
+                               + "they belong together (the checkpoint is rewritten in the current format)")
+                }
+                try reader.skip(throughLine: point.line)
+                printError("resuming after line \(point.line) (from \(bound.checkpoint.path))")
+                resumedAfter = point.line
+            }
+            // From here on the checkpoint describes this run (without --resume it starts
+            // over), and one that cannot be written stops the run before anything is sent.
+            try bound?.save(completedThroughLine: resumedAfter)
+            return (file, reader, bound, resumedAfter)
         } catch {
             printError("salvo send: \(error)")
             throw ExitCode(2)

@@ -3,6 +3,7 @@ import SalvoBench
 import SalvoEngine
 import SalvoIO
 import SalvoMock
+import SalvoTestSupport
 import SalvoWire
 import Testing
 
@@ -34,21 +35,16 @@ struct DelayLineTests {
 
         // The gateway at the far end: rejects every 997th, answers 5 ms late.
         let report = directory + "/mock.json"
-        let mock = Process()
         let command = line.command([Self.salvo, "mock", "--host", DelayLine.farAddress, "--port", "0", "--feedback-port", "0",
                                     "--loops", "1", "--cert", directory + "/server.pem", "--key", directory + "/server.key",
                                     "--ca", directory + "/ca.pem", "--require-client-cert", "--reject-every", "997",
                                     "--error-delay-ms", "5", "--receive-buffer-kib", "0", "--record-accepted", "--report", report])
-        mock.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        mock.arguments = command
-        let output = Pipe()
-        mock.standardOutput = output
-        try mock.run()
-        defer { if mock.isRunning { mock.terminate() } }
-        var first = ""
-        while !first.hasSuffix("\n"), let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
-            first += String(decoding: byte, as: UTF8.self)
+        let mock = try ChildProcess("/usr/bin/env", command)
+        defer {
+            mock.kill(SIGKILL)
+            _ = try? mock.exitStatus(within: .seconds(10))
         }
+        let first = try mock.firstLine(within: .seconds(20))
         let port = try #require(first.split(separator: " ").first { $0.hasPrefix("gateway=") }.flatMap { Int($0.dropFirst(8)) },
                                 "the mock said: \(first)")
 
@@ -65,8 +61,8 @@ struct DelayLineTests {
         try await sender.send(contentsOf: NotificationList(tokens: (0..<count).map(Self.token), payload: payload))
         let result = await sender.finish()
 
-        mock.terminate()
-        mock.waitUntilExit()
+        mock.kill(SIGTERM)
+        #expect(try mock.exitStatus(within: .seconds(20)) == 0)
         let statistics = try JSONDecoder().decode(MockStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: report)))
         #expect(result.isComplete && result.failed == 0)
         #expect(result.rejected > 0 && result.rejected == statistics.rejected && rejected.count == result.rejected)

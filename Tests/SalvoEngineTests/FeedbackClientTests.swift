@@ -30,7 +30,7 @@ final class OneShotFeedbackServer: Sendable {
     func wait() { _ = finished.wait(timeout: .now() + 10) }
 }
 
-@Suite struct FeedbackClientTests {
+@Suite(.timeLimit(.minutes(2))) struct FeedbackClientTests {
     let pki: DevelopmentPKI.Bundle
     let serverContext: TLSContext
     let clientContext: TLSContext
@@ -152,7 +152,7 @@ final class OneShotFeedbackServer: Sendable {
 }
 
 /// The client against the project's mock feedback service, as `salvo feedback` would use it.
-@Suite struct FeedbackClientAgainstMockTests {
+@Suite(.timeLimit(.minutes(2))) struct FeedbackClientAgainstMockTests {
     @Test func theMockListArrivesOnceThenIsEmpty() throws {
         let pki = try DevelopmentPKI.Bundle()
         var serverTLS = TLSConfiguration.server(

@@ -1,21 +1,15 @@
 import Foundation
 import SalvoIO
+import SalvoTestSupport
 import Testing
 
 /// `salvo mock` as a process: the first line, throwaway certificates, and the report on a
 /// signal or after --duration.
-@Suite(.serialized) struct MockCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct MockCommandTests {
     /// Starts `salvo mock` and returns it with its parsed first line (bounded wait).
-    static func start(_ arguments: [String]) throws -> (Process, gateway: Int, feedback: Int) {
-        let (process, out, _) = try SendCommandTests.launch(["mock", "--port", "0", "--feedback-port", "0"] + arguments)
-        var line = Data()
-        let handle = out.fileHandleForReading
-        while !line.contains(0x0A) {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let first = String(decoding: line.prefix { $0 != 0x0A }, as: UTF8.self)
+    static func start(_ arguments: [String]) throws -> (ChildProcess, gateway: Int, feedback: Int) {
+        let process = try SendCommandTests.launch(["mock", "--port", "0", "--feedback-port", "0"] + arguments)
+        let first = try process.firstLine(within: .seconds(20))
         let parts = first.split(separator: " ")
         #expect(parts.first == "listening", "first line: \(first)")
         let ports = parts.dropFirst().compactMap { Int($0.split(separator: "=").last ?? "") }
@@ -28,11 +22,9 @@ import Testing
         init(_ description: String) { self.description = description }
     }
 
-    static func waitForExit(_ process: Process, within timeout: Duration = .seconds(20)) {
-        let deadline = Instant.now() + timeout
-        while process.isRunning && Instant.now() < deadline { usleep(10_000) }
-        if process.isRunning { process.terminate(); Issue.record("salvo mock did not exit") }
-        process.waitUntilExit()
+    /// Its exit status, once it exits (bounded: killed after 20 s).
+    static func waitForExit(_ process: ChildProcess) throws -> Int32 {
+        try process.exitStatus(within: .seconds(20))
     }
 
     @Test func sigtermWritesTheReportAndExitsZero() throws {
@@ -45,9 +37,8 @@ import Testing
         insecure.verifyPeer = false
         let stream = try TLSStream.connect(host: "127.0.0.1", port: gateway, context: TLSContext(insecure, role: .client))
         stream.shutdown()
-        process.terminate()  // SIGTERM
-        Self.waitForExit(process)
-        #expect(process.terminationStatus == 0)
+        process.kill(SIGTERM)
+        #expect(try Self.waitForExit(process) == 0)
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
         #expect(json?["accepted"] as? Int == 0)
         #expect((json?["connections"] as? Int ?? 0) >= 1)
@@ -57,8 +48,7 @@ import Testing
         let report = NSTemporaryDirectory() + "salvo-mock-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: report) }
         let (process, _, _) = try Self.start(["--duration", "1", "--report", report])
-        Self.waitForExit(process)
-        #expect(process.terminationStatus == 0)
+        #expect(try Self.waitForExit(process) == 0)
         #expect(FileManager.default.fileExists(atPath: report))
     }
 
@@ -83,9 +73,8 @@ import Testing
         try notification.withUnsafeBytes { try stream.writeAll($0) }
         let answer = try stream.readToEnd(timeout: .seconds(10))
         #expect(answer == [8, 8, 0, 0, 0, 0], "status 8, identifier 0 (command 0 has none)")
-        process.terminate()
-        Self.waitForExit(process)
-        #expect(process.terminationStatus == 0)
+        process.kill(SIGTERM)
+        #expect(try Self.waitForExit(process) == 0)
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
         #expect(json?["delayedResponses"] as? Int == 1)
         #expect(json?["rejected"] as? Int == 1)

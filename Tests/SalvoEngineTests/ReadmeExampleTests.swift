@@ -24,7 +24,7 @@ func sendWeeklyDigest(to tokens: [String], port: Int, ca: PEMSource, certificate
 }
 // README-EXAMPLE-END
 
-@Suite struct ReadmeExampleTests {
+@Suite(.timeLimit(.minutes(2))) struct ReadmeExampleTests {
     @Test func theExampleSendsToTheMockAndReportsEveryNotification() async throws {
         let pki = LoopbackRig.pki
         let rig = try LoopbackRig()

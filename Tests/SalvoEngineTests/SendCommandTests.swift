@@ -1,12 +1,13 @@
 import Foundation
 import SalvoIO
 import SalvoMock
+import SalvoTestSupport
 import SalvoWire
 import Testing
 @testable import SalvoEngine
 
 /// `salvo send` end to end: the built executable against the in-process mock.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct SendCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct SendCommandTests {
     /// The `salvo` executable next to the test bundle (`swift build --build-tests` builds both).
     static var salvo: String {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("salvo").path
@@ -26,45 +27,42 @@ import Testing
             ["--cert", path("client.pem"), "--key", path("client.key"), "--ca", path("ca.pem")]
         }
 
-        /// A JSONL campaign; line n carries token n and a payload naming n.
-        func writeCampaign(lines: Int, badLines: [Int: String] = [:]) throws -> String {
+        /// A JSONL campaign; line n carries token `first + n - 1` and a payload naming it.
+        @discardableResult
+        func writeCampaign(lines: Int, first: Int = 1, badLines: [Int: String] = [:], name: String = "campaign.jsonl")
+            throws -> String
+        {
             var text = ""
             text.reserveCapacity(lines * 140)
             for n in 1...lines {
                 if let bad = badLines[n] {
                     text += bad + "\n"
                 } else {
-                    text += #"{"token":"\#(LoopbackRig.token(n).hex)","payload":\#(String(decoding: LoopbackRig.payload(n), as: UTF8.self))}"# + "\n"
+                    let number = first + n - 1
+                    text += #"{"token":"\#(LoopbackRig.token(number).hex)","payload":\#(String(decoding: LoopbackRig.payload(number), as: UTF8.self))}"# + "\n"
                 }
             }
-            let file = path("campaign.jsonl")
+            let file = path(name)
             try text.write(toFile: file, atomically: true, encoding: .utf8)
             return file
         }
     }
 
-    static func launch(_ arguments: [String]) throws -> (Process, Pipe, Pipe) {
+    /// Starts `salvo` with `arguments`; both of its pipes are drained as it writes.
+    static func launch(_ arguments: [String]) throws -> ChildProcess {
         #expect(FileManager.default.isExecutableFile(atPath: salvo), "build the salvo executable first: \(salvo)")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: salvo)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        return (process, out, err)
+        return try ChildProcess(salvo, arguments)
     }
 
-    /// Runs to completion (bounded); returns exit status, stdout and stderr.
-    static func run(_ arguments: [String], timeout: Duration = .seconds(120)) throws -> (Int32, String, String) {
-        let (process, out, err) = try launch(arguments)
-        let output = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        let deadline = Instant.now() + timeout
-        while process.isRunning && Instant.now() < deadline { usleep(10_000) }
-        if process.isRunning { process.terminate(); Issue.record("salvo did not finish in time") }
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
+    /// Runs to completion (bounded: killed after `timeout`); returns exit status, stdout and stderr.
+    static func run(_ arguments: [String], timeout: Duration = .seconds(100)) throws -> (Int32, String, String) {
+        let process = try launch(arguments)
+        let status = try process.exitStatus(within: timeout)
+        return (status, process.output, process.errors)
+    }
+
+    static func report(_ path: String) throws -> SenderReport {
+        try JSONDecoder().decode(SenderReport.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
     @Test func aCampaignIsSentWithAReportAndARejectedList() throws {
@@ -115,43 +113,174 @@ import Testing
         #expect(bad == [40, 70])
     }
 
-    @Test func killedMidCampaignAndResumedNothingIsLost() throws {
+    /// kill -9 mid-campaign, then --resume: nothing is lost, and what is sent twice is
+    /// bounded by the checkpoint's lag. The checkpoint records a line once its record is
+    /// released, the retention after the gateway's TCP acknowledged it (here
+    /// max(300, 2 × 200) = 400 ms), and is saved every 500 ms: so it covers every line the
+    /// gateway had accepted 0.9 s before the kill (the test allows 1 s more for scheduling).
+    /// What is sent twice is what the gateway accepted after that: in that last stretch,
+    /// and from the socket buffers after the kill (the sender's fixed at 64 KiB here, so
+    /// that they hold a small part of the campaign).
+        @Test func killedMidCampaignAndResumedNothingIsLostAndOnlyTheLastStretchRepeats() throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
-        // Stalls slow the gateway down so that the kill lands mid-campaign, after the
-        // checkpoint moved: it moves once records are released (the retention, 400 ms here).
-        let rig = try LoopbackRig(plan: FailurePlan(stallEvery: 2000, stallDuration: .milliseconds(50)))
+        // Stalls of 50 ms every 100 notifications (and the rest of the TLS record being
+        // read) hold the gateway to a few thousand a second: the campaign takes several
+        // times the checkpoint's lag, and the kill lands in its middle.
+        let rig = try LoopbackRig(plan: FailurePlan(stallEvery: 100, stallDuration: .milliseconds(50)))
         defer { rig.gateway.stop() }
-        let lines = 60_000
+        let lines = 16_000
         let campaign = try workspace.writeCampaign(lines: lines)
         let checkpoint = workspace.path("campaign.ckpt")
         let arguments = ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "200",
-                         "--retention-ms", "300", "--shards", "1", "--checkpoint", checkpoint] + workspace.tlsArguments()
+                         "--retention-ms", "300", "--shards", "1", "--socket-buffer-kib", "64", "--checkpoint", checkpoint]
+            + workspace.tlsArguments()
 
-        let (first, _, _) = try Self.launch(arguments)
-        // Wait (bounded) until the checkpoint shows progress, then kill -9.
+        let first = try Self.launch(arguments)
+        // What the gateway had accepted when, until it has been accepting for 3 s (bounded),
+        // well past the lag; then kill -9.
+        var samples: [(at: Instant, accepted: Int)] = []
         let deadline = Instant.now() + .seconds(60)
-        var recorded = 0
         while Instant.now() < deadline {
-            recorded = (try? Checkpoint(path: checkpoint).load() ?? 0) ?? 0
-            if recorded > 0 { break }
+            samples.append((Instant.now(), rig.gateway.accepted))
+            if let start = samples.first(where: { $0.accepted > 0 }), Instant.now().since(start.at) >= .seconds(3) { break }
             usleep(5_000)
         }
-        kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
-        #expect(recorded > 0, "the checkpoint never advanced")
-        let acceptedBeforeResume = rig.gateway.statistics().accepted
-        #expect(acceptedBeforeResume < lines, "the campaign finished before the kill; nothing was tested")
+        let killedAt = Instant.now()
+        first.kill(SIGKILL)
+        try first.exitStatus(within: .seconds(10))
+        // The checkpoint as the kill left it.
+        let resumeAfter = try #require(try Checkpoint(path: checkpoint).load()).line
+        let acceptedBeforeTheLastStretch = samples.last(where: { killedAt.since($0.at) >= .milliseconds(1900) })?.accepted ?? 0
+        #expect(acceptedBeforeTheLastStretch > 0, "the gateway accepted nothing in time")
+        #expect(rig.gateway.accepted < lines, "the campaign finished before the kill; nothing was tested")
 
         let (status, output, errors) = try Self.run(arguments + ["--resume"])
         #expect(status == 0, "stderr: \(errors)")
-        #expect(errors.contains("resuming after line"))
+        #expect(errors.contains("resuming after line \(resumeAfter)"), "stderr: \(errors)")
         #expect(output.contains("accounting: complete"))
         let mock = rig.statistics { $0.accepted - $0.duplicates >= lines }
         expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: lines + 1, excluding: [0]))
-        // Duplicates are bounded by what was not final at the checkpoint.
         #expect(mock.accepted - lines == mock.duplicates)
-        #expect(mock.duplicates <= lines - recorded)
+        // One connection, no errors: the first run had the gateway accept lines 1…A in order,
+        // the resume every line after the checkpoint once. The duplicates, the lines after the
+        // checkpoint up to A, are at most what it accepted after the last stretch began.
+        let acceptedByTheFirstRun = mock.accepted - (lines - resumeAfter)
+        #expect(mock.duplicates <= acceptedByTheFirstRun - acceptedBeforeTheLastStretch,
+                "checkpoint at \(resumeAfter), first run accepted \(acceptedByTheFirstRun), of which \(acceptedBeforeTheLastStretch) 1.9 s before the kill")
+    }
+
+    /// A bad line stops the run; the checkpoint stops before it. Fixed and resumed, every
+    /// line arrives exactly once: the stop waited for everything before the bad line.
+    @Test func aRunStoppedAtABadLineResumesAfterTheFixWithNothingLostOrRepeated() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let lines = 3000
+        let campaign = try workspace.writeCampaign(lines: lines, badLines: [2000: #"{"token":"abc","payload":{}}"#])
+        let checkpoint = workspace.path("campaign.ckpt")
+        let arguments = ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "50",
+                         "--checkpoint", checkpoint] + workspace.tlsArguments()
+
+        let (stopped, _, stopErrors) = try Self.run(arguments)
+        #expect(stopped == 2)
+        #expect(stopErrors.contains("line 2000: device token"), "stderr: \(stopErrors)")
+        #expect(stopErrors.contains("lines 1–1999 are done; the same command with --resume continues with line 2000"),
+                "stderr: \(stopErrors)")
+        #expect(try Checkpoint(path: checkpoint).load()?.line == 1999)
+        #expect(rig.statistics { $0.accepted >= 1999 }.accepted == 1999)
+
+        try workspace.writeCampaign(lines: lines)
+        let (resumed, output, errors) = try Self.run(arguments + ["--resume"])
+        #expect(resumed == 0, "stderr: \(errors)")
+        #expect(errors.contains("resuming after line 1999"))
+        #expect(output.contains("accounting: complete"))
+        #expect(try Checkpoint(path: checkpoint).load()?.line == lines)
+        let mock = rig.statistics { $0.accepted >= lines }
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: lines + 1, excluding: [0]))
+        #expect(mock.accepted == lines && mock.duplicates == 0)
+    }
+
+    /// Nothing listens: every notification fails (exit 1), the checkpoint records none as
+    /// done, and once the gateway is there a resume sends them all, once.
+    @Test func anUnreachableGatewayFailsWithExitOneAndTheResumeSendsEverything() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let port = try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
+        let lines = 500
+        let campaign = try workspace.writeCampaign(lines: lines)
+        let checkpoint = workspace.path("campaign.ckpt")
+        let arguments = ["send", "--gateway", "127.0.0.1:\(port)", "--input", campaign, "--error-wait-ms", "50",
+                         "--checkpoint", checkpoint, "--report", workspace.path("report.json")] + workspace.tlsArguments()
+
+        let (failed, output, errors) = try Self.run(arguments)
+        #expect(failed == 1, "stdout: \(output)\nstderr: \(errors)")
+        #expect(errors.contains("gateway unreachable"), "stderr: \(errors)")
+        #expect(errors.contains("no line is done; the same command with --resume continues with line 1"), "stderr: \(errors)")
+        let report = try Self.report(workspace.path("report.json"))
+        #expect(report.isComplete && report.accepted == 0)
+        #expect(report.failedByReason == ["gateway_unreachable": report.submitted])
+        #expect(try Checkpoint(path: checkpoint).load()?.line == 0)
+
+        let rig = try LoopbackRig(port: port)
+        defer { rig.gateway.stop() }
+        let (resumed, _, resumeErrors) = try Self.run(arguments + ["--resume"])
+        #expect(resumed == 0, "stderr: \(resumeErrors)")
+        #expect(try Self.report(workspace.path("report.json")).accepted == lines)
+        let mock = rig.statistics { $0.accepted >= lines }
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: lines + 1, excluding: [0]))
+        #expect(mock.duplicates == 0)
+    }
+
+    @Test func resumeWithoutACheckpointIsAUsageError() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let campaign = try workspace.writeCampaign(lines: 3)
+        let (status, _, errors) = try Self.run(["send", "--gateway", "127.0.0.1:9", "--input", campaign, "--resume"]
+                                               + workspace.tlsArguments())
+        #expect(status == 2)
+        #expect(errors.contains("--resume needs --checkpoint FILE"), "stderr: \(errors)")
+    }
+
+    /// A checkpoint written for one campaign is refused for another, and for the same one
+    /// cut short; the refusal sends nothing and leaves the checkpoint as it was. Lines
+    /// appended to the campaign are fine.
+    @Test func aCheckpointIsRefusedForAnotherOrAShorterFile() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let campaign = try workspace.writeCampaign(lines: 200)
+        let checkpoint = workspace.path("campaign.ckpt")
+        try CampaignCheckpoint(Checkpoint(path: checkpoint), campaign: campaign).save(completedThroughLine: 150)
+        let saved = try Checkpoint(path: checkpoint).load()
+        func resume(_ input: String) throws -> (Int32, String) {
+            let (status, _, errors) = try Self.run(["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", input,
+                                                    "--error-wait-ms", "50", "--checkpoint", checkpoint, "--resume"]
+                                                   + workspace.tlsArguments())
+            return (status, errors)
+        }
+
+        let other = try workspace.writeCampaign(lines: 200, first: 1001, name: "other.jsonl")
+        let (otherStatus, otherErrors) = try resume(other)
+        #expect(otherStatus == 2)
+        #expect(otherErrors.contains("checkpoint \(checkpoint) does not belong to \(other): its lines 1…150"), "\(otherErrors)")
+        #expect(otherErrors.contains("it is refused"))
+
+        let shorter = try workspace.writeCampaign(lines: 100, name: "shorter.jsonl")
+        let (shorterStatus, shorterErrors) = try resume(shorter)
+        #expect(shorterStatus == 2)
+        #expect(shorterErrors.contains("it has 100 lines, fewer than the 150 the checkpoint covers"), "\(shorterErrors)")
+
+        #expect(rig.gateway.statistics().connections == 0, "a refused resume sends nothing")
+        #expect(try Checkpoint(path: checkpoint).load() == saved, "and leaves the checkpoint alone")
+
+        try workspace.writeCampaign(lines: 260)
+        let (appendedStatus, appendedErrors) = try resume(campaign)
+        #expect(appendedStatus == 0, "\(appendedErrors)")
+        let mock = rig.statistics { $0.accepted >= 110 }
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: 261, excluding: Set((0...150).map(UInt64.init))))
     }
 
     @Test func theReportCarriesTheErrorLatencies() throws {

@@ -94,7 +94,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
             sourceLocation: sourceLocation)
 }
 
-@Suite(.serialized) struct SenderTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct SenderTests {
     @Test func everyNotificationIsAcceptedOverSeveralShardsAndConnections() async throws {
         let rig = try LoopbackRig()
         defer { rig.gateway.stop() }

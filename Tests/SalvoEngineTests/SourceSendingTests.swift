@@ -83,15 +83,20 @@ import Testing
         try await sender.send(contentsOf: ForgetfulSource(list: Self.list(0..<count)))
         let report = await sender.finish()
         var unnamed = 0
+        var firstFailed = UInt64.max
         for await event in sender.events {
-            if case .failedUnnamed(let failed, .sourceUnreadable, _, let detail) = event {
+            if case .failedUnnamed(let failed, .sourceUnreadable, let first, let detail) = event {
                 unnamed += failed
+                firstFailed = min(firstFailed, first ?? .max)
                 #expect(detail.contains("forgetful source"))
             }
         }
         #expect(report.isComplete)
         #expect((report.failedByReason["source_unreadable"] ?? 0) > 0)
         #expect(unnamed == report.failedByReason["source_unreadable"])
+        // What a checkpoint records stops before the first failure, so a resume sends it again.
+        #expect(firstFailed < UInt64(count))
+        #expect((sender.completedSequence().map { $0 + 1 } ?? 0) == firstFailed)
         let mock = rig.statistics(caughtUpWith: report)
         #expect(report.accepted == mock.accepted && report.rejected == mock.rejected)
     }

@@ -92,7 +92,7 @@ import Testing
         let beforeTheBadOne = Instant.now()
         try stream.send(malformed.bytes + frames(2...20))
         let (bytes, at) = try answer(of: stream)
-        #expect(bytes == errorBytes(malformed.status, malformed.identifier))
+        #expect(bytes == errorBytes(malformed.status, try #require(malformed.identifier)))
         #expect(at.since(beforeTheBadOne) >= delay)
         let statistics = gateway.statistics()
         #expect(statistics.accepted == 1)

@@ -3,7 +3,7 @@ import SalvoWire
 import Testing
 @testable import SalvoMock
 
-@Suite struct MockFeedbackTests {
+@Suite(.timeLimit(.minutes(2))) struct MockFeedbackTests {
     let harness: MockHarness
 
     init() throws { harness = try MockHarness() }

@@ -4,7 +4,7 @@ import SalvoWire
 import Testing
 @testable import SalvoMock
 
-@Suite struct MockGatewayTests {
+@Suite(.timeLimit(.minutes(2))) struct MockGatewayTests {
     let harness: MockHarness
 
     init() throws { harness = try MockHarness() }
@@ -26,12 +26,14 @@ import Testing
     }
 
     /// A malformed notification between two good ones: the first is accepted, the bad one
-    /// answered with its 6 bytes, the last discarded, and the connection closed.
+    /// answered with its 6 bytes (a command 0 with none: that format has no error
+    /// responses), the last discarded, and the connection closed.
     struct Malformed: CustomTestStringConvertible, Sendable {
         let name: String
         let bytes: [UInt8]
         let status: Status
-        let identifier: UInt32
+        /// The identifier the error response names; nil: no error response.
+        let identifier: UInt32?
         var testDescription: String { name }
     }
 
@@ -50,7 +52,7 @@ import Testing
         return [
             Malformed(name: "command 1 with a 5-byte token", bytes: enhancedBadToken, status: .invalidTokenSize, identifier: 12345),
             Malformed(name: "command 0 with a 5-byte token", bytes: [0, 0, 5, 1, 2, 3, 4, 5, 0, 1, 0x7b],
-                      status: .invalidTokenSize, identifier: 0),
+                      status: .invalidTokenSize, identifier: nil),
             Malformed(name: "command 2 without a token", bytes: frame([(2, payload), (3, identifier), (5, priority)]),
                       status: .missingDeviceToken, identifier: 12345),
             Malformed(name: "command 2 without a payload", bytes: frame([(1, tokenBytes), (3, identifier), (5, priority), (2, [])].dropLast()),
@@ -59,6 +61,10 @@ import Testing
                       status: .invalidPayloadSize, identifier: 12345),
             Malformed(name: "command 2 with a 2049-byte payload",
                       bytes: frame([(3, identifier), (1, tokenBytes), (2, [UInt8](repeating: 0x20, count: 2049))]),
+                      status: .invalidPayloadSize, identifier: 12345),
+            Malformed(name: "command 2 with all five items and a 4096-byte payload, beyond the largest legal frame",
+                      bytes: frame([(1, tokenBytes), (2, [UInt8](repeating: 0x20, count: 4096)), (3, identifier),
+                                    (4, [0, 0, 0, 0]), (5, priority)]),
                       status: .invalidPayloadSize, identifier: 12345),
             Malformed(name: "unknown command 9", bytes: [9] + [UInt8](repeating: 0, count: 60),
                       status: .protocolError, identifier: 0),
@@ -73,7 +79,7 @@ import Testing
         defer { gateway.stop() }
         let stream = try harness.connect(gateway.port)
         try stream.send(frames(1...1) + malformed.bytes + frames(2...2))
-        #expect(try stream.drain() == errorBytes(malformed.status, malformed.identifier))
+        #expect(try stream.drain() == malformed.identifier.map { errorBytes(malformed.status, $0) } ?? [])
         let statistics = gateway.statistics()
         #expect(statistics.accepted == 1)
         #expect(statistics.received == 1)
@@ -118,15 +124,35 @@ import Testing
         #expect(statistics.rejectedByStatus == ["processing_error": 2])
     }
 
-    @Test func rejectProbabilityIsReproducibleFromTheSeed() {
-        func rejectedOrdinals(seed: UInt64) -> [Int] {
-            let rules = PlanRules(FailurePlan(seed: seed, rejectProbability: 0.25))
-            return (1...400).filter { SplitMix64.unit(seed: rules.plan.seed, key: UInt64($0)) < rules.rejectProbability }
+    /// Which of notifications 1...count a gateway with `plan` rejects, observed on the
+    /// wire: each connection carries the rest of them and ends with an unknown command, so
+    /// its answer is either a rejection (resume after it on a new connection) or the 128
+    /// for the terminator (everything before it was accepted).
+    func rejectedIdentifiers(_ plan: FailurePlan, count: Int) throws -> [Int] {
+        let gateway = try harness.gateway(plan)
+        defer { gateway.stop() }
+        var rejected: [Int] = []
+        var next = 1
+        while next <= count {
+            let stream = try harness.connect(gateway.port)
+            try stream.send(frames(next...count) + [9])
+            let answer = try #require(try ErrorResponse.decode(stream.drain()))
+            if answer.status == .protocolError { break }
+            #expect(answer.status == plan.rejectStatus)
+            rejected.append(Int(answer.identifier))
+            next = Int(answer.identifier) + 1
         }
-        let ordinals = rejectedOrdinals(seed: 42)
-        #expect(ordinals == rejectedOrdinals(seed: 42))
-        #expect(ordinals != rejectedOrdinals(seed: 43))
-        #expect((60...140).contains(ordinals.count))
+        #expect(gateway.statistics().accepted + rejected.count == count)
+        return rejected
+    }
+
+    @Test func rejectProbabilityIsReproducibleFromTheSeed() throws {
+        let count = 400
+        let rejected = try rejectedIdentifiers(FailurePlan(seed: 42, rejectProbability: 0.25), count: count)
+        #expect(rejected == (try rejectedIdentifiers(FailurePlan(seed: 42, rejectProbability: 0.25), count: count)))
+        #expect(rejected != (try rejectedIdentifiers(FailurePlan(seed: 43, rejectProbability: 0.25), count: count)))
+        // 400 draws at 1/4: 100 expected, with a standard deviation of about 9.
+        #expect((60...140).contains(rejected.count), "\(rejected.count) of \(count) rejected")
     }
 
     @Test func shutdownEveryNamesTheLastAcceptedNotification() throws {

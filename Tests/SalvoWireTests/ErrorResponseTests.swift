@@ -7,8 +7,6 @@ struct ErrorResponseTests {
     func golden() throws {
         let response = ErrorResponse(status: .invalidToken, identifier: 0xDEAD_BEEF)
         #expect(response.bytes == wireHex("08 08 deadbeef"))
-        #expect(ErrorResponse.byteCount == 6)
-        #expect(ErrorResponse.command == 8)
         #expect(try ErrorResponse.decode(wireHex("08 0a 00000102")) == ErrorResponse(status: .shutdown, identifier: 258))
         var raw = [UInt8](repeating: 0, count: 6)
         raw.withUnsafeMutableBytes { response.encode(to: $0.baseAddress!) }

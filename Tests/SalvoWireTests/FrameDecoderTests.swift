@@ -176,33 +176,46 @@ struct FrameDecoderTests {
         var bytes: [UInt8]
         var status: Status
         var identifier: UInt32?
+        var isAnswered = true
         var maximumPayloadLength = 2048
         var testDescription: String { name }
     }
 
     static let token = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
+    /// A well-formed command-2 frame with all five items, identifier 0x40, whatever the
+    /// payload's length (up to the 65535 an item can state).
+    static func frameWithPayload(length: Int) -> [UInt8] {
+        encodeFrame(FrameEncoder(maximumPayloadLength: Int(UInt16.max)), token: WireFixture.token,
+                    payload: [UInt8](repeating: 0x20, count: length), identifier: 0x40, expiry: 0, priority: 10)
+    }
+
     static let malformed: [Malformed] = [
         Malformed(name: "unknown command", bytes: wireHex("07 00"), status: .protocolError, identifier: nil),
         Malformed(name: "error-response command from a client", bytes: wireHex("08 08 00000001"), status: .protocolError, identifier: nil),
-        // Command 0.
-        Malformed(name: "cmd 0 token length 31", bytes: wireHex("00 001f"), status: .invalidTokenSize, identifier: nil),
-        Malformed(name: "cmd 0 token length 0", bytes: wireHex("00 0000 0001 7b"), status: .invalidTokenSize, identifier: nil),
-        Malformed(name: "cmd 0 payload length 0", bytes: wireHex("00 0020 \(token) 0000"), status: .invalidPayloadSize, identifier: nil),
-        Malformed(name: "cmd 0 payload length 2049", bytes: wireHex("00 0020 \(token) 0801"), status: .invalidPayloadSize, identifier: nil),
-        Malformed(name: "cmd 0 payload 257 over a 256 maximum", bytes: wireHex("00 0020 \(token) 0101"), status: .invalidPayloadSize, identifier: nil, maximumPayloadLength: 256),
+        // Command 0: no identifier, and no error response either.
+        Malformed(name: "cmd 0 token length 31", bytes: wireHex("00 001f"), status: .invalidTokenSize, identifier: nil, isAnswered: false),
+        Malformed(name: "cmd 0 token length 0", bytes: wireHex("00 0000 0001 7b"), status: .invalidTokenSize, identifier: nil, isAnswered: false),
+        Malformed(name: "cmd 0 payload length 0", bytes: wireHex("00 0020 \(token) 0000"), status: .invalidPayloadSize, identifier: nil, isAnswered: false),
+        Malformed(name: "cmd 0 payload length 2049", bytes: wireHex("00 0020 \(token) 0801"), status: .invalidPayloadSize, identifier: nil, isAnswered: false),
+        Malformed(name: "cmd 0 payload 257 over a 256 maximum", bytes: wireHex("00 0020 \(token) 0101"), status: .invalidPayloadSize, identifier: nil, isAnswered: false, maximumPayloadLength: 256),
         // Command 1: the identifier comes first, so it is always known.
         Malformed(name: "cmd 1 token length 64", bytes: wireHex("01 0000002a 00000000 0040"), status: .invalidTokenSize, identifier: 42),
         Malformed(name: "cmd 1 payload length 0", bytes: wireHex("01 0000002a 00000000 0020 \(token) 0000"), status: .invalidPayloadSize, identifier: 42),
         Malformed(name: "cmd 1 payload length 65535", bytes: wireHex("01 0000002a 00000000 0020 \(token) ffff"), status: .invalidPayloadSize, identifier: 42),
-        // Command 2: header.
-        Malformed(name: "cmd 2 frame length 0", bytes: wireHex("02 00000000"), status: .protocolError, identifier: nil),
-        Malformed(name: "cmd 2 frame length 38 (below the smallest frame)", bytes: wireHex("02 00000026"), status: .protocolError, identifier: nil),
-        Malformed(name: "cmd 2 frame length 2105 (above five items)", bytes: wireHex("02 00000839"), status: .protocolError, identifier: nil),
+        // Command 2: only a header beyond the read limit is judged alone.
+        Malformed(name: "cmd 2 frame length one beyond the read limit", bytes: wireHex("02 00010038"), status: .protocolError, identifier: nil),
         Malformed(name: "cmd 2 frame length 4 GiB", bytes: wireHex("02 ffffffff"), status: .protocolError, identifier: nil),
-        // Command 2: structure (identifier only if read before the break).
+        // Command 2: frames shorter than the smallest legal one are judged by their items.
+        Malformed(name: "cmd 2 frame with no items", bytes: wireHex("02 00000000"), status: .missingDeviceToken, identifier: nil),
+        Malformed(name: "cmd 2 short frame: identifier and payload, no token", bytes: wireHex("02 0000000b 03 0004 00000031 02 0001 7b"), status: .missingDeviceToken, identifier: 0x31),
+        // Command 2: frames longer than the largest legal one too, up to the read limit.
+        Malformed(name: "cmd 2 all five items, payload of 2049 bytes", bytes: frameWithPayload(length: 2049), status: .invalidPayloadSize, identifier: 0x40),
+        Malformed(name: "cmd 2 all five items, payload of 65535 bytes (the read limit)", bytes: frameWithPayload(length: 65535), status: .invalidPayloadSize, identifier: 0x40),
+        Malformed(name: "cmd 2 token of 100 bytes beyond the largest legal frame", bytes: wireHex("02 00000841 03 0004 00000032 01 0064 \(String(repeating: "ab", count: 100)) 02 07d0 \(String(repeating: "20", count: 2000))"), status: .invalidTokenSize, identifier: 0x32),
+        // Command 2: structure. Undelimited after the break: the identifier only if read before it.
         Malformed(name: "cmd 2 unknown item 6 after the identifier", bytes: wireHex("02 0000002e 03 0004 00000011 06 0001 00 01 0020 \(token)"), status: .protocolError, identifier: 0x11),
-        Malformed(name: "cmd 2 unknown item 0 before the identifier", bytes: wireHex("02 0000002e 00 0001 00 01 0020 \(token) 03 0004 00000011"), status: .protocolError, identifier: nil),
+        Malformed(name: "cmd 2 unknown item 0 before the identifier", bytes: wireHex("02 0000002e 00 0001 00 01 0020 \(token) 03 0004 00000011"), status: .protocolError, identifier: 0x11),
         Malformed(name: "cmd 2 duplicate token item", bytes: wireHex("02 0000004d 03 0004 00000012 01 0020 \(token) 01 0020 \(token)"), status: .protocolError, identifier: 0x12),
         Malformed(name: "cmd 2 duplicate identifier item", bytes: wireHex("02 00000035 03 0004 00000013 03 0004 00000014 01 0020 \(token) 02 0001 7b"), status: .protocolError, identifier: 0x13),
         Malformed(name: "cmd 2 item data overruns the frame", bytes: wireHex("02 00000027 03 0004 00000015 01 0020 \(token) 02 0005 7b"), status: .protocolError, identifier: 0x15),
@@ -223,7 +236,8 @@ struct FrameDecoderTests {
 
     @Test("malformed input maps to its status and identifier", arguments: malformed)
     func malformedInput(_ testCase: Malformed) {
-        let expected = DecodeStop.violation(ProtocolViolation(status: testCase.status, identifier: testCase.identifier))
+        let expected = DecodeStop.violation(ProtocolViolation(
+            status: testCase.status, identifier: testCase.identifier, isAnswered: testCase.isAnswered))
         // Alone, after a valid frame, fed whole and byte by byte: the same answer, and the
         // valid frame before it is still delivered.
         let valid = encodeFrame(FrameEncoder(), token: WireFixture.token, payload: [0x7b], identifier: 1, priority: 10)
@@ -246,6 +260,7 @@ struct FrameDecoderTests {
             == ErrorResponse(status: .invalidTokenSize, identifier: 42))
         #expect(ProtocolViolation(status: .protocolError, identifier: nil).errorResponse
             == ErrorResponse(status: .protocolError, identifier: 0))
+        #expect(ProtocolViolation(status: .invalidTokenSize, identifier: nil, isAnswered: false).errorResponse == nil)
     }
 
     @Test("after a violation every later call returns it without reading")
@@ -258,6 +273,23 @@ struct FrameDecoderTests {
         Self.frameGolden.withUnsafeBytes { #expect(decoder.decode($0) { _ in seen += 1; return true } == expected) }
         #expect(seen == 0)
         #expect(decoder.finished == expected)
+    }
+
+    @Test("an oversized frame is carried across calls up to the read limit, never more")
+    func oversizedFrameSplit() {
+        let frame = Self.frameWithPayload(length: 65535)
+        #expect(frame.count == FrameDecoder.readLimit)
+        var decoder = FrameDecoder()
+        var stop: DecodeStop?
+        var largestPending = 0
+        frame.withUnsafeBytes { bytes in
+            for start in stride(from: 0, to: bytes.count, by: 4000) {
+                stop = decoder.decode(UnsafeRawBufferPointer(rebasing: bytes[start..<min(start + 4000, bytes.count)])) { _ in true }
+                largestPending = max(largestPending, decoder.pendingByteCount)
+            }
+        }
+        #expect(stop == .violation(ProtocolViolation(status: .invalidPayloadSize, identifier: 0x40)))
+        #expect(largestPending == frame.count - frame.count % 4000, "the whole frame but its last piece was carried")
     }
 
     @Test("a frame of exactly the maximum payload with all five items fits the carry buffer")

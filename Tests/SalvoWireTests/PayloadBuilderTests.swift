@@ -250,11 +250,4 @@ struct PayloadBuilderTests {
         #expect(throws: PayloadError.self) { try builder.build(into: buffer, maximumLength: 64) }
         #expect(buffer.count == 0)
     }
-
-    @Test func limits() {
-        #expect(PayloadBuilder.binaryMaximumLength == 2048)
-        #expect(PayloadBuilder.legacyMaximumLength == 256)
-        #expect(PayloadBuilder.http2MaximumLength == 4096)
-        #expect(PayloadBuilder.defaultSound == "default")
-    }
 }

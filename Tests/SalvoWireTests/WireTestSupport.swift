@@ -35,7 +35,6 @@ enum WireFixture {
     static let token = try! DeviceToken(hex: tokenHex)
     /// `{"aps":{"alert":"Hi"}}`, 22 bytes.
     static let payloadText = #"{"aps":{"alert":"Hi"}}"#
-    static let payloadHex = "7b2261707322 3a7b22616c657274223a 22486922 7d7d"
     static let identifier: UInt32 = 0xDEAD_BEEF
     /// 2023-11-14T22:13:20Z.
     static let expiry: UInt32 = 1_700_000_000  // 0x6553f100

@@ -1,23 +1,29 @@
 import SalvoIO
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// How far a campaign got, kept in a small file so that a killed run can resume.
 ///
-/// The file holds the highest line L such that every line up to L reached a terminal
-/// state (accepted, rejected or failed). `--resume` loads L and calls
-/// `CampaignReader.skip(throughLine: L)`, so no notification is sent twice for lines
-/// the previous run finished, and none after L is forgotten.
+/// The file holds the highest line N such that every line up to N is done, and a
+/// fingerprint of those lines (`CampaignPrefix`), so that it is resumed only against the
+/// campaign it was written for (`CampaignCheckpoint` checks). The format is text, easy to
+/// read:
 ///
-/// The format is two lines of text, easy to read and to fix by hand:
-///
-///     salvo-checkpoint v1
+///     salvo-checkpoint v2
 ///     line 12345
+///     prefix-bytes 1728300
+///     prefix-sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 ///
-/// `save` is atomic and durable: it writes a temporary file in the same directory,
-/// fsyncs it, renames it over the checkpoint and fsyncs the directory. After a crash or
-/// `kill -9` the file holds either the old or the new line, never a torn one.
+/// Version 1 files (`salvo-checkpoint v1` and the `line` alone) are still read; their
+/// `ResumePoint.prefix` is nil.
+///
+/// `save` is atomic and durable: it writes a temporary file of its own in the same
+/// directory, fsyncs it, renames it over the checkpoint and fsyncs the directory. After a
+/// crash or `kill -9` the file holds either the old or the new point, never a torn one.
+/// Saves never interfere with each other's temporary files; when two overlap, the one
+/// renamed last is what the file holds (`CampaignCheckpoint` saves one at a time).
 public struct Checkpoint: Sendable, Hashable {
     /// The checkpoint file.
     public let path: String
@@ -27,23 +33,22 @@ public struct Checkpoint: Sendable, Hashable {
         self.path = path
     }
 
-    static let header = "salvo-checkpoint v1"
+    /// Numbers this process's temporary files, so that no two saves share one.
+    private static let temporaryFiles = Atomic<UInt64>(0)
 
-    /// Records that every line up to and including `line` is done.
+    /// Records `point`.
     ///
     /// - Throws: `CheckpointError.io` when the file cannot be written; the previous
     ///   checkpoint is then left as it was.
-    public func save(completedThroughLine line: Int) throws(CheckpointError) {
-        precondition(line >= 0, "a checkpoint line cannot be negative")
-        let text = "\(Self.header)\nline \(line)\n"
+    public func save(_ point: ResumePoint) throws(CheckpointError) {
         let directory = Self.directory(of: path)
-        let temporary = "\(path).tmp-\(getpid())"
+        let temporary = "\(path).tmp-\(getpid())-\(Self.temporaryFiles.wrappingAdd(1, ordering: .relaxed).newValue)"
 
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .io(IOError("create", errno: errno, target: temporary)) }
         do throws(CheckpointError) {
             defer { close(fd) }
-            try Self.writeAll(text, to: fd, path: temporary)
+            try Self.writeAll(point.text, to: fd, path: temporary)
             // Without this, a rename can reach the disk before the data it names.
             guard fsync(fd) == 0 else { throw .io(IOError("fsync", errno: errno, target: temporary)) }
         } catch {
@@ -62,20 +67,20 @@ public struct Checkpoint: Sendable, Hashable {
         guard fsync(directoryFD) == 0 else { throw .io(IOError("fsync", errno: errno, target: directory)) }
     }
 
-    /// The line saved last, or nil when there is no checkpoint file yet.
+    /// The point saved last, or nil when there is no checkpoint file yet.
     ///
     /// - Throws: `CheckpointError.corrupt` when the file is not a checkpoint (it is never
     ///   guessed at: resuming from a wrong line would resend or drop notifications);
     ///   `.io` when it cannot be read.
-    public func load() throws(CheckpointError) -> Int? {
+    public func load() throws(CheckpointError) -> ResumePoint? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
             throw .io(IOError("open", errno: errno, target: path))
         }
         defer { close(fd) }
-        // A valid checkpoint is about 40 bytes; reading a little more is enough to tell.
-        var bytes = [UInt8](repeating: 0, count: 256)
+        // One byte more than a checkpoint can hold is enough to tell a longer file.
+        var bytes = [UInt8](repeating: 0, count: ResumePoint.maximumTextLength + 1)
         var count = 0
         while count < bytes.count {
             let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
@@ -86,24 +91,11 @@ public struct Checkpoint: Sendable, Hashable {
             }
             count += n
         }
-        return try parse(bytes[..<count])
-    }
-
-    private func parse(_ bytes: ArraySlice<UInt8>) throws(CheckpointError) -> Int {
-        func corrupt(_ reason: String) -> CheckpointError { .corrupt(path: path, reason: reason) }
-        guard bytes.count < 256 else { throw corrupt("it is longer than a checkpoint can be") }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw corrupt("it is not UTF-8 text") }
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.first == Substring(Self.header) else {
-            throw corrupt("the first line is not \"\(Self.header)\"")
+        do throws(CheckpointFormatError) {
+            return try ResumePoint.parse(Array(bytes[..<count]))
+        } catch {
+            throw .corrupt(path: path, reason: error.reason)
         }
-        guard lines.count == 3, lines[2].isEmpty, lines[1].hasPrefix("line ") else {
-            throw corrupt("expected a second line \"line N\" and nothing after it")
-        }
-        guard let line = Int(lines[1].dropFirst(5)), line >= 0 else {
-            throw corrupt("\"\(lines[1])\" does not give a line number")
-        }
-        return line
     }
 
     /// The directory whose entry `rename` changes, to be fsynced after it.
@@ -125,19 +117,111 @@ public struct Checkpoint: Sendable, Hashable {
     }
 }
 
-/// Why a checkpoint could not be saved or loaded.
+/// What a checkpoint holds: the line through which a campaign is done, and what those
+/// lines were.
+public struct ResumePoint: Sendable, Hashable {
+    /// Every line up to and including this one is done (0: none yet).
+    public var line: Int
+    /// The fingerprint of lines 1…`line`; nil in a version-1 checkpoint, which had none.
+    public var prefix: CampaignPrefix?
+
+    public init(line: Int, prefix: CampaignPrefix?) {
+        precondition(line >= 0, "a checkpoint line cannot be negative")
+        self.line = line
+        self.prefix = prefix
+    }
+
+    static let header = "salvo-checkpoint v2"
+    static let headerVersion1 = "salvo-checkpoint v1"
+    /// Longer than any checkpoint Salvo writes (about 160 bytes).
+    static let maximumTextLength = 512
+
+    /// The checkpoint file's contents: version 2, or version 1 when there is no prefix.
+    public var text: String {
+        guard let prefix else { return "\(Self.headerVersion1)\nline \(line)\n" }
+        let hex = prefix.sha256.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return "\(Self.header)\nline \(line)\nprefix-bytes \(prefix.byteCount)\nprefix-sha256 \(hex)\n"
+    }
+
+    /// Reads a checkpoint file's contents: the inverse of `text`, and nothing else.
+    ///
+    /// - Throws: `CheckpointFormatError` saying what is wrong, for anything but a
+    ///   checkpoint exactly as Salvo writes it.
+    public static func parse(_ bytes: [UInt8]) throws(CheckpointFormatError) -> ResumePoint {
+        guard bytes.count <= maximumTextLength else { throw .init("it is longer than a checkpoint can be") }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .init("it is not UTF-8 text") }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        switch lines.first {
+        case Substring(header)?:
+            guard lines.count == 5, lines[4].isEmpty else {
+                throw .init("expected \"line N\", \"prefix-bytes B\" and \"prefix-sha256 H\" after the first line, "
+                            + "one per line, and nothing after them")
+            }
+            let line = try number(lines[1], key: "line")
+            let byteCount = try number(lines[2], key: "prefix-bytes")
+            let sha256 = try digest(lines[3], key: "prefix-sha256")
+            return ResumePoint(line: line, prefix: CampaignPrefix(byteCount: byteCount, sha256: sha256))
+        case Substring(headerVersion1)?:
+            guard lines.count == 3, lines[2].isEmpty else {
+                throw .init("expected a second line \"line N\" and nothing after it")
+            }
+            return ResumePoint(line: try number(lines[1], key: "line"), prefix: nil)
+        default:
+            throw .init("the first line is not \"\(header)\"")
+        }
+    }
+
+    /// The decimal value of a `key N` line.
+    private static func number(_ line: Substring, key: String) throws(CheckpointFormatError) -> Int {
+        guard line.hasPrefix(key + " "), case let digits = line.dropFirst(key.count + 1),
+              (1...19).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int(digits)
+        else { throw .init("\"\(line)\" is not \"\(key) N\" with N a whole number") }
+        return value
+    }
+
+    /// The 32 bytes of a `key <64 lowercase hex digits>` line.
+    private static func digest(_ line: Substring, key: String) throws(CheckpointFormatError) -> [UInt8] {
+        let hex = Array(line.utf8.dropFirst(key.count + 1))
+        guard line.hasPrefix(key + " "), hex.count == 64,
+              hex.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw .init("\"\(line)\" is not \"\(key)\" and 64 lowercase hex digits")
+        }
+        return stride(from: 0, to: 64, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
+    }
+}
+
+/// Why bytes are not a checkpoint.
+public struct CheckpointFormatError: Error, Sendable, Hashable {
+    /// What is wrong, e.g. `the first line is not "salvo-checkpoint v2"`.
+    public var reason: String
+
+    public init(_ reason: String) { self.reason = reason }
+}
+
+/// Why a checkpoint could not be saved, loaded or resumed from.
 public enum CheckpointError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A system call failed.
     case io(IOError)
     /// The file exists but is not a checkpoint Salvo wrote.
     case corrupt(path: String, reason: String)
+    /// The checkpoint was written for another campaign file, or the campaign's lines that
+    /// it covers changed since.
+    case otherCampaign(path: String, campaign: String, reason: String)
+    /// The campaign file could not be read to fingerprint the lines a checkpoint covers.
+    case campaignUnreadable(CampaignError)
 
     public var description: String {
         switch self {
         case .io(let error):
             return "checkpoint: \(error)"
         case .corrupt(let path, let reason):
-            return "checkpoint \(path) is not valid: \(reason); delete it to start from the beginning, or fix it to read \"\(Checkpoint.header)\\nline N\\n\""
+            return "checkpoint \(path) is not valid: \(reason); delete it to start from the beginning"
+        case .otherCampaign(let path, let campaign, let reason):
+            return "checkpoint \(path) does not belong to \(campaign): \(reason). Resuming would skip lines by their "
+                + "number, so it is refused: give the campaign file the checkpoint was written for, or start without "
+                + "--resume to send \(campaign) from its first line (the checkpoint then starts over)"
+        case .campaignUnreadable(let error):
+            return "checkpoint: cannot fingerprint the campaign: \(error)"
         }
     }
 }

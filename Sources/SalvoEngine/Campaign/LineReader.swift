@@ -30,6 +30,8 @@ struct LineReader: ~Copyable {
     private(set) var lineNumber = 0
     /// The file offset where the line last returned starts (before any byte order mark).
     private(set) var lineOffset: UInt64 = 0
+    /// The file offset where the line last returned ends, before its line ending.
+    private(set) var lineEnd: UInt64 = 0
 
     init(path: String, maximumLineLength: Int) throws(CampaignError) {
         precondition(maximumLineLength >= 1, "maximumLineLength must be positive")
@@ -97,6 +99,7 @@ struct LineReader: ~Copyable {
         var lower = range.lowerBound
         var upper = range.upperBound
         if upper > lower, buffer[upper - 1] == 0x0D { upper -= 1 }
+        lineEnd = bufferOffset + UInt64(upper)
         if lineNumber == 1, upper - lower >= 3, buffer[lower] == 0xEF, buffer[lower + 1] == 0xBB, buffer[lower + 2] == 0xBF {
             lower += 3
         }

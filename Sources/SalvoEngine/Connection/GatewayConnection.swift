@@ -386,6 +386,7 @@ final class GatewayConnection {
         var settlement = Settlement()
         var failed = 0
         lane.staging.refuseAndTakeUnwritten { _, origin, frame in
+            ledger.noteFailed(sequence: origin.position.sequence)
             settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
             failed += 1
             if let token = shard.builder.token(inFrame: frame) {
@@ -419,6 +420,7 @@ final class GatewayConnection {
         for (run, reason) in settlement.failures {
             ledger.recordFailed(reason, count: run.count)
             if let unreadable {
+                ledger.noteFailed(sequence: run.position.sequence)
                 shard.emit(.failedUnnamed(count: run.count, reason: reason, firstSequence: run.position.sequence,
                                           detail: unreadable))
             } else {
@@ -451,16 +453,19 @@ final class GatewayConnection {
         lane.oldestSequenceInWindow.store(window.oldestSequence ?? .max, ordering: .releasing)
     }
 
-    /// One failure event per notification of `run`, named by reading it again.
+    /// One failure event per notification of `run`, named by reading it again; the first
+    /// one's sequence holds back the checkpoint.
     private func reportFailures(of run: Run, reason: FailureReason) {
         var named = 0
         do {
             try shard.replayer.read(run, items: run.skip..<run.skip + run.count, retained: lane.retained) { notification in
+                if named == 0 { ledger.noteFailed(sequence: notification.position.sequence) }
                 shard.emit(.failed(token: notification.token, reason: reason, sequence: notification.position.sequence))
                 named += 1
                 return true
             }
         } catch {
+            if named == 0 { ledger.noteFailed(sequence: run.position.sequence) }
             shard.emit(.failedUnnamed(count: run.count - named, reason: reason, firstSequence: run.position.sequence,
                                       detail: "\(error)"))
         }

@@ -51,6 +51,25 @@ final class DeliveryLedger: Sendable {
         failedByReason.withLock { $0[reason, default: 0] += count }
     }
 
+    /// The lowest sequence of a failed notification (`UInt64.max`: none), so that a
+    /// checkpoint stops before it: a resume then sends it again.
+    let firstFailedSequence = Atomic<UInt64>(.max)
+
+    /// A notification with this sequence failed, or one after it (where a run of them
+    /// could not be read again to name them, the run's reading position stands in). Call
+    /// before the failure leaves the staging ring or the window: `completedSequence` reads
+    /// it after them.
+    func noteFailed(sequence: UInt64) {
+        // Not `Atomic.min`: Swift 6.3's compares UInt64 as signed, so it never lowers `.max`.
+        var current = firstFailedSequence.load(ordering: .relaxed)
+        while sequence < current {
+            let (exchanged, found) = firstFailedSequence.compareExchange(
+                expected: current, desired: sequence, ordering: .releasing)
+            if exchanged { return }
+            current = found
+        }
+    }
+
     /// Notifications released as accepted that an error response showed were discarded:
     /// moved from accepted to failed as `deliveryUnknown`.
     func reclassifyAcceptedAsUnknown(_ count: Int) {

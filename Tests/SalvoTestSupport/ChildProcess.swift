@@ -1,0 +1,120 @@
+import Foundation
+
+/// A process started by a test: its standard output and error are both read as it writes
+/// them, each by a thread of its own, so it never blocks on a full pipe whatever the test
+/// reads and when; every wait is bounded.
+public final class ChildProcess: @unchecked Sendable {
+    // @unchecked: the buffers and the exit status are guarded by `condition`.
+
+    /// What a bounded wait ran out of.
+    public struct Timeout: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    private let process = Process()
+    private let condition = NSCondition()
+    private var outputBytes: [UInt8] = []
+    private var errorBytes: [UInt8] = []
+    private var openPipes = 2
+    private var status: Int32?
+
+    /// Starts `executable` with `arguments`; standard input is /dev/null.
+    public init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        process.terminationHandler = { [condition] process in
+            condition.withLock { self.status = process.terminationStatus }
+            condition.broadcast()
+        }
+        try process.run()
+        drain(output.fileHandleForReading, isOutput: true)
+        drain(errors.fileHandleForReading, isOutput: false)
+    }
+
+    /// The process id, to send signals.
+    public var processIdentifier: Int32 { process.processIdentifier }
+
+    /// Everything written to standard output so far.
+    public var output: String { condition.withLock { String(decoding: outputBytes, as: UTF8.self) } }
+
+    /// Everything written to standard error so far.
+    public var errors: String { condition.withLock { String(decoding: errorBytes, as: UTF8.self) } }
+
+    /// Whether it is still running.
+    public var isRunning: Bool { condition.withLock { status == nil } }
+
+    /// The first whole line of standard output, waiting for it at most `timeout`.
+    ///
+    /// - Throws: `Timeout` when no line came in time, or the output ended without one.
+    public func firstLine(within timeout: Duration) throws -> String {
+        try waitFor(timeout, "first line of output", unlessEnded: true) {
+            outputBytes.firstIndex(of: 0x0A).map { String(decoding: outputBytes[..<$0], as: UTF8.self) }
+        }
+    }
+
+    /// Waits at most `timeout` for the process to exit and for both pipes to close; returns
+    /// its exit status. When it does not exit in time it is killed (SIGKILL).
+    ///
+    /// - Throws: `Timeout`, after the kill.
+    @discardableResult
+    public func exitStatus(within timeout: Duration) throws -> Int32 {
+        do {
+            return try waitFor(timeout, "exit") { openPipes == 0 ? status : nil }
+        } catch {
+            kill(SIGKILL)
+            _ = try? waitFor(.seconds(10), "exit after SIGKILL") { status }
+            throw error
+        }
+    }
+
+    /// Sends `signal` (SIGTERM, SIGINT, SIGKILL, …), unless it has exited already.
+    public func kill(_ signal: Int32) {
+        condition.withLock {
+            if status == nil { _ = Foundation.kill(process.processIdentifier, signal) }
+        }
+    }
+
+    /// Waits until `ready` (evaluated under the lock) gives a value, at most `timeout`, or,
+    /// `unlessEnded`, until both pipes closed without it.
+    private func waitFor<T>(_ timeout: Duration, _ what: String, unlessEnded: Bool = false, _ ready: () -> T?) throws -> T {
+        let deadline = Date().addingTimeInterval(timeout / .seconds(1))
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let value = ready() { return value }
+            if (unlessEnded && openPipes == 0) || !condition.wait(until: deadline) {
+                let name = process.executableURL?.lastPathComponent ?? "the process"
+                throw Timeout(description: "no \(what) from \(name) within \(timeout); its standard error so far: "
+                                  + String(decoding: errorBytes.suffix(2000), as: UTF8.self))
+            }
+        }
+    }
+
+    /// Reads `handle` to its end on a thread of its own, into `output` or `errors`.
+    private func drain(_ handle: FileHandle, isOutput: Bool) {
+        let thread = Thread { [self] in
+            let fd = handle.fileDescriptor
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                condition.withLock {
+                    if count <= 0 {
+                        openPipes -= 1
+                    } else if isOutput {
+                        outputBytes.append(contentsOf: chunk[..<count])
+                    } else {
+                        errorBytes.append(contentsOf: chunk[..<count])
+                    }
+                }
+                condition.broadcast()
+                if count <= 0 { return }
+            }
+        }
+        thread.start()
+    }
+}
