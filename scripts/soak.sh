@@ -4,17 +4,16 @@
 #
 #   scripts/soak.sh MINUTES [OUTPUT_DIR=/tmp/salvo-soak]
 #
-# Two `salvo demo` processes run side by side, each sending a synthetic campaign (made on the
-# fly, re-readable, no file) through the real sender to salvo's mock gateway in its own
+# Three `salvo demo` processes run side by side, each sending a synthetic campaign (made on
+# the fly, re-readable, no file) through the real sender to salvo's mock gateway in its own
 # process: 2 shards × 4 connections (8), the default 1 s error wait, records kept 20 s (a
 # gateway that stalls while kernel buffers of several MiB fill answers seconds after a
-# write; on a loaded 2-core machine more than the default 5 s). Both mocks reject every
-# 20,000th notification and stall reading for 200 ms after every 10,000 on a connection.
-# Mock "shutdowns" also answers status 10 after 5,000 on a connection and sends every error
-# response 1.5 s late (later than the error wait: late errors); mock "drops" closes a
-# connection silently at its 6,000th notification. (A connection's counters decide which of
-# shutdown and drop comes first, hence two processes.) A calibration run of 2,000,000 sizes
-# each campaign to last about MINUTES.
+# write). Every mock rejects every 20,000th notification and stalls reading for 200 ms after
+# every 10,000 on a connection. Mock "late" also sends every error response 1.5 s late (later
+# than the error wait: late errors); mock "shutdowns" answers status 10 after 5,000
+# notifications on a connection; mock "drops" closes a connection silently at its 6,000th.
+# (A connection's counters decide which of shutdown and drop comes first, hence separate
+# processes.) A calibration run of 2,000,000 sizes each campaign to last about MINUTES.
 #
 # Every 5 s each process's resident memory and open descriptors go to samples-NAME.csv.
 # Pass: each run's accounting agrees (the demo checks the mock's counts against the
@@ -33,7 +32,8 @@ declare -A count=()
 
 common=(--shards 2 --connections 4 --max-connections 4 --retention-ms 20000 --reject-every 20000 --stall-every 10000 --stall-ms 200)
 declare -A plans=(
-  [shutdowns]="--shutdown-every 5000 --mock-error-delay-ms 1500"
+  [late]="--mock-error-delay-ms 1500"
+  [shutdowns]="--shutdown-every 5000"
   [drops]="--drop-every 6000"
 )
 declare -A pids=()
@@ -44,8 +44,8 @@ for name in "${!plans[@]}"; do
   timeout 300 "$salvo" demo --count 2000000 "${plan[@]}" >"$out/calibration-$name.out" 2>&1
   rate=$(sed -n 's/^sent [0-9,]* notifications in [0-9.]* s (\([0-9,]*\) \/s).*/\1/p' "$out/calibration-$name.out" | tr -d ,)
   [ -n "$rate" ] || { echo "soak: the calibration run printed no rate:" >&2; cat "$out/calibration-$name.out" >&2; exit 1; }
-  # Two processes share the machine during the soak: each gets about half its calibrated rate.
-  count[$name]=$((rate * minutes * 60 / 2))
+  # Three processes share the machine during the soak: each gets about a third of its rate.
+  count[$name]=$((rate * minutes * 60 / 3))
 done
 for name in "${!plans[@]}"; do
   # shellcheck disable=SC2206
@@ -118,10 +118,10 @@ rss_top, fds_top = max(peak(rows, 1) * 1.2, 1), max(peak(rows, 2) * 1.2, 1)
 def series(run, i, top, colour, dash):
     points = " ".join(f"{pad + (w - 2 * pad) * r[0] / end:.1f},{h - pad - (h - 2 * pad) * r[i] / top:.1f}" for r in run)
     return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="{dash}" points="{points}"/>'
-dashes = dict(zip(sorted(runs), ["none", "6,3"]))
+dashes = dict(zip(sorted(runs), ["none", "6,3", "2,2"]))
 parts = [series(run, 1, rss_top, "#1f77b4", dashes[name]) + series(run, 2, fds_top, "#d62728", dashes[name])
          for name, run in runs.items()]
-legend = ", ".join(f"{name}: {'solid' if dashes[name] == 'none' else 'dashed'}" for name in sorted(runs))
+legend = ", ".join(f"{name}: " + {"none": "solid", "6,3": "dashed", "2,2": "dotted"}[dashes[name]] for name in sorted(runs))
 svg = f'''<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
 <line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>
