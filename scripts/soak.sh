@@ -36,18 +36,23 @@ declare -A plans=(
   [shutdowns]="--shutdown-every 5000"
   [drops]="--drop-every 6000"
 )
+# SOAK_PLANS="late drops" runs only those.
+selected=(${SOAK_PLANS:-${!plans[@]}})
+for name in "${selected[@]}"; do
+  [ -n "${plans[$name]+set}" ] || { echo "soak: no plan named $name (plans: ${!plans[*]})" >&2; exit 2; }
+done
 declare -A pids=()
-for name in "${!plans[@]}"; do
+for name in "${selected[@]}"; do
   # shellcheck disable=SC2206
   plan=("${common[@]}" ${plans[$name]})
   echo "$name: calibrating with 2,000,000 notifications..." >&2
   timeout 300 "$salvo" demo --count 2000000 "${plan[@]}" >"$out/calibration-$name.out" 2>&1
   rate=$(sed -n 's/^sent [0-9,]* notifications in [0-9.]* s (\([0-9,]*\) \/s).*/\1/p' "$out/calibration-$name.out" | tr -d ,)
   [ -n "$rate" ] || { echo "soak: the calibration run printed no rate:" >&2; cat "$out/calibration-$name.out" >&2; exit 1; }
-  # Three processes share the machine during the soak: each gets about a third of its rate.
-  count[$name]=$((rate * minutes * 60 / 3))
+  # The processes share the machine during the soak: each gets about its share of its rate.
+  count[$name]=$((rate * minutes * 60 / ${#selected[@]}))
 done
-for name in "${!plans[@]}"; do
+for name in "${selected[@]}"; do
   # shellcheck disable=SC2206
   plan=("${common[@]}" ${plans[$name]})
   echo "soak $name: ${count[$name]} notifications, samples every 5 s into $out/samples-$name.csv" >&2
