@@ -383,8 +383,8 @@ final class H2Connection: ServerConnection {
             messageID.withText { id in
                 (uniqueID ?? messageID).withText { unique in
                     headers[0] = .constant(":status", status)
-                    headers[1] = .field(APNsRequestHeader.responseID, id)
-                    headers[2] = .field(APNsRequestHeader.responseUniqueID, unique)
+                    headers[1] = .unique(APNsRequestHeader.responseID, id)
+                    headers[2] = .unique(APNsRequestHeader.responseUniqueID, unique)
                     let count = uniqueID == nil ? 2 : 3
                     if hasBody {
                         var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil),
@@ -491,12 +491,14 @@ extension nghttp2_nv {
                    flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue))
     }
 
-    /// A header with a static name and a value nghttp2 copies.
-    static func field(_ name: StaticString, _ value: UnsafeRawBufferPointer) -> nghttp2_nv {
+    /// A header with a static name and a value that is new each time (an identifier):
+    /// nghttp2 copies it and keeps it out of the HPACK dynamic table, where it would only
+    /// push out entries that repeat.
+    static func unique(_ name: StaticString, _ value: UnsafeRawBufferPointer) -> nghttp2_nv {
         nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start),
                    value: UnsafeMutablePointer(mutating: value.baseAddress!.assumingMemoryBound(to: UInt8.self)),
                    namelen: name.utf8CodeUnitCount, valuelen: value.count,
-                   flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
+                   flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
     }
 }
 
@@ -514,20 +516,21 @@ final class SessionCallbacks: @unchecked Sendable {
         callbacks = table!
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             if let frame, SessionCallbacks.isRequest(frame) {
-                connection(user).beginRequest(streamID: frame.pointee.hd.stream_id)
+                connection(user) { $0.beginRequest(streamID: frame.pointee.hd.stream_id) }
             }
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
             if let frame, SessionCallbacks.isRequest(frame) {
-                connection(user).header(streamID: frame.pointee.hd.stream_id,
-                                        name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                                        value: UnsafeRawBufferPointer(start: value, count: valueLength))
+                connection(user) {
+                    $0.header(streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                              value: UnsafeRawBufferPointer(start: value, count: valueLength))
+                }
             }
             return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
-            connection(user).data(streamID: streamID, chunk: UnsafeRawBufferPointer(start: data, count: length))
+            connection(user) { $0.data(streamID: streamID, chunk: UnsafeRawBufferPointer(start: data, count: length)) }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
@@ -535,20 +538,21 @@ final class SessionCallbacks: @unchecked Sendable {
             let header = frame.pointee.hd
             let endsStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
             if endsStream && (header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue)) {
-                connection(user).requestComplete(streamID: header.stream_id)
+                connection(user) { $0.requestComplete(streamID: header.stream_id) }
             }
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, _, user in
-            connection(user).streamClosed(streamID: streamID)
+            connection(user) { $0.streamClosed(streamID: streamID) }
             return 0
         }
     }
 
     /// The error body's source (see `H2Connection.body`).
     static let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, user in
-        connection(user).body(streamID: streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length),
-                              flags: flags!)
+        connection(user) {
+            $0.body(streamID: streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length), flags: flags!)
+        }
     }
 
     fileprivate static func isRequest(_ frame: UnsafePointer<nghttp2_frame>) -> Bool {
@@ -556,6 +560,8 @@ final class SessionCallbacks: @unchecked Sendable {
     }
 }
 
-private func connection(_ user: UnsafeMutableRawPointer?) -> H2Connection {
-    Unmanaged<H2Connection>.fromOpaque(user!).takeUnretainedValue()
+/// The connection a session's user data points to. The session belongs to the connection,
+/// so the connection outlives every callback: no retain is needed for the call.
+private func connection<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2Connection) -> R) -> R {
+    Unmanaged<H2Connection>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
 }

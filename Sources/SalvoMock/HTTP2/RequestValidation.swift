@@ -181,23 +181,26 @@ struct MessageID {
 
     /// A version-4 UUID from 128 bits, in lowercase canonical form.
     init(random high: UInt64, _ low: UInt64) {
-        let digits: StaticString = "0123456789abcdef"
         // Version 4 and the RFC 9562 variant.
-        let high = (high & ~0xF000) | 0x4000
-        let low = (low & ~(0xC << 60)) | (0x8 << 60)
-        var nibble = 0
+        let bits = ((high & ~0xF000) | 0x4000, (low & ~(0xC << 60)) | (0x8 << 60))
+        let digits = Self.digits
         withUnsafeMutableBytes(of: &storage) { text in
-            for index in 0..<Self.length {
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    text[index] = UInt8(ascii: "-")
-                    continue
+            withUnsafeBytes(of: (bits.0.bigEndian, bits.1.bigEndian)) { bytes in
+                var index = 0
+                for (position, byte) in bytes.enumerated() {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        text[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    text[index] = digits.utf8Start[Int(byte >> 4)]
+                    text[index + 1] = digits.utf8Start[Int(byte & 0xF)]
+                    index += 2
                 }
-                let word = nibble < 16 ? high : low
-                text[index] = digits.utf8Start[Int(word >> UInt64(60 - 4 * (nibble % 16)) & 0xF)]
-                nibble += 1
             }
         }
     }
+
+    private static let digits: StaticString = "0123456789abcdef"
 
     /// Calls `body` with the 36 bytes of text.
     func withText<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The request header fields the HTTP/2 provider API reads, with their names on the wire
 /// (HTTP/2 names are lowercase). Apple's rules for their values:
 ///
@@ -46,9 +50,7 @@ public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
         default: return nil
         }
         let name = candidate.name
-        guard UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount).elementsEqual(bytes) else {
-            return nil
-        }
+        guard memcmp(name.utf8Start, bytes.baseAddress!, bytes.count) == 0 else { return nil }
         self = candidate
     }
 
