@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 salvo=.build/release/salvo
 server_core=$(( $(nproc) - 1 ))
 work=$(mktemp -d)
-trap 'kill $mock_pid $nghttpd_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $mock_pid $nghttpd_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 token=$(printf 'ab%.0s' $(seq 32))
 mkdir -p "$work/htdocs/3/device" && : > "$work/htdocs/3/device/$token"
 head -c 256 /dev/zero | tr '\0' 'x' > "$work/body"
