@@ -3,7 +3,9 @@
 # Both first install the Debian packages Salvo needs, and only the ones that are missing
 # (one `apt-get update`, then one `apt-get install`), so a fresh Debian machine works as is.
 
-SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config iproute2
+# libnghttp2-dev: the HTTP/2 machinery of `salvo mock --protocol h2`; nghttp2-client (nghttp,
+# h2load) and curl: the real HTTP/2 clients its tests run.
+SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config iproute2 libnghttp2-dev nghttp2-client curl
 SWIFT ?= swift
 
 .PHONY: run test bench deps build release clean

@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-atomics", from: "1.2.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // C: the Linux system calls Swift's Glibc module does not expose cleanly.
@@ -35,6 +36,12 @@ let package = Package(
         .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
         // C: jemalloc, linked by the executables only (the library leaves the allocator to its host).
         .systemLibrary(name: "CJemalloc", providers: [.apt(["libjemalloc-dev"])]),
+        // C: libnghttp2 from Debian's libnghttp2-dev, the HTTP/2 machinery of the h2 mock.
+        .systemLibrary(
+            name: "CNghttp2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
 
         // Formats only, no I/O.
         .target(name: "SalvoWire"),
@@ -53,12 +60,13 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
-        // The mock APNs gateway and feedback service.
+        // The mock APNs gateways (binary and HTTP/2) and the feedback service.
         .target(
             name: "SalvoMock",
             dependencies: [
-                "SalvoWire", "SalvoIO",
+                "SalvoWire", "SalvoIO", "CNghttp2",
                 .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // The benchmark harness behind `salvo bench`: matrix, runs, ceiling, results, plots.
@@ -84,7 +92,10 @@ let package = Package(
         .target(name: "SalvoTestSupport", path: "Tests/SalvoTestSupport"),
         .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire"]),
         .testTarget(name: "SalvoIOTests", dependencies: ["SalvoIO", "SalvoWire"]),
-        .testTarget(name: "SalvoMockTests", dependencies: ["SalvoMock", "SalvoIO", "SalvoWire"]),
+        .testTarget(
+            name: "SalvoMockTests",
+            dependencies: ["SalvoMock", "SalvoIO", "SalvoWire", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // SendCommandTests and MockCommandTests run the built `salvo` executable as a process
         // (`swift build --build-tests` builds it); nothing here imports it.
         .testTarget(

@@ -7,7 +7,8 @@ static int salvo_alpn_select(SSL *ssl, const unsigned char **out, unsigned char 
     unsigned int serverLength = server[0] | (server[1] << 8);
     unsigned char *selected = NULL;
     if (SSL_select_next_proto(&selected, outlen, server + 2, serverLength, in, inlen) != OPENSSL_NPN_NEGOTIATED) {
-        return SSL_TLSEXT_ERR_NOACK;
+        // RFC 7301 §3.2: a client offering none of our protocols gets no_application_protocol.
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
     *out = selected;
     return SSL_TLSEXT_ERR_OK;

@@ -42,7 +42,8 @@ public struct TLSConfiguration: Sendable {
     public var verifyPeer = true
     /// Server only: refuse clients that present no certificate.
     public var requireClientCertificate = false
-    /// ALPN protocol names to offer (client) or accept (server), most preferred first.
+    /// ALPN protocol names to offer (client) or accept (server), most preferred first. A
+    /// server refuses clients that offer ALPN names but none of these (no_application_protocol).
     public var applicationProtocols: [String] = []
     /// Ask OpenSSL to move record encryption into the kernel (kTLS). Whether it engaged is
     /// reported per connection by `TLSStream.isKernelTLSSending`.

@@ -97,7 +97,7 @@ final class GatewayConnection: ServerConnection {
                 }
                 return accepted
             }
-            state.record(digests: digests)
+            state.accepted.insert(digests)
         } else {
             stop = decoder.decode(bytes) { Self.judge($0, &ledger, rules, state) }
         }

@@ -10,7 +10,7 @@ final class GatewayState: Sendable {
     /// Gateway-wide ordinal of judged notifications, for `rejectEvery`/`rejectProbability`.
     let ordinal = Atomic<Int>(0)
     let events = Mutex(EventCounts())
-    let digests = Mutex(DigestRecord())
+    let accepted = AcceptedRecord()
 
     struct EventCounts {
         var rejectedByStatus: [UInt8: Int] = [:]
@@ -22,11 +22,6 @@ final class GatewayState: Sendable {
         var delayedResponses = 0
     }
 
-    struct DigestRecord {
-        var accepted: Set<UInt64> = []
-        var duplicates = 0
-    }
-
     init(plan: FailurePlan, recordAccepted: Bool) {
         rules = PlanRules(plan)
         self.recordAccepted = recordAccepted
@@ -36,12 +31,29 @@ final class GatewayState: Sendable {
         events.withLock { update(&$0) }
     }
 
-    func record(digests batch: [UInt64]) {
-        digests.withLock { record in
-            for digest in batch where !record.accepted.insert(digest).inserted {
+}
+
+/// The digests of accepted notifications (`MockStatistics.digest`), and how many were
+/// accepted before: what `recordAccepted` keeps. One lock per batch.
+final class AcceptedRecord: Sendable {
+    private struct Record {
+        var digests: Set<UInt64> = []
+        var duplicates = 0
+    }
+
+    private let record = Mutex(Record())
+
+    func insert(_ batch: [UInt64]) {
+        record.withLock { record in
+            for digest in batch where !record.digests.insert(digest).inserted {
                 record.duplicates += 1
             }
         }
+    }
+
+    /// The distinct digests, sorted, and the duplicate count.
+    func snapshot() -> (digests: [UInt64], duplicates: Int) {
+        record.withLock { ($0.digests.sorted(), $0.duplicates) }
     }
 }
 

@@ -133,10 +133,9 @@ public final class MockGateway: Sendable {
             snapshot.delayedResponses = events.delayedResponses
         }
         if configuration.recordAccepted {
-            state.digests.withLock { record in
-                snapshot.acceptedDigests = record.accepted.sorted()
-                snapshot.duplicates = record.duplicates
-            }
+            let record = state.accepted.snapshot()
+            snapshot.acceptedDigests = record.digests
+            snapshot.duplicates = record.duplicates
         }
         return snapshot
     }

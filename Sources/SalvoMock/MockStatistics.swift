@@ -89,15 +89,15 @@ public struct MockStatistics: Sendable, Hashable, Codable {
     // MARK: Digest
 
     /// The identity of a notification for comparing what was sent with what was accepted:
-    /// 64-bit FNV-1a over the 32 token bytes followed by the payload bytes (offset basis
-    /// 0xcbf29ce484222325, prime 0x100000001b3). Identifiers are left out on purpose: a
-    /// resent notification may carry a new one and is still the same notification.
+    /// `NotificationDigest` over the 32 token bytes followed by the payload bytes.
+    /// Identifiers are left out on purpose: a resent notification may carry a new one and
+    /// is still the same notification.
     @inlinable
     public static func digest(token: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in token { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        for byte in payload { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        return hash
+        var digest = NotificationDigest()
+        digest.add(token)
+        digest.add(payload)
+        return digest.value
     }
 
     /// `digest(token:payload:)` for a token value and payload bytes.
@@ -106,5 +106,23 @@ public struct MockStatistics: Sendable, Hashable, Codable {
         return token.withUnsafeBytes { tokenBytes in
             bytes.withUnsafeBytes { digest(token: tokenBytes, payload: $0) }
         }
+    }
+}
+
+/// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3), fed in pieces, so
+/// a payload that arrives in several reads needs no copy.
+public struct NotificationDigest: Sendable {
+    /// The digest of everything added so far.
+    public var value: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    @inlinable
+    public init() {}
+
+    /// Continues the digest over `bytes`.
+    @inlinable
+    public mutating func add(_ bytes: UnsafeRawBufferPointer) {
+        var hash = value
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        value = hash
     }
 }

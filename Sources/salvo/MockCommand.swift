@@ -4,16 +4,18 @@ import SalvoIO
 import SalvoMock
 import SalvoWire
 
-/// `salvo mock`: a local APNs gateway and feedback service speaking the binary protocol,
-/// with failure plans, for trying out senders and for the benchmarks.
+/// `salvo mock`: a local APNs gateway, speaking the binary protocol (with the feedback
+/// service) or the HTTP/2 provider API, with failure plans, for trying out senders and for
+/// the benchmarks.
 struct MockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mock",
-        abstract: "Run a mock APNs gateway and feedback service (legacy binary protocol).",
+        abstract: "Run a mock APNs gateway: the legacy binary protocol and feedback service, or HTTP/2 (--protocol h2).",
         discussion: """
-            The first line on standard output is `listening gateway=PORT feedback=PORT`. On \
-            SIGINT or SIGTERM, or after --duration, the gateway's statistics are written as \
-            JSON (to --report, else standard output) and the command exits 0.
+            The first line on standard output is `listening gateway=PORT feedback=PORT` (with \
+            --protocol h2: `listening gateway=PORT`). On SIGINT or SIGTERM, or after \
+            --duration, the gateway's statistics are written as JSON (to --report, else \
+            standard output) and the command exits 0.
 
             Without --cert and --key, throwaway certificates are made in a new temporary \
             directory (named on standard error): trust its ca.pem; its client.pem and \
@@ -26,13 +28,28 @@ struct MockCommand: AsyncParsableCommand {
             --stall-every N stops reading a connection for --stall-ms after every N; \
             --error-delay-ms MS holds back every error response (not silent drops) that \
             long, discarding what the client sends meanwhile, as a slow gateway does.
+
+            With --protocol h2 (see H2MockGateway and H2FailurePlan): ALPN h2 only; every \
+            request validated with Apple's statuses and reasons; token authentication with \
+            --auth-key, --key-id and --team-id (one stream per connection until a valid \
+            token, then --max-streams), or certificates with --require-client-cert; tokens \
+            ending in `dead` get 410 Unregistered; --reject-every N (400 BadDeviceToken), \
+            --throttle-every N (429 TooManyRequests), --unavailable-every N (503 \
+            ServiceUnavailable) count valid requests gateway-wide; --goaway-every N, \
+            --drop-every N and --stall-every N count them per connection.
             """)
 
-    @Option(help: "Gateway port; 0 picks a free one.")
-    var port = 2195
+    @Option(name: .customLong("protocol"), help: "binary (the legacy protocol, default) or h2 (the HTTP/2 provider API).")
+    var wireProtocol: MockProtocol = .binary
 
-    @Option(name: .customLong("feedback-port"), help: "Feedback service port; 0 picks a free one.")
-    var feedbackPort = 2196
+    @Option(help: "Gateway port; 0 picks a free one. Default 2195 (binary), 2197 (h2).")
+    var port: Int?
+
+    @Option(name: .customLong("feedback-port"), help: "Feedback service port (binary); 0 picks a free one. Default 2196.")
+    var feedbackPort: Int?
+
+    @OptionGroup(title: "HTTP/2 (--protocol h2)")
+    var h2: H2MockOptions
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -103,9 +120,9 @@ struct MockCommand: AsyncParsableCommand {
     var receiveBufferKiB: Int?
 
     @Option(name: .customLong("tls"),
-            help: ArgumentHelp("The newest TLS version offered: 1.2 (default, as Apple's binary gateway: nothing but error responses follows the handshake) or 1.3 (which sends session tickets after it).",
+            help: ArgumentHelp("The newest TLS version offered: 1.2 (the binary default, as Apple's binary gateway: nothing but error responses follows the handshake) or 1.3 (the h2 default; it sends session tickets after the handshake).",
                                valueName: "version"))
-    var tlsVersion: TLSVersion = .v1_2
+    var tlsVersion: TLSVersion?
 
     @Flag(name: .customLong("record-accepted"), help: "Report the digest of every accepted notification (and count duplicates).")
     var recordAccepted = false
@@ -131,8 +148,17 @@ struct MockCommand: AsyncParsableCommand {
             if requireClientCertificate && ca == nil && cert != nil {
                 throw UsageError("--require-client-cert needs --ca, the CA that client certificates must chain to")
             }
-            for (name, value) in [("--port", port), ("--feedback-port", feedbackPort)] where !(0...65535).contains(value) {
-                throw UsageError("\(name) must be 0...65535, got \(value)")
+            for (name, value) in [("--port", port), ("--feedback-port", feedbackPort)] {
+                if let value, !(0...65535).contains(value) { throw UsageError("\(name) must be 0...65535, got \(value)") }
+            }
+            switch wireProtocol {
+            case .binary:
+                if let flag = h2.givenFlag { throw UsageError("\(flag) is for --protocol h2") }
+            case .h2:
+                if let flag = binaryOnlyFlag { throw UsageError("\(flag) is for the binary protocol, not --protocol h2") }
+                _ = try h2Plan()
+                _ = try h2.tokenVerifier()
+                _ = try h2.maximumConcurrentStreams()
             }
             if let loops, loops < 1 { throw UsageError("--loops must be at least 1, got \(loops)") }
             if let duration, !(duration > 0) { throw UsageError("--duration must be positive, got \(duration)") }
@@ -215,17 +241,21 @@ struct MockCommand: AsyncParsableCommand {
 
     func run() async throws {
         var (serverTLS, throwaway) = try serverConfiguration()
-        serverTLS.maximumVersion = tlsVersion
+        serverTLS.maximumVersion = tlsVersion ?? (wireProtocol == .h2 ? .v1_3 : .v1_2)
+        if wireProtocol == .h2 {
+            try await runH2(serverTLS)
+            return
+        }
         if let ingestProbe {
             try runIngestProbe(frames: ingestProbe, server: serverTLS, throwaway: throwaway)
             return
         }
         var gatewayConfiguration = MockGateway.Configuration(
-            host: host, port: port, tls: serverTLS, failurePlan: try failurePlan(), recordAccepted: recordAccepted)
+            host: host, port: port ?? 2195, tls: serverTLS, failurePlan: try failurePlan(), recordAccepted: recordAccepted)
         if let loops { gatewayConfiguration.loops = loops }
         if let receiveBufferKiB { gatewayConfiguration.receiveBuffer = receiveBufferKiB > 0 ? receiveBufferKiB << 10 : nil }
         let gateway = try MockGateway(gatewayConfiguration)
-        let feedback = try MockFeedback(.init(host: host, port: feedbackPort, tls: serverTLS, tuples: try tuples()))
+        let feedback = try MockFeedback(.init(host: host, port: feedbackPort ?? 2196, tls: serverTLS, tuples: try tuples()))
         // Watch the signals before announcing the ports: whoever reads the line may signal at once.
         let stop = StopSignal(duration: duration)
         print("listening gateway=\(gateway.port) feedback=\(feedback.port)")
@@ -238,7 +268,7 @@ struct MockCommand: AsyncParsableCommand {
     }
 
     /// The server's TLS setup from the flags, or from fresh throwaway certificates.
-    private func serverConfiguration() throws -> (TLSConfiguration, DevelopmentPKI.Bundle?) {
+    func serverConfiguration() throws -> (TLSConfiguration, DevelopmentPKI.Bundle?) {
         if let cert, let key {
             var configuration = TLSConfiguration.server(certificateChain: .file(cert), privateKey: .file(key))
             if let ca {
@@ -273,7 +303,7 @@ struct MockCommand: AsyncParsableCommand {
         return String(cString: path).replacingOccurrences(of: "//", with: "/")
     }
 
-    private func writeReport(_ statistics: MockStatistics) throws {
+    func writeReport(_ statistics: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let json = try encoder.encode(statistics) + Data("\n".utf8)
@@ -371,3 +401,9 @@ final class StopSignal: Sendable {
 nonisolated(unsafe) private var stopPipeWriteEnd: Int32 = -1
 
 extension TLSVersion: ExpressibleByArgument {}
+
+/// What `salvo mock` speaks.
+enum MockProtocol: String, ExpressibleByArgument, CaseIterable {
+    case binary
+    case h2
+}

@@ -1,0 +1,567 @@
+internal import CNghttp2
+import SalvoIO
+import SalvoWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One client of the HTTP/2 mock: an nghttp2 server session fed from the TLS stream and
+/// drained into it. nghttp2 does the protocol; this class does the APNs part, in nghttp2's
+/// callbacks: each request stream gets a slot (`RequestValidation` and a digest, reused),
+/// each finished request a verdict and a response.
+///
+/// Output is batched: the frames nghttp2 produces for one read are gathered and written
+/// with few `SSL_write`s. Counts are published after each read, before its answers go out.
+final class H2Connection: ServerConnection {
+    /// One request stream's state, in a reused array; nghttp2's stream user data is the
+    /// slot's index + 1.
+    struct Slot {
+        var validation = RequestValidation()
+        var digest = NotificationDigest()
+        /// The error reason being sent as the body, if any.
+        var answer: APNsReason?
+        /// For 410: since when the token is gone (UNIX ms).
+        var timestamp: Int64 = 0
+        /// How much of the body was handed to nghttp2.
+        var bodyOffset = 0
+        var judged = false
+        var inUse = true
+    }
+
+    /// Per-connection tallies, published to the loop's counters after each read.
+    struct Tally {
+        var accepted = 0
+        var requests = 0
+        var streams = 0
+        var resetStreams = 0
+        var rejections = [Int](repeating: 0, count: APNsReason.allCases.count)
+        var rejected = false
+        var digests: [UInt64] = []
+    }
+
+    /// Reads per readiness event before yielding to the loop's other connections.
+    private static let readBudget = 16
+    /// Output gathered before it is written (about one TLS record).
+    private static let writeBatch = 16384
+    /// Output waiting for a slow reader beyond which the connection stops reading.
+    private static let outputLimit = 1 << 20
+
+    private let state: H2GatewayState
+    private let counters: H2LoopCounters
+    private let ordinal: Int
+    private var session: OpaquePointer?
+    private var slots: [Slot] = []
+    private var freeSlots: [Int32] = []
+    private var output = OutputBuffer(capacity: 1 << 16)
+    private var tally = Tally()
+    /// Valid requests on this connection, for the per-connection rules.
+    private var validRequests = 0
+    private var streamLimitRaised: Bool
+    /// The last token seen here, and what it was worth: clients send the same token for
+    /// many requests, so it is verified once.
+    private var lastToken: [UInt8] = []
+    private var lastAuthorization = RequestValidation.Authorization.absent
+    private var lastIssuedAt: Int64 = 0
+    /// UNIX seconds at the current read.
+    private var now: Int64 = 0
+    private var isStalled = false
+    /// TLS needs to write before it can read again (a read returned WANT_WRITE).
+    private var readWantsWrite = false
+    private var isGoingAway = false
+    /// Set by the drop rule inside a callback; the connection closes once nghttp2 returns.
+    private var isDropping = false
+
+    init(stream: TLSStream, ordinal: Int, loop: ServerRuntime.Loop, counters: H2LoopCounters, state: H2GatewayState) {
+        self.state = state
+        self.counters = counters
+        self.ordinal = ordinal
+        streamLimitRaised = state.verifier == nil
+        super.init(loop: loop.eventLoop, stream: stream, registry: loop.registry, buffer: loop.buffer)
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+    }
+
+    // MARK: Connection events
+
+    override func didEstablish() {
+        // ALPN: a client whose list lacks h2 already failed the handshake; one that sent no
+        // list at all is refused here.
+        guard stream.negotiatedApplicationProtocol == "h2" else {
+            state.count { $0.refusedWithoutH2 += 1 }
+            respondAndClose([])
+            return
+        }
+        var session: OpaquePointer?
+        guard nghttp2_session_server_new(&session, SessionCallbacks.shared.callbacks,
+                                         Unmanaged.passUnretained(self).toOpaque()) == 0 else {
+            close()
+            return
+        }
+        self.session = session
+        // Apple's SETTINGS: one stream until a valid token (with token authentication),
+        // and a header list of at most 8000 bytes; the rest are the protocol's defaults.
+        let settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                                   value: streamLimitRaised ? state.maximumConcurrentStreams : 1),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 8000),
+        ]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), settings, settings.count)
+        readAvailable()
+    }
+
+    override func connectionEvents(_ events: IOEvents) {
+        readWantsWrite = false
+        if events.contains(.write), !flush() { return }
+        readAvailable()
+    }
+
+    override func handshakeDidFail(_ error: TLSError) {
+        state.count { $0.handshakeFailures += 1 }
+    }
+
+    private func readAvailable() {
+        var reads = 0
+        reading: while phase == .established && !isStalled && output.count < Self.outputLimit {
+            let result: TLSReadResult
+            do { result = try stream.read(into: buffer) } catch {
+                clientWentAway()
+                return
+            }
+            switch result {
+            case .bytes(let count):
+                now = Int64(time(nil))
+                let consumed = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count)
+                if isDropping {
+                    drop()
+                    return
+                }
+                guard consumed >= 0 else {
+                    // A fatal error (bad preface, flooding): what nghttp2 queued, then close.
+                    finish()
+                    return
+                }
+                produce()
+                reads += 1
+                // Level-triggered epoll brings us back for bytes still in the socket, but
+                // not for bytes OpenSSL already holds: drain those first.
+                if reads >= Self.readBudget && stream.bufferedReadableBytes == 0 { break reading }
+            case .wouldBlock(let progress):
+                readWantsWrite = progress == .wantWrite
+                break reading
+            case .closed:
+                clientWentAway()
+                return
+            }
+        }
+        sendAndWatch()
+    }
+
+    /// Writes what is due, then decides what to wait for, or closes once the session is done
+    /// (after a GOAWAY either way, with no stream left).
+    private func sendAndWatch() {
+        guard phase == .established else { return }
+        produce()
+        guard flush() else { return }
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            finish()
+            return
+        }
+        var interest: IOEvents = []
+        if !isStalled && output.count < Self.outputLimit { interest.insert(.read) }
+        if !output.isEmpty || readWantsWrite { interest.insert(.write) }
+        watch(interest)
+    }
+
+    /// Moves nghttp2's pending frames into `output`, writing whenever a batch is full.
+    private func produce() {
+        while output.count < Self.outputLimit {
+            var data: UnsafePointer<UInt8>?
+            let length = nghttp2_session_mem_send(session, &data)
+            guard length > 0, let data else { break }
+            output.append(UnsafeRawBufferPointer(start: data, count: length))
+            if output.count >= Self.writeBatch && !flush() { break }
+        }
+    }
+
+    /// Publishes the counts, then writes `output` until it is empty (true) or the socket is
+    /// full (false; write interest is armed) or failed (false; closed).
+    @discardableResult
+    private func flush() -> Bool {
+        publish()
+        while !output.isEmpty {
+            let result: TLSWriteResult
+            do { result = try stream.write(output.readable) } catch {
+                clientWentAway()
+                return false
+            }
+            switch result {
+            case .wrote(let n): output.consume(n)
+            case .wouldBlock:
+                watch(isStalled ? .write : [.read, .write])
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Ends the connection in order: what is due, TLS close_notify, FIN.
+    private func finish() {
+        publish()
+        respondAndClose(output.takeAll())
+    }
+
+    /// The drop rule: the answers already due, then a FIN without GOAWAY or close_notify.
+    private func drop() {
+        produce()
+        publish()
+        state.count { $0.droppedConnections += 1 }
+        respondAndClose(output.takeAll(), closeNotify: false)
+    }
+
+    /// The client closed (or its stream failed): its open streams are abandoned.
+    private func clientWentAway() {
+        tally.resetStreams += slots.count(where: { $0.inUse && !$0.judged })
+        publish()
+        close()
+    }
+
+    private func publish() {
+        if tally.streams != 0 { counters.streams.wrappingAdd(tally.streams, ordering: .relaxed) }
+        if tally.requests != 0 { counters.requests.wrappingAdd(tally.requests, ordering: .relaxed) }
+        if tally.accepted != 0 { counters.accepted.wrappingAdd(tally.accepted, ordering: .relaxed) }
+        if tally.resetStreams != 0 { counters.resetStreams.wrappingAdd(tally.resetStreams, ordering: .relaxed) }
+        if tally.rejected {
+            counters.rejections.withLock { counts in
+                for index in counts.indices { counts[index] += tally.rejections[index] }
+            }
+            for index in tally.rejections.indices { tally.rejections[index] = 0 }
+            tally.rejected = false
+        }
+        if !tally.digests.isEmpty {
+            state.accepted.insert(tally.digests)
+            tally.digests.removeAll(keepingCapacity: true)
+        }
+        tally.streams = 0
+        tally.requests = 0
+        tally.accepted = 0
+        tally.resetStreams = 0
+    }
+
+    // MARK: The plan's timing rules
+
+    private func stall() {
+        isStalled = true
+        state.count { $0.flowControlStalls += 1 }
+        loop.schedule(after: state.plan.stallDuration) { [weak self] in
+            guard let self else { return }
+            isStalled = false
+            guard phase == .established else { return }
+            // OpenSSL may hold decrypted bytes that epoll cannot announce.
+            readAvailable()
+        }
+    }
+
+    private func goAway() {
+        isGoingAway = true
+        state.count { $0.goaways += 1 }
+        let reason = APNsReason.shutdown.body
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
+                              NGHTTP2_NO_ERROR.rawValue, reason, reason.count)
+    }
+
+    // MARK: nghttp2 callbacks
+
+    fileprivate func beginRequest(streamID: Int32) {
+        guard !isDropping else { return }
+        let index: Int
+        if let free = freeSlots.popLast() {
+            index = Int(free)
+            slots[index] = Slot()
+        } else {
+            index = slots.count
+            slots.append(Slot())
+        }
+        nghttp2_session_set_stream_user_data(session, streamID, UnsafeMutableRawPointer(bitPattern: index + 1))
+        tally.streams += 1
+    }
+
+    fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        guard let index = slotIndex(streamID), let header = APNsRequestHeader(name: name) else { return }
+        if header == .authorization, let verifier = state.verifier {
+            slots[index].validation.authorization = authorize(value, verifier)
+        }
+        slots[index].validation.header(header, value, allowedTopics: state.allowedTopics)
+        if header == .path, state.recordAccepted, let token = slots[index].validation.token {
+            token.withUnsafeBytes { slots[index].digest.add($0) }
+        }
+    }
+
+    fileprivate func data(streamID: Int32, chunk: UnsafeRawBufferPointer) {
+        guard let index = slotIndex(streamID) else { return }
+        slots[index].validation.body(chunk)
+        if state.recordAccepted { slots[index].digest.add(chunk) }
+    }
+
+    /// The request's last frame arrived: judge it and answer.
+    fileprivate func requestComplete(streamID: Int32) {
+        guard !isDropping, let index = slotIndex(streamID), !slots[index].judged else { return }
+        slots[index].judged = true
+        tally.requests += 1
+        let validation = slots[index].validation
+        if let reason = validation.verdict(tokenAuthentication: state.verifier != nil) {
+            answer(streamID, index, reason)
+            return
+        }
+        validRequests += 1
+        switch state.planVerdict(onConnection: validRequests, token: validation.token!) {
+        case .drop?:
+            isDropping = true
+            return
+        case .answer(let reason)?:
+            answer(streamID, index, reason)
+        case nil:
+            tally.accepted += 1
+            if state.recordAccepted { tally.digests.append(slots[index].digest.value) }
+            submitResponse(streamID, status: "200", validation.messageID, hasBody: false)
+        }
+        if validRequests == state.plan.goawayEvery && !isGoingAway { goAway() }
+        if let every = state.plan.stallEvery, validRequests % every == 0 { stall() }
+    }
+
+    fileprivate func streamClosed(streamID: Int32) {
+        guard let index = slotIndex(streamID) else { return }
+        if !slots[index].judged && !isDropping { tally.resetStreams += 1 }
+        slots[index].inUse = false
+        freeSlots.append(Int32(index))
+    }
+
+    /// Writes the error body of the stream's answer into nghttp2's buffer.
+    fileprivate func body(streamID: Int32, into destination: UnsafeMutableRawBufferPointer, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let index = slotIndex(streamID), let reason = slots[index].answer else {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            return 0
+        }
+        return withUnsafeTemporaryAllocation(byteCount: ResponseBody.maximumLength, alignment: 1) { scratch in
+            let length = ResponseBody.write(reason, timestamp: slots[index].timestamp, into: scratch)
+            let offset = slots[index].bodyOffset
+            let count = min(length - offset, destination.count)
+            destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: scratch[offset..<offset + count]))
+            slots[index].bodyOffset += count
+            if slots[index].bodyOffset == length { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+            return count
+        }
+    }
+
+    // MARK: Answers
+
+    private func slotIndex(_ streamID: Int32) -> Int? {
+        guard let pointer = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
+        return Int(bitPattern: pointer) - 1
+    }
+
+    private func answer(_ streamID: Int32, _ index: Int, _ reason: APNsReason) {
+        tally.rejections[Int(reason.rawValue)] += 1
+        tally.rejected = true
+        slots[index].answer = reason
+        if reason == .unregistered { slots[index].timestamp = now * 1000 }
+        submitResponse(streamID, status: ResponseBody.statusText(reason.status), slots[index].validation.messageID, hasBody: true)
+    }
+
+    /// Submits the response headers (`:status`, `apns-id`, and `apns-unique-id` for a
+    /// development 200) and, for errors, the JSON body.
+    private func submitResponse(_ streamID: Int32, status: StaticString, _ requestID: MessageID?, hasBody: Bool) {
+        let key = UInt64(truncatingIfNeeded: ordinal) << 32 | UInt64(UInt32(bitPattern: streamID))
+        let seed = state.plan.seed
+        let messageID = requestID ?? MessageID(random: SplitMix64.draw(seed: seed, key: key),
+                                                SplitMix64.draw(seed: seed ^ 0x5A17, key: key))
+        let uniqueID: MessageID? = state.development && !hasBody
+            ? MessageID(random: SplitMix64.draw(seed: seed ^ 0xA5E1, key: key), SplitMix64.draw(seed: seed ^ 0x7E57, key: key))
+            : nil
+        withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: 3) { headers in
+            messageID.withText { id in
+                (uniqueID ?? messageID).withText { unique in
+                    headers[0] = .constant(":status", status)
+                    headers[1] = .unique(APNsRequestHeader.responseID, id)
+                    headers[2] = .unique(APNsRequestHeader.responseUniqueID, unique)
+                    let count = uniqueID == nil ? 2 : 3
+                    if hasBody {
+                        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil),
+                                                             read_callback: SessionCallbacks.readBody)
+                        nghttp2_submit_response(session, streamID, headers.baseAddress, count, &provider)
+                    } else {
+                        nghttp2_submit_response(session, streamID, headers.baseAddress, count, nil)
+                    }
+                }
+            }
+        }
+    }
+
+    /// `authorization` → what the token is worth, from the cache when it is the last one
+    /// seen on this connection. A first valid token lifts the stream limit.
+    private func authorize(_ value: UnsafeRawBufferPointer, _ verifier: ProviderTokenVerifier) -> RequestValidation.Authorization {
+        let scheme = "bearer "
+        guard value.count > scheme.utf8.count,
+              zip(value, scheme.utf8).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) else { return .invalid }
+        let token = UnsafeRawBufferPointer(rebasing: value[scheme.utf8.count...])
+        if !lastToken.elementsEqual(token) {
+            lastToken = Array(token)
+            switch verifier.verify(token, now: now) {
+            case .valid(let issuedAt):
+                lastIssuedAt = issuedAt
+                lastAuthorization = state.adoptToken(issuedAt: issuedAt) ? .valid : .tooManyUpdates
+            case .invalid: lastAuthorization = .invalid
+            case .expired: lastAuthorization = .expired
+            }
+        }
+        if lastAuthorization == .valid && now - lastIssuedAt > ProviderToken.lifetime {
+            lastAuthorization = .expired
+        }
+        if lastAuthorization == .valid && !streamLimitRaised {
+            streamLimitRaised = true
+            var limit = nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                                               value: state.maximumConcurrentStreams)
+            nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &limit, 1)
+        }
+        return lastAuthorization
+    }
+}
+
+// MARK: - Response bodies
+
+/// The JSON bodies and status texts of answers, made without Foundation.
+enum ResponseBody {
+    static let maximumLength = 96
+    private static let bodies: [[UInt8]] = APNsReason.allCases.map(\.body)
+
+    /// `{"reason":"…"}`, or for 410 `{"reason":"Unregistered","timestamp":MS}`; returns the length.
+    static func write(_ reason: APNsReason, timestamp: Int64, into destination: UnsafeMutableRawBufferPointer) -> Int {
+        let body = bodies[Int(reason.rawValue)]
+        guard reason.status == 410 else {
+            destination.copyBytes(from: body)
+            return body.count
+        }
+        var length = body.count - 1  // without the closing brace
+        destination.copyBytes(from: body[..<length])
+        for byte in #","timestamp":"#.utf8 {
+            destination[length] = byte
+            length += 1
+        }
+        let digits = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { scratch in
+            var value = max(timestamp, 0)
+            var count = 0
+            repeat {
+                scratch[count] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+                count += 1
+            } while value > 0
+            for offset in 0..<count {
+                destination[length + offset] = scratch[count - 1 - offset]
+            }
+            return count
+        }
+        length += digits
+        destination[length] = UInt8(ascii: "}")
+        return length + 1
+    }
+
+    /// The `:status` text for a status code the mock sends.
+    static func statusText(_ status: Int) -> StaticString {
+        switch status {
+        case 200: "200"
+        case 400: "400"
+        case 403: "403"
+        case 404: "404"
+        case 405: "405"
+        case 410: "410"
+        case 413: "413"
+        case 429: "429"
+        case 500: "500"
+        default: "503"
+        }
+    }
+}
+
+extension nghttp2_nv {
+    /// A header whose name and value are static: nghttp2 need not copy them.
+    static func constant(_ name: StaticString, _ value: StaticString) -> nghttp2_nv {
+        nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start), value: UnsafeMutablePointer(mutating: value.utf8Start),
+                   namelen: name.utf8CodeUnitCount, valuelen: value.utf8CodeUnitCount,
+                   flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue))
+    }
+
+    /// A header with a static name and a value that is new each time (an identifier):
+    /// nghttp2 copies it and keeps it out of the HPACK dynamic table, where it would only
+    /// push out entries that repeat.
+    static func unique(_ name: StaticString, _ value: UnsafeRawBufferPointer) -> nghttp2_nv {
+        nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start),
+                   value: UnsafeMutablePointer(mutating: value.baseAddress!.assumingMemoryBound(to: UInt8.self)),
+                   namelen: name.utf8CodeUnitCount, valuelen: value.count,
+                   flags: UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+    }
+}
+
+// MARK: - Callbacks
+
+/// nghttp2's callback table, built once; each callback finds its `H2Connection` in the
+/// session's user data.
+final class SessionCallbacks: @unchecked Sendable {
+    static let shared = SessionCallbacks()
+    let callbacks: OpaquePointer
+
+    private init() {
+        var table: OpaquePointer?
+        precondition(nghttp2_session_callbacks_new(&table) == 0, "nghttp2: out of memory")
+        callbacks = table!
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
+            if let frame, SessionCallbacks.isRequest(frame) {
+                connection(user) { $0.beginRequest(streamID: frame.pointee.hd.stream_id) }
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+            if let frame, SessionCallbacks.isRequest(frame) {
+                connection(user) {
+                    $0.header(streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                              value: UnsafeRawBufferPointer(start: value, count: valueLength))
+                }
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
+            connection(user) { $0.data(streamID: streamID, chunk: UnsafeRawBufferPointer(start: data, count: length)) }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
+            guard let frame else { return 0 }
+            let header = frame.pointee.hd
+            let endsStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+            if endsStream && (header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue)) {
+                connection(user) { $0.requestComplete(streamID: header.stream_id) }
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, _, user in
+            connection(user) { $0.streamClosed(streamID: streamID) }
+            return 0
+        }
+    }
+
+    /// The error body's source (see `H2Connection.body`).
+    static let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, user in
+        connection(user) {
+            $0.body(streamID: streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length), flags: flags!)
+        }
+    }
+
+    fileprivate static func isRequest(_ frame: UnsafePointer<nghttp2_frame>) -> Bool {
+        frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
+    }
+}
+
+/// The connection a session's user data points to. The session belongs to the connection,
+/// so the connection outlives every callback: no retain is needed for the call.
+private func connection<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2Connection) -> R) -> R {
+    Unmanaged<H2Connection>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
+}

@@ -1,0 +1,218 @@
+import SalvoWire
+
+/// One request's checks, as APNs makes them: fed each header and each body chunk as they
+/// arrive, judged once at the end of the stream. Of the checks that failed, the answer is
+/// the first in `precedence`, whatever order the headers came in.
+///
+/// A value type of fixed size with no references, so a connection keeps one per open
+/// stream in a reused array and the per-request path allocates nothing.
+struct RequestValidation {
+    /// The outcome of the `authorization` header, decided by the connection (which caches
+    /// verified tokens and knows the team's token history).
+    enum Authorization: UInt8 {
+        case absent, valid, invalid, expired, tooManyUpdates
+    }
+
+    /// The order in which failed checks are reported: method, path, authentication, then
+    /// the headers, then the payload.
+    static let precedence: [APNsReason] = [
+        .methodNotAllowed, .badPath,
+        .missingProviderToken, .invalidProviderToken, .expiredProviderToken, .tooManyProviderTokenUpdates,
+        .duplicateHeaders, .missingDeviceToken, .badDeviceToken, .missingTopic, .badTopic, .topicDisallowed,
+        .invalidPushType, .badPriority, .badExpirationDate, .badCollapseId, .badMessageId,
+        .payloadEmpty, .payloadTooLarge,
+    ]
+
+    /// Each reason's bit in `failures` (its place in `precedence`); reasons never
+    /// produced by validation have none.
+    private static let bits: [UInt32] = APNsReason.allCases.map { reason in
+        precedence.firstIndex(of: reason).map { 1 << UInt32($0) } ?? 0
+    }
+
+    private var failures: UInt32 = 0
+    private var seen: UInt16 = 0
+    private var sawTopic = false
+    /// The push type whose topic suffix the topic carries, if any.
+    private var topicOwner: APNsPushType?
+    /// Set by the connection after judging the token.
+    var authorization = Authorization.absent
+    /// The device token from `:path`, once it parsed.
+    private(set) var token: DeviceToken?
+    private(set) var pushType: APNsPushType?
+    /// `apns-id` as sent (36 bytes), once it parsed.
+    private(set) var messageID: MessageID?
+    private(set) var payloadLength = 0
+
+    init() {}
+
+    private mutating func fail(_ reason: APNsReason) { failures |= Self.bits[Int(reason.rawValue)] }
+
+    /// Takes one request header. `allowedTopics`, when not empty, lists the bundle ids a
+    /// topic may name (before its push type's suffix).
+    mutating func header(_ header: APNsRequestHeader, _ value: UnsafeRawBufferPointer, allowedTopics: [[UInt8]]) {
+        let bit: UInt16 = 1 << UInt16(header.rawValue)
+        if seen & bit != 0 {
+            fail(.duplicateHeaders)
+            return
+        }
+        seen |= bit
+        switch header {
+        case .method:
+            if !value.elementsEqual("POST".utf8) { fail(.methodNotAllowed) }
+        case .path:
+            checkPath(value)
+        case .authorization:
+            break  // judged by the connection
+        case .pushType:
+            pushType = APNsPushType(name: value)
+            if pushType == nil { fail(.invalidPushType) }
+        case .topic:
+            sawTopic = true
+            checkTopic(value, allowedTopics: allowedTopics)
+        case .id:
+            messageID = MessageID(value)
+            if messageID == nil { fail(.badMessageId) }
+        case .expiration:
+            if !(1...19).contains(value.count) || !value.allSatisfy(Self.isDigit) { fail(.badExpirationDate) }
+        case .priority:
+            if !APNsRequestHeader.priorities.contains(where: { $0.bytes.elementsEqual(value) }) { fail(.badPriority) }
+        case .collapseId:
+            if value.count > APNsRequestHeader.collapseIdLimit { fail(.badCollapseId) }
+        }
+    }
+
+    /// Counts a chunk of the payload.
+    mutating func body(_ chunk: UnsafeRawBufferPointer) { payloadLength += chunk.count }
+
+    /// The reason to refuse the request, or nil when it passes. With `tokenAuthentication`,
+    /// a request without a valid token is refused.
+    func verdict(tokenAuthentication: Bool) -> APNsReason? {
+        var failures = self.failures
+        if tokenAuthentication {
+            switch authorization {
+            case .valid: break
+            case .absent: failures |= Self.bits[Int(APNsReason.missingProviderToken.rawValue)]
+            case .invalid: failures |= Self.bits[Int(APNsReason.invalidProviderToken.rawValue)]
+            case .expired: failures |= Self.bits[Int(APNsReason.expiredProviderToken.rawValue)]
+            case .tooManyUpdates: failures |= Self.bits[Int(APNsReason.tooManyProviderTokenUpdates.rawValue)]
+            }
+        }
+        if !sawTopic { failures |= Self.bits[Int(APNsReason.missingTopic.rawValue)] }
+        // A topic must carry its push type's suffix and no other type's. Without a push
+        // type, APNs infers it, from the topic among other things.
+        if let pushType, topicOwner != (pushType.topicSuffix == nil ? nil : pushType) {
+            failures |= Self.bits[Int(APNsReason.invalidPushType.rawValue)]
+        }
+        if payloadLength == 0 { failures |= Self.bits[Int(APNsReason.payloadEmpty.rawValue)] }
+        if payloadLength > (pushType ?? topicOwner ?? .alert).payloadLimit {
+            failures |= Self.bits[Int(APNsReason.payloadTooLarge.rawValue)]
+        }
+        guard failures != 0 else { return nil }
+        return Self.precedence[failures.trailingZeroBitCount]
+    }
+
+    // MARK: Checks
+
+    private mutating func checkPath(_ path: UnsafeRawBufferPointer) {
+        let prefix = APNsRequestHeader.devicePathPrefix.bytes
+        guard path.count >= prefix.count, path.prefix(prefix.count).elementsEqual(prefix) else {
+            fail(.badPath)
+            return
+        }
+        let hex = UnsafeRawBufferPointer(rebasing: path[prefix.count...])
+        if hex.isEmpty {
+            fail(.missingDeviceToken)
+        } else if hex.count == 2 * DeviceToken.byteCount, let parsed = try? DeviceToken(hex: hex) {
+            token = parsed
+        } else {
+            fail(.badDeviceToken)
+        }
+    }
+
+    /// A topic is a bundle id: 1 to 255 bytes of letters, digits, `-`, `_` and `.`, in
+    /// dot-separated parts none of which is empty.
+    private mutating func checkTopic(_ topic: UnsafeRawBufferPointer, allowedTopics: [[UInt8]]) {
+        var previous = UInt8(ascii: ".")
+        for byte in topic {
+            let isDot = byte == UInt8(ascii: ".")
+            guard Self.isBundleCharacter(byte), !(isDot && previous == UInt8(ascii: ".")) else {
+                fail(.badTopic)
+                return
+            }
+            previous = byte
+        }
+        guard (1...255).contains(topic.count), previous != UInt8(ascii: ".") else {
+            fail(.badTopic)
+            return
+        }
+        topicOwner = APNsPushType.owningSuffix(of: topic)
+        guard !allowedTopics.isEmpty else { return }
+        let bundleID = topic.prefix(topic.count - (topicOwner?.topicSuffix?.utf8.count ?? 0))
+        if !allowedTopics.contains(where: { $0.elementsEqual(bundleID) }) { fail(.topicDisallowed) }
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
+
+    private static func isBundleCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+            true
+        default: false
+        }
+    }
+}
+
+/// An `apns-id`: a UUID in canonical form (8-4-4-4-12 hex digits, either case), kept as
+/// sent so that the response echoes it byte for byte.
+struct MessageID {
+    static let length = 36
+    private var storage: (UInt64, UInt64, UInt64, UInt64, UInt32) = (0, 0, 0, 0, 0)
+
+    /// Nil unless `text` is a canonical UUID.
+    init?(_ text: UnsafeRawBufferPointer) {
+        guard text.count == Self.length else { return nil }
+        for (index, byte) in text.enumerated() {
+            let isHyphenPlace = index == 8 || index == 13 || index == 18 || index == 23
+            guard isHyphenPlace ? byte == UInt8(ascii: "-") : Self.isHex(byte) else { return nil }
+        }
+        withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: text) }
+    }
+
+    /// A version-4 UUID from 128 bits, in lowercase canonical form.
+    init(random high: UInt64, _ low: UInt64) {
+        // Version 4 and the RFC 9562 variant.
+        let bits = ((high & ~0xF000) | 0x4000, (low & ~(0xC << 60)) | (0x8 << 60))
+        let digits = Self.digits
+        withUnsafeMutableBytes(of: &storage) { text in
+            withUnsafeBytes(of: (bits.0.bigEndian, bits.1.bigEndian)) { bytes in
+                var index = 0
+                for (position, byte) in bytes.enumerated() {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        text[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    text[index] = digits.utf8Start[Int(byte >> 4)]
+                    text[index + 1] = digits.utf8Start[Int(byte & 0xF)]
+                    index += 2
+                }
+            }
+        }
+    }
+
+    private static let digits: StaticString = "0123456789abcdef"
+
+    /// Calls `body` with the 36 bytes of text.
+    func withText<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[..<Self.length])) }
+    }
+
+    private static func isHex(_ byte: UInt8) -> Bool {
+        byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
+    }
+}
+
+extension StaticString {
+    /// The string's UTF-8 bytes, without a copy.
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: utf8Start, count: utf8CodeUnitCount) }
+}

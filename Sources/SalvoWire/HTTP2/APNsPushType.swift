@@ -1,0 +1,56 @@
+/// The `apns-push-type` of a request, and what it asks of the topic and the payload.
+public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringConvertible {
+    case alert, background, voip, complication, fileprovider, mdm, location, liveactivity, pushtotalk, widgets, controls
+
+    /// The header value.
+    public var name: String {
+        switch self {
+        case .alert: "alert"
+        case .background: "background"
+        case .voip: "voip"
+        case .complication: "complication"
+        case .fileprovider: "fileprovider"
+        case .mdm: "mdm"
+        case .location: "location"
+        case .liveactivity: "liveactivity"
+        case .pushtotalk: "pushtotalk"
+        case .widgets: "widgets"
+        case .controls: "controls"
+        }
+    }
+
+    /// What `apns-topic` must end with for this type (after the bundle id); nil when the
+    /// topic is the bare bundle id (or, for `mdm`, the MDM push topic).
+    public var topicSuffix: String? {
+        switch self {
+        case .voip: ".voip"
+        case .complication: ".complication"
+        case .fileprovider: ".pushkit.fileprovider"
+        case .location: ".location-query"
+        case .liveactivity: ".push-type.liveactivity"
+        case .pushtotalk: ".voip-ptt"
+        case .widgets: ".push-type.widgets"
+        case .controls: ".push-type.controls"
+        case .alert, .background, .mdm: nil
+        }
+    }
+
+    /// The largest payload APNs takes for this type: 5120 bytes for VoIP, 4096 otherwise.
+    public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+
+    /// The type whose header value is `bytes` (exact, lowercase), if any.
+    public init?(name bytes: UnsafeRawBufferPointer) {
+        guard let type = Self.allCases.first(where: { $0.name.utf8.elementsEqual(bytes) }) else { return nil }
+        self = type
+    }
+
+    /// The type whose topic suffix ends `topic` (after at least one byte of bundle id), if any.
+    public static func owningSuffix(of topic: UnsafeRawBufferPointer) -> APNsPushType? {
+        allCases.first { type in
+            guard let suffix = type.topicSuffix?.utf8 else { return false }
+            return topic.count > suffix.count && topic.suffix(suffix.count).elementsEqual(suffix)
+        }
+    }
+
+    public var description: String { name }
+}

@@ -1,0 +1,126 @@
+import ArgumentParser
+import Foundation
+import SalvoIO
+import SalvoMock
+
+/// The flags only `salvo mock --protocol h2` takes.
+struct H2MockOptions: ParsableArguments {
+    @Option(name: .customLong("auth-key"), help: ArgumentHelp("Token authentication: the AuthKey .p8 (PEM) whose tokens are valid.", valueName: "file"))
+    var authKey: String?
+
+    @Option(name: .customLong("key-id"), help: ArgumentHelp("Token authentication: the key id tokens must name (kid).", valueName: "id"))
+    var keyID: String?
+
+    @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: the team tokens must be issued by (iss).", valueName: "id"))
+    var teamID: String?
+
+    @Option(name: .customLong("max-streams"), help: ArgumentHelp("SETTINGS_MAX_CONCURRENT_STREAMS once a valid token was seen (default 1000).", valueName: "n"))
+    var maxStreams: Int?
+
+    @Option(help: "production, or development (successful responses carry apns-unique-id).")
+    var environment: H2MockGateway.Environment?
+
+    @Option(name: .customLong("topic"), help: ArgumentHelp("A bundle id topics may name; repeatable. Others get 400 TopicDisallowed. Default: any.", valueName: "bundle-id"))
+    var topics: [String] = []
+
+    @Option(name: .customLong("throttle-every"), help: ArgumentHelp("Answer every Nth valid request, gateway-wide, 429 TooManyRequests.", valueName: "n"))
+    var throttleEvery: Int?
+
+    @Option(name: .customLong("unavailable-every"), help: ArgumentHelp("Answer every Nth valid request, gateway-wide, 503 ServiceUnavailable.", valueName: "n"))
+    var unavailableEvery: Int?
+
+    @Option(name: .customLong("goaway-every"), help: ArgumentHelp("Send GOAWAY (Shutdown) once N valid requests on a connection were answered.", valueName: "n"))
+    var goawayEvery: Int?
+
+    /// The first of these flags that was given, for refusing it with the binary protocol.
+    var givenFlag: String? {
+        let given: [(String, Bool)] = [
+            ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
+            ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
+            ("--throttle-every", throttleEvery != nil), ("--unavailable-every", unavailableEvery != nil),
+            ("--goaway-every", goawayEvery != nil),
+        ]
+        return given.first { $0.1 }?.0
+    }
+
+    /// The verifier for token authentication, or nil without it.
+    func tokenVerifier() throws(UsageError) -> ProviderTokenVerifier? {
+        guard authKey != nil || keyID != nil || teamID != nil else { return nil }
+        guard let authKey, let keyID, let teamID else {
+            throw UsageError("--auth-key, --key-id and --team-id go together (token authentication)")
+        }
+        let pem: [UInt8]
+        do { pem = try readSmallFile(authKey, limit: 64 << 10) } catch {
+            throw UsageError("--auth-key \(authKey): \(error)")
+        }
+        do {
+            return try ProviderTokenVerifier(authKeyPEM: String(decoding: pem, as: UTF8.self), keyID: keyID, teamID: teamID)
+        } catch {
+            throw UsageError("--auth-key \(authKey): \(error)")
+        }
+    }
+
+    /// The stream limit after the first valid token.
+    func maximumConcurrentStreams() throws(UsageError) -> UInt32 {
+        guard let maxStreams else { return 1000 }
+        guard let limit = UInt32(exactly: maxStreams), (1...Int(Int32.max)).contains(maxStreams) else {
+            throw UsageError("--max-streams must be 1...\(Int32.max), got \(maxStreams)")
+        }
+        return limit
+    }
+}
+
+extension H2MockGateway.Environment: ExpressibleByArgument {}
+
+extension MockCommand {
+    /// The first binary-only flag given, for refusing it with --protocol h2.
+    var binaryOnlyFlag: String? {
+        let given: [(String, Bool)] = [
+            ("--feedback-port", feedbackPort != nil), ("--feedback-tuple", !feedbackTuples.isEmpty),
+            ("--invalid-token", !invalidTokens.isEmpty), ("--invalid-token-suffix", invalidTokenSuffix != nil),
+            ("--reject-status", rejectStatus != 8), ("--reject-probability", rejectProbability != nil),
+            ("--shutdown-every", shutdownEvery != nil), ("--error-delay-ms", errorDelayMilliseconds != 0),
+            ("--stall-jitter-ms", stallJitterMilliseconds != 0), ("--receive-buffer-kib", receiveBufferKiB != nil),
+            ("--ingest-probe", ingestProbe != nil),
+        ]
+        return given.first { $0.1 }?.0
+    }
+
+    /// The HTTP/2 failure plan from the flags.
+    func h2Plan() throws(UsageError) -> H2FailurePlan {
+        guard stallMilliseconds >= 0 else { throw UsageError("--stall-ms must not be negative") }
+        let plan = H2FailurePlan(
+            seed: seed, rejectEvery: rejectEvery, throttleEvery: h2.throttleEvery, unavailableEvery: h2.unavailableEvery,
+            goawayEvery: h2.goawayEvery, dropEvery: dropEvery, stallEvery: stallEvery,
+            stallDuration: .milliseconds(stallMilliseconds))
+        do { try plan.validate() } catch {
+            // The plan's field names, spelled as the flags.
+            var message = error.description
+            for (field, flag) in [("rejectEvery", "--reject-every"), ("throttleEvery", "--throttle-every"),
+                                  ("unavailableEvery", "--unavailable-every"), ("goawayEvery", "--goaway-every"),
+                                  ("dropEvery", "--drop-every"), ("stallEvery", "--stall-every")] {
+                message = message.replacingOccurrences(of: field, with: flag)
+            }
+            throw UsageError(message)
+        }
+        return plan
+    }
+
+    /// `--protocol h2`: the HTTP/2 gateway until a signal or the duration, then its report.
+    func runH2(_ serverTLS: TLSConfiguration) async throws {
+        var configuration = H2MockGateway.Configuration(
+            host: host, port: port ?? 2197, tls: serverTLS, tokenVerifier: try h2.tokenVerifier(),
+            maximumConcurrentStreams: try h2.maximumConcurrentStreams(), environment: h2.environment ?? .production,
+            allowedTopics: h2.topics, failurePlan: try h2Plan(), recordAccepted: recordAccepted)
+        if let loops { configuration.loops = loops }
+        let gateway = try H2MockGateway(configuration)
+        // Watch the signals before announcing the port: whoever reads the line may signal at once.
+        let stop = StopSignal(duration: duration)
+        print("listening gateway=\(gateway.port)")
+        fflush(nil)  // all streams: other processes wait for this line
+
+        await stop.wait()
+        gateway.stop()
+        try writeReport(gateway.statistics())
+    }
+}

@@ -1,0 +1,171 @@
+import Crypto
+import Foundation
+import SalvoIO
+import SalvoWire
+import Testing
+@testable import SalvoMock
+
+/// An `H2MockGateway` on a free port with certificates in a temporary directory (for the
+/// command-line clients), and those clients: curl, nghttp and h2load, as `make test`
+/// installs them.
+final class H2Rig {
+    static let pki = try! DevelopmentPKI.Bundle()
+    /// The provider-token key the rig's token gateways trust (as the text of a .p8: Crypto's
+    /// key type is not `Sendable`).
+    static let authKeyPEM = P256.Signing.PrivateKey().pemRepresentation
+    static var authKey: P256.Signing.PrivateKey { try! .init(pemRepresentation: authKeyPEM) }
+    static let keyID = "KEY0000001"
+    static let teamID = "TEAM000001"
+
+    let directory: String
+    let gateway: H2MockGateway
+
+    /// A gateway as `configure` leaves the default configuration (TLS and a free port set).
+    init(tokenAuthentication: Bool = false, _ configure: (inout H2MockGateway.Configuration) -> Void = { _ in }) throws {
+        directory = NSTemporaryDirectory() + "salvo-h2-\(UUID().uuidString)"
+        try Self.pki.write(to: directory)
+        var configuration = H2MockGateway.Configuration(
+            tls: .server(certificateChain: Self.pki.server.certificate, privateKey: Self.pki.server.privateKey), loops: 2)
+        if tokenAuthentication {
+            configuration.tokenVerifier = try ProviderTokenVerifier(
+                authKeyPEM: Self.authKeyPEM, keyID: Self.keyID, teamID: Self.teamID)
+        }
+        configure(&configuration)
+        gateway = try H2MockGateway(configuration)
+    }
+
+    deinit {
+        gateway.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func url(_ path: String) -> String { "https://127.0.0.1:\(gateway.port)\(path)" }
+    var caFile: String { "\(directory)/ca.pem" }
+
+    /// A file in the rig's directory holding `bytes`.
+    func file(_ name: String, _ bytes: [UInt8]) throws -> String {
+        let path = "\(directory)/\(name)"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// One request with curl over HTTP/2, verifying the server against the test CA.
+    func curl(_ path: String = "/3/device/\(h2Token)", method: String = "POST", headers: [String] = standardHeaders,
+              payload: [UInt8]? = Array(#"{"aps":{"alert":"hi"}}"#.utf8), extra: [String] = []) throws -> CurlResponse {
+        var arguments = ["--silent", "--show-error", "--http2", "--cacert", caFile, "--max-time", "10",
+                         "--dump-header", "-", "--request", method]
+        for header in headers { arguments += ["--header", header] }
+        if let payload { arguments += ["--data-binary", "@" + (try file("payload-\(UUID().uuidString)", payload))] }
+        let result = try runTool("curl", arguments + extra + [url(path)])
+        return CurlResponse(result)
+    }
+}
+
+/// The headers of a well-formed alert request.
+let standardHeaders = ["apns-topic: com.example.app", "apns-push-type: alert"]
+/// A device token, 64 hex digits.
+let h2Token = String(repeating: "5a", count: 32)
+
+/// What curl printed: the response head (`--dump-header -`) and the body.
+struct CurlResponse {
+    var exitCode: Int32
+    var status: Int?
+    var headers: [String: String] = [:]
+    var body: String
+    var errors: String
+
+    init(_ result: ToolResult) {
+        exitCode = result.status
+        errors = result.errors
+        // The head ends at the first blank line; the body follows it.
+        let parts = result.output.components(separatedBy: "\r\n\r\n")
+        let head = parts.first ?? ""
+        body = parts.dropFirst().joined(separator: "\r\n\r\n")
+        let lines = head.components(separatedBy: "\r\n")
+        status = lines.first.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Int($0) }
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+    }
+
+    /// The body's `reason`, if it is an APNs error body.
+    var reason: String? {
+        let json = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+        return json?["reason"] as? String
+    }
+}
+
+/// A provider token signed by `key`.
+func mintToken(key: P256.Signing.PrivateKey = H2Rig.authKey, keyID: String = H2Rig.keyID, teamID: String = H2Rig.teamID,
+               issuedAt: Int64) throws -> String {
+    let token = ProviderToken(keyID: keyID, teamID: teamID, issuedAt: issuedAt)
+    let signature = try key.signature(for: Data(token.signingInput.utf8))
+    return token.compact(signature: signature.rawRepresentation)
+}
+
+/// UNIX seconds now.
+var unixNow: Int64 { Int64(Date().timeIntervalSince1970) }
+
+// MARK: - External tools
+
+/// An external tool's exit status and output.
+struct ToolResult {
+    var status: Int32
+    var output: String
+    var errors: String
+}
+
+/// Runs `name` (found on PATH) to completion, draining both of its pipes at once so that
+/// neither can fill up and block it; gives up (and records an issue) after `timeout`.
+func runTool(_ name: String, _ arguments: [String], timeout: Duration = .seconds(60)) throws -> ToolResult {
+    let directories = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
+        + ["/usr/bin", "/usr/sbin"]
+    guard let path = directories.map({ "\($0)/\(name)" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        throw MissingTool(name: name)
+    }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    let output = Pipe(), errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    let outputData = DrainedPipe(output), errorData = DrainedPipe(errors)
+    let seconds = Double(timeout.components.seconds)
+    if !outputData.wait(seconds) || !errorData.wait(seconds) {
+        process.terminate()
+        Issue.record("\(name) did not finish within \(timeout)")
+    }
+    process.waitUntilExit()
+    return ToolResult(status: process.terminationStatus, output: outputData.text, errors: errorData.text)
+}
+
+struct MissingTool: Error, CustomStringConvertible {
+    var name: String
+    var description: String { "\(name) is not installed: `make deps` installs it (nghttp2-client, curl)" }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+final class DrainedPipe: @unchecked Sendable {
+    private var data = Data()
+    private let done = DispatchGroup()
+
+    init(_ pipe: Pipe) {
+        let handle = pipe.fileHandleForReading
+        done.enter()
+        Thread.detachNewThread { [self] in
+            data = handle.readDataToEndOfFile()
+            done.leave()
+        }
+    }
+
+    /// Waits for the end of the pipe; false after `seconds`.
+    func wait(_ seconds: Double) -> Bool { done.wait(timeout: .now() + seconds) == .success }
+
+    /// What was read, once the pipe ended.
+    var text: String {
+        done.wait()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
