@@ -53,7 +53,7 @@ final class GatewayConnection {
     private var settleDeadline: UInt64 = .max
     private var flushTimer: TimerID?
     /// Error-response bytes read so far (the gateway's only message is 6 bytes).
-    private var response = [UInt8](repeating: 0, count: 64)
+    private var response = [UInt8](repeating: 0, count: ErrorResponse.byteCount)
     private var responseCount = 0
     private var ledger: DeliveryLedger { shard.ledger }
 
@@ -160,7 +160,7 @@ final class GatewayConnection {
         } catch {
             // The gateway may have written an error response and closed before our write
             // failed: read what is there before deciding it was a silent drop.
-            readResponse(link)
+            readResponse(link, ifClosed: "write failed: \(error)")
             if machine.openTransport === link { connectionLost(link, "write failed: \(error)", permanent: nil) }
         }
     }
@@ -249,7 +249,9 @@ final class GatewayConnection {
     }
 
     /// Reads whatever the gateway sent: an error response, or the end of the stream.
-    private func readResponse(_ link: Link) {
+    /// `closedReason` is why the connection ended if it turns out closed (a failed write
+    /// says more than the read after it).
+    private func readResponse(_ link: Link, ifClosed closedReason: String? = nil) {
         while true {
             let result: TLSReadResult
             do {
@@ -263,28 +265,33 @@ final class GatewayConnection {
             switch result {
             case .bytes(let count):
                 responseCount += count
-                if responseCount >= ErrorResponse.byteCount || responseCount == response.count {
-                    handleErrorResponse(link)
+                let decoded = response.withUnsafeBytes { buffer in
+                    Result { () throws(ErrorResponseDecodingError) in
+                        try ErrorResponse.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<responseCount]))
+                    }
+                }
+                switch decoded {
+                case .success(let errorResponse?):
+                    _ = sendBuffer.errorResponse()
+                    perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
+                    return
+                case .success(nil):
+                    continue
+                case .failure(let error):
+                    // A gateway that speaks something else: handled as a drop.
+                    connectionLost(link, "\(error)", permanent: nil)
                     return
                 }
             case .wouldBlock:
                 return
-            case .closed:
-                connectionLost(link, "connection closed by the gateway without an error response", permanent: nil)
+            case .closed(let clean):
+                let closed = clean ? "closed" : "closed (no TLS close_notify)"
+                connectionLost(link, closedReason ?? (responseCount > 0
+                    ? "the gateway \(closed) after \(responseCount) of the \(ErrorResponse.byteCount) bytes of an error response"
+                    : "connection \(closed) by the gateway without an error response"), permanent: nil)
                 return
             }
         }
-    }
-
-    private func handleErrorResponse(_ link: Link) {
-        let decoded = response.withUnsafeBytes { try? ErrorResponse.decode(UnsafeRawBufferPointer(rebasing: $0[0..<responseCount])) }
-        guard let errorResponse = decoded else {
-            // Not an error response: a gateway that speaks something else. Treat as a drop.
-            connectionLost(link, "unexpected bytes from the gateway", permanent: nil)
-            return
-        }
-        _ = sendBuffer.errorResponse()
-        perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
     }
 
     private func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
