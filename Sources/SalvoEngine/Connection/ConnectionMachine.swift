@@ -159,10 +159,7 @@ struct ConnectionMachine<Transport: AnyObject> {
     /// is rewound first), or the standby is ready.
     mutating func handshakeCompleted(_ transport: Transport) -> [Action] {
         if case .connecting(let active) = state, active === transport {
-            state = .open(transport)
-            consecutiveFailures = 0
-            opened += 1
-            window.connectionOpened()
+            open(transport)
             return [.activated(transport)] + [openStandbyIfUseful()].compactMap { $0 }
         }
         if case .connecting(let spare) = standby, spare === transport {
@@ -268,10 +265,17 @@ struct ConnectionMachine<Transport: AnyObject> {
     private mutating func promote() -> [Action] {
         guard case .ready(let spare) = standby else { return [] }
         standby = .none
-        state = .open(spare)
-        opened += 1
-        window.connectionOpened()
+        open(spare)
         return [.activated(spare)] + [openStandbyIfUseful()].compactMap { $0 }
+    }
+
+    /// `transport` becomes the active connection: a fresh one, or the standby. Either way
+    /// a connection opened, so the failed attempts before it no longer count.
+    private mutating func open(_ transport: Transport) {
+        state = .open(transport)
+        opened += 1
+        consecutiveFailures = 0
+        window.connectionOpened()
     }
 
     private mutating func openStandbyIfUseful() -> Action? {
