@@ -179,6 +179,33 @@ import Testing
         #expect(!machine.hasGivenUp)
     }
 
+    @Test func connectionsThatStallInARowAreGivenUpOn() {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        #expect(Self.words(machine.connectionLost(a, "stalled", permanentReason: nil, stalled: true))
+                == ["settle", "close a", "activate b", "standby"])
+        Self.readyStandby(&machine, "c")
+        _ = machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true)
+        Self.readyStandby(&machine, "d")
+        #expect(machine.consecutiveFailures == 0)
+        #expect(Self.words(machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true))
+                == ["settle", "close c", "settle", "give up", "close d"])
+        #expect(machine.hasGivenUp)
+    }
+
+    @Test func aConnectionThatEndsWellBetweenStallsStartsTheCountAgain() {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        _ = machine.connectionLost(a, "stalled", permanentReason: nil, stalled: true)
+        Self.readyStandby(&machine, "c")
+        Self.writeOne(machine)
+        _ = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)
+        Self.readyStandby(&machine, "d")
+        _ = machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true)
+        _ = machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true)
+        #expect(!machine.hasGivenUp, "two stalls in a row since the error response, of three allowed")
+    }
+
     @Test func aStandbyThatEndsIsMadeAgainAfterABackoff() {
         let (initial, a, b) = Self.openWithStandby()
         var machine = initial
