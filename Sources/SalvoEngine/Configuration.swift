@@ -57,7 +57,16 @@ public struct SenderConfiguration: Sendable {
     /// when the gateway closes the active one after an error response: an error then costs
     /// no connection setup (two round trips over a network). Doubles the connections.
     public var usesStandbyConnections = true
-    /// Consecutive failed connection attempts after which a connection gives up.
+    /// How long a connection attempt may take, TCP connect and TLS handshake, before it
+    /// counts as failed: a gateway that accepts and never answers, a SYN that is lost.
+    public var connectTimeout: Duration = .seconds(10)
+    /// How long the gateway may take none of the bytes written to it while some wait
+    /// before the connection is dropped as stalled (noticed within twice this): a gateway
+    /// that stopped reading, a path that went dark. What was in flight is then handled as
+    /// after any drop, and the connection counts as a failed attempt.
+    public var stallTimeout: Duration = .seconds(30)
+    /// Consecutive failed connection attempts (refused, timed out, stalled, or dropped
+    /// without an error response) after which a connection gives up.
     public var connectAttempts = 8
     /// How many silent drops a notification may be in flight for before it fails.
     public var retryBudget = 3

@@ -264,6 +264,13 @@ public final class Socket: @unchecked Sendable {
     /// unknown). What is still in here has certainly not been read by the peer.
     public var unacknowledgedBytes: Int { max(0, Int(salvo_unacknowledged_bytes(fd))) }
 
+    /// Bytes of the stream the peer's TCP has acknowledged so far, or nil when the kernel
+    /// does not say.
+    public var acknowledgedBytes: UInt64? {
+        let bytes = salvo_acknowledged_bytes(fd)
+        return bytes < 0 ? nil : UInt64(bytes)
+    }
+
     /// Shuts down the sending direction (the peer reads end of stream).
     public func shutdownWrite() { _ = shutdown(fd, Int32(SHUT_WR)) }
 }

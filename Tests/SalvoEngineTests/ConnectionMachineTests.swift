@@ -112,7 +112,15 @@ import Testing
         var machine = initial
         let actions = machine.errorResponse(ErrorResponse(status: .invalidToken, identifier: 999), now: 1, errorWait: 1_000)
         #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
-        #expect(machine.consecutiveFailures == 1, "a drop counts as a failure, an error response does not")
+        // Without a standby a drop backs off (a failed attempt); an error response reconnects at once.
+        var alone = Self.machine(standby: false)
+        let a = FakeLink("a")
+        _ = alone.start()
+        alone.connectStarted(a)
+        _ = alone.handshakeCompleted(a)
+        let dropped = alone.errorResponse(ErrorResponse(status: .invalidToken, identifier: 999), now: 1, errorWait: 1_000)
+        #expect(Self.words(dropped) == ["settle", "close a", "reconnect 0.01 seconds"])
+        #expect(alone.consecutiveFailures == 1)
     }
 
     /// Each drop hands over to the ready standby, which opened before it: only what the
@@ -175,6 +183,53 @@ import Testing
         var withStandby = initial
         #expect(Self.words(withStandby.connectionLost(c, "reset", permanentReason: nil)) == ["settle", "close a", "activate b", "standby"])
         #expect(withStandby.openTransport === d)
+    }
+
+    /// Makes a new standby ready after the last one took over.
+    static func readyStandby(_ machine: inout Machine, _ name: String) {
+        let spare = FakeLink(name)
+        machine.standbyStarted(spare)
+        _ = machine.handshakeCompleted(spare)
+    }
+
+    @Test func dropsOnStandbysThatTookOverAreNotFailedAttemptsInARow() {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        var active = a
+        for name in ["c", "d", "e", "f"] {
+            _ = machine.connectionLost(active, "reset", permanentReason: nil)
+            #expect(machine.consecutiveFailures == 0, "the standby that took over opened")
+            active = machine.openTransport!
+            Self.readyStandby(&machine, name)
+        }
+        #expect(!machine.hasGivenUp)
+    }
+
+    @Test func connectionsThatStallInARowAreGivenUpOn() {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        #expect(Self.words(machine.connectionLost(a, "stalled", permanentReason: nil, stalled: true))
+                == ["settle", "close a", "activate b", "standby"])
+        Self.readyStandby(&machine, "c")
+        _ = machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true)
+        Self.readyStandby(&machine, "d")
+        #expect(machine.consecutiveFailures == 0)
+        #expect(Self.words(machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true))
+                == ["settle", "close c", "settle", "give up", "close d"])
+        #expect(machine.hasGivenUp)
+    }
+
+    @Test func aConnectionThatEndsWellBetweenStallsStartsTheCountAgain() {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        _ = machine.connectionLost(a, "stalled", permanentReason: nil, stalled: true)
+        Self.readyStandby(&machine, "c")
+        Self.writeOne(machine)
+        _ = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)
+        Self.readyStandby(&machine, "d")
+        _ = machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true)
+        _ = machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true)
+        #expect(!machine.hasGivenUp, "two stalls in a row since the error response, of three allowed")
     }
 
     @Test func aStandbyThatEndsIsMadeAgainAfterABackoff() {

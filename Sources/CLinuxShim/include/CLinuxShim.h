@@ -25,6 +25,10 @@ int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
 /// (ioctl SIOCOUTQ), or -1 with errno set.
 int salvo_unacknowledged_bytes(int fd);
 
+/// Bytes of a TCP socket's stream the peer has acknowledged so far (TCP_INFO
+/// tcpi_bytes_acked, Linux 4.1 and later), or -1 when unknown.
+long long salvo_acknowledged_bytes(int fd);
+
 /// Opens a new TUN device (IP packets, no packet-information header) named `name`,
 /// nonblocking; returns its descriptor, or -1 with errno set. The device goes away when the
 /// descriptor is closed.

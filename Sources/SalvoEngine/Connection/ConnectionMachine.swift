@@ -94,6 +94,9 @@ struct ConnectionMachine<Transport: AnyObject> {
     let usesStandby: Bool
     /// Failed attempts since the last connection that opened.
     private(set) var consecutiveFailures = 0
+    /// Failed attempts before the open connection opened: when it stalls, it counts as one
+    /// more, as if it had never opened.
+    private var failuresBeforeOpen = 0
     /// Failed standby attempts since the last standby that opened.
     private var standbyFailures = 0
     /// Connections opened so far (standbys when they take over).
@@ -116,6 +119,13 @@ struct ConnectionMachine<Transport: AnyObject> {
     var openTransport: Transport? {
         if case .open(let transport) = state { return transport }
         return nil
+    }
+
+    /// Whether `transport` is still connecting, as the active connection or the standby.
+    func isConnecting(_ transport: Transport) -> Bool {
+        if case .connecting(let active) = state, active === transport { return true }
+        if case .connecting(let spare) = standby, spare === transport { return true }
+        return false
     }
 
     var hasGivenUp: Bool {
@@ -159,10 +169,7 @@ struct ConnectionMachine<Transport: AnyObject> {
     /// is rewound first), or the standby is ready.
     mutating func handshakeCompleted(_ transport: Transport) -> [Action] {
         if case .connecting(let active) = state, active === transport {
-            state = .open(transport)
-            consecutiveFailures = 0
-            opened += 1
-            window.connectionOpened()
+            open(transport)
             return [.activated(transport)] + [openStandbyIfUseful()].compactMap { $0 }
         }
         if case .connecting(let spare) = standby, spare === transport {
@@ -223,8 +230,11 @@ struct ConnectionMachine<Transport: AnyObject> {
     /// silent drop: what was within its error wait has an unknown fate (the drop policy
     /// decides), and the slot backs off like after a failed attempt, so that a gateway
     /// that drops every connection is not hammered; a ready standby still takes over. A
-    /// standby that ends is made again after a backoff.
-    mutating func connectionLost(_ transport: Transport, _ reason: String, permanentReason: String?) -> [Action] {
+    /// connection the gateway `stalled` (stopped taking bytes) counts as a failed attempt
+    /// after those before it opened: a gateway that stalls every connection is given up
+    /// on. A standby that ends is made again after a backoff.
+    mutating func connectionLost(_ transport: Transport, _ reason: String, permanentReason: String?,
+                                 stalled: Bool = false) -> [Action] {
         switch standby {
         case .connecting(let spare) where spare === transport:
             return standbyEnded(closing: spare, reason: reason, wasOpen: false)
@@ -238,7 +248,7 @@ struct ConnectionMachine<Transport: AnyObject> {
         state = .idle
         var actions: [Action] = [.settle(settlement), .close(transport, reason: reason, wasOpen: true)]
         if let permanentReason { return actions + giveUp(permanentReason) }
-        consecutiveFailures += 1
+        consecutiveFailures = (stalled ? failuresBeforeOpen : consecutiveFailures) + 1
         if consecutiveFailures >= maximumAttempts {
             return actions + giveUp("\(reason) (gave up after \(consecutiveFailures) attempts)")
         }
@@ -277,10 +287,18 @@ struct ConnectionMachine<Transport: AnyObject> {
     private mutating func promote() -> [Action] {
         guard case .ready(let spare) = standby else { return [] }
         standby = .none
-        state = .open(spare)
-        opened += 1
-        window.connectionOpened()
+        open(spare)
         return [.activated(spare)] + [openStandbyIfUseful()].compactMap { $0 }
+    }
+
+    /// `transport` becomes the active connection: a fresh one, or the standby. Either way
+    /// a connection opened, so the failed attempts before it no longer count.
+    private mutating func open(_ transport: Transport) {
+        state = .open(transport)
+        opened += 1
+        failuresBeforeOpen = consecutiveFailures
+        consecutiveFailures = 0
+        window.connectionOpened()
     }
 
     private mutating func openStandbyIfUseful() -> Action? {

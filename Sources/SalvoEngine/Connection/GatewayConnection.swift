@@ -23,6 +23,8 @@ final class Link: EventHandler {
     let stream: TLSStream
     fileprivate var registration: Registration?
     fileprivate var isHandshakeComplete = false
+    /// Fails the attempt if the handshake is not complete by then.
+    fileprivate var connectTimer: TimerID?
     private unowned let owner: GatewayConnection
 
     init(stream: TLSStream, owner: GatewayConnection) {
@@ -52,8 +54,12 @@ final class GatewayConnection {
     private var settleTimer: TimerID?
     private var settleDeadline: UInt64 = .max
     private var flushTimer: TimerID?
+    private var stallTimer: TimerID?
+    /// What the last stall check saw on the active connection: the bytes the gateway's TCP
+    /// had acknowledged, and whether bytes were waiting for it.
+    private var stallCheck: (acknowledged: UInt64?, waiting: Bool) = (nil, false)
     /// Error-response bytes read so far (the gateway's only message is 6 bytes).
-    private var response = [UInt8](repeating: 0, count: 64)
+    private var response = [UInt8](repeating: 0, count: ErrorResponse.byteCount)
     private var responseCount = 0
     private var ledger: DeliveryLedger { shard.ledger }
 
@@ -160,7 +166,7 @@ final class GatewayConnection {
         } catch {
             // The gateway may have written an error response and closed before our write
             // failed: read what is there before deciding it was a silent drop.
-            readResponse(link)
+            readResponse(link, ifClosed: "write failed: \(error)")
             if machine.openTransport === link { connectionLost(link, "write failed: \(error)", permanent: nil) }
         }
     }
@@ -218,6 +224,7 @@ final class GatewayConnection {
             switch try link.stream.handshake() {
             case .complete:
                 link.isHandshakeComplete = true
+                cancelConnectTimer(link)
                 setInterest(link, .read)  // for a ready standby, only its end is news
                 perform(machine.handshakeCompleted(link))
             case .wantRead: setInterest(link, .read)
@@ -235,6 +242,10 @@ final class GatewayConnection {
         rebuild.reset(nextIndex: window.written)
         responseCount = 0
         if let limit = sendBuffer.current { link.stream.socket.setBufferSizes(send: limit, receive: nil) }
+        stallCheck = (nil, false)
+        if stallTimer == nil {
+            stallTimer = shard.loop.schedule(at: shard.loop.now + shard.configuration.stallTimeout, stallAction)
+        }
         shard.emit(.connected(shard: shard.index, connection: index, resumed: link.stream.isResumed,
                               kernelTLS: link.stream.isKernelTLSSending))
         pump()
@@ -249,7 +260,9 @@ final class GatewayConnection {
     }
 
     /// Reads whatever the gateway sent: an error response, or the end of the stream.
-    private func readResponse(_ link: Link) {
+    /// `closedReason` is why the connection ended if it turns out closed (a failed write
+    /// says more than the read after it).
+    private func readResponse(_ link: Link, ifClosed closedReason: String? = nil) {
         while true {
             let result: TLSReadResult
             do {
@@ -263,28 +276,33 @@ final class GatewayConnection {
             switch result {
             case .bytes(let count):
                 responseCount += count
-                if responseCount >= ErrorResponse.byteCount || responseCount == response.count {
-                    handleErrorResponse(link)
+                let decoded = response.withUnsafeBytes { buffer in
+                    Result { () throws(ErrorResponseDecodingError) in
+                        try ErrorResponse.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<responseCount]))
+                    }
+                }
+                switch decoded {
+                case .success(let errorResponse?):
+                    _ = sendBuffer.errorResponse()
+                    perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
+                    return
+                case .success(nil):
+                    continue
+                case .failure(let error):
+                    // A gateway that speaks something else: handled as a drop.
+                    connectionLost(link, "\(error)", permanent: nil)
                     return
                 }
             case .wouldBlock:
                 return
-            case .closed:
-                connectionLost(link, "connection closed by the gateway without an error response", permanent: nil)
+            case .closed(let clean):
+                let closed = clean ? "closed" : "closed (no TLS close_notify)"
+                connectionLost(link, closedReason ?? (responseCount > 0
+                    ? "the gateway \(closed) after \(responseCount) of the \(ErrorResponse.byteCount) bytes of an error response"
+                    : "connection \(closed) by the gateway without an error response"), permanent: nil)
                 return
             }
         }
-    }
-
-    private func handleErrorResponse(_ link: Link) {
-        let decoded = response.withUnsafeBytes { try? ErrorResponse.decode(UnsafeRawBufferPointer(rebasing: $0[0..<responseCount])) }
-        guard let errorResponse = decoded else {
-            // Not an error response: a gateway that speaks something else. Treat as a drop.
-            connectionLost(link, "unexpected bytes from the gateway", permanent: nil)
-            return
-        }
-        _ = sendBuffer.errorResponse()
-        perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
     }
 
     private func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
@@ -339,6 +357,7 @@ final class GatewayConnection {
                                               serverName: configuration.serverName ?? configuration.host, resuming: resuming),
                         owner: self)
             if standby { machine.standbyStarted(link) } else { machine.connectStarted(link) }
+            armConnectTimer(link)
             if connected {
                 advanceHandshake(link)
                 return
@@ -358,6 +377,7 @@ final class GatewayConnection {
     private func close(_ link: Link, reason: String, wasOpen: Bool) {
         if let registration = link.registration { shard.loop.deregister(registration) }
         link.registration = nil
+        cancelConnectTimer(link)
         guard wasOpen else {
             shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
             return
@@ -367,6 +387,22 @@ final class GatewayConnection {
         link.stream.shutdown()
         session = link.stream.resumableSession ?? session
         shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
+    }
+
+    /// Fails the attempt on `link` if it is still connecting after `connectTimeout`.
+    private func armConnectTimer(_ link: Link) {
+        let timeout = shard.configuration.connectTimeout
+        link.connectTimer = shard.loop.schedule(after: timeout) { [weak self, weak link] in
+            guard let self, let link else { return }
+            link.connectTimer = nil
+            guard machine.isConnecting(link) else { return }
+            perform(machine.connectFailed(link, "TCP connect and TLS handshake not complete after \(timeout)", permanent: false))
+        }
+    }
+
+    private func cancelConnectTimer(_ link: Link) {
+        if let timer = link.connectTimer { shard.loop.cancel(timer) }
+        link.connectTimer = nil
     }
 
     /// Certificate problems do not heal by retrying.
@@ -505,6 +541,26 @@ final class GatewayConnection {
         self.pump(flush: true)
     }
     private lazy var settleAction = TimerAction { [unowned self] in self.settleTimerFired() }
+    private lazy var stallAction = TimerAction { [unowned self] in self.stallTimerFired() }
+
+    /// Every `stallTimeout` while a connection is open: when bytes waited for the gateway
+    /// at the last check and still do, and its TCP acknowledged none of them since, the
+    /// gateway has stopped taking them, and the connection is dropped.
+    private func stallTimerFired() {
+        stallTimer = nil
+        guard let link = machine.openTransport else { return }  // the next connection to open checks again
+        let socket = link.stream.socket
+        let waiting = socket.unacknowledgedBytes
+        let acknowledged = socket.acknowledgedBytes
+        let timeout = shard.configuration.stallTimeout
+        if waiting > 0, stallCheck.waiting, let acknowledged, acknowledged == stallCheck.acknowledged {
+            perform(machine.connectionLost(link, "the gateway took no bytes for \(timeout) (\(waiting) waiting)",
+                                           permanentReason: nil, stalled: true))
+            return
+        }
+        stallCheck = (acknowledged, waiting > 0)
+        stallTimer = shard.loop.schedule(at: shard.loop.now + timeout, stallAction)
+    }
 
     private func settleTimerFired() {
         settleTimer = nil

@@ -1,0 +1,244 @@
+import Foundation
+import Glibc
+import SalvoIO
+import SalvoWire
+import Synchronization
+import Testing
+@testable import SalvoEngine
+
+/// A real `Sender` against a gateway that misbehaves, one behaviour per test. Whatever
+/// the gateway does, the sender must end on its own, with every notification accepted,
+/// rejected or failed, nothing it counts as accepted missing at the gateway, and a message
+/// that says what the gateway did.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct HostileGatewayTests {
+    /// One slot, so the misbehaving connection is the one carrying the notifications, and
+    /// short waits, so each behaviour takes well under a second. The connect and stall
+    /// timeouts stay long unless a test is about them: a loaded machine must not trip them.
+    static func configuration(port: Int) -> SenderConfiguration {
+        var configuration = LoopbackRig.senderConfiguration(port: port)
+        configuration.shards = 1
+        configuration.connectionsPerShard = 1
+        configuration.maximumConnectionsPerShard = 1
+        configuration.errorWait = .milliseconds(100)
+        configuration.reconnectBackoff = Backoff(initial: .milliseconds(5), maximum: .milliseconds(20))
+        configuration.connectAttempts = 3
+        configuration.retryBudget = 2
+        return configuration
+    }
+
+    /// What a run left behind.
+    struct Outcome {
+        var report: SenderReport
+        /// Why connections closed or failed, and why the sender gave up.
+        var reasons: [String] = []
+        var rejected: [UInt64: Status] = [:]
+        /// Sequences reported failed, one by one.
+        var failed: Set<UInt64> = []
+
+        func anyReason(containing text: String) -> Bool { reasons.contains { $0.contains(text) } }
+    }
+
+    /// Sends notifications 0..<count from a list, then finishes, and expects every one of
+    /// them final by the sender's own doing. A send still running after `limit` is a hang:
+    /// recorded as an issue, then ended by `finish(timeout: .zero)`. (Each send takes well
+    /// under a second; the limit leaves room for a machine busy with other suites.)
+    static func send(_ count: Int, with configuration: SenderConfiguration, limit: Duration = .seconds(30),
+                     sourceLocation: SourceLocation = #_sourceLocation) async throws -> Outcome
+    {
+        let sender = try Sender(configuration)
+        let list = SourceSendingTests.list(0..<count)
+        let sending = Task { try await sender.send(contentsOf: list) }
+        let ended = await value(of: sending, within: limit)
+        if ended == nil { Issue.record("send(contentsOf:) was still running after \(limit)") }
+        let report = await sender.finish(timeout: ended == nil ? .zero : .seconds(10))
+        var outcome = Outcome(report: report)
+        for await event in sender.events {
+            switch event {
+            case .disconnected(_, _, let reason), .connectionFailed(_, _, let reason), .unreachable(let reason):
+                outcome.reasons.append(reason)
+            case .rejected(_, let status, let sequence):
+                outcome.rejected[sequence] = status
+            case .failed(_, _, let sequence):
+                outcome.failed.insert(sequence)
+            default:
+                break
+            }
+        }
+        expectAccountedFor(report, count: count, sourceLocation: sourceLocation)
+        return outcome
+    }
+
+    /// Waits for `task` at most `timeout`: its result, or nil when it was still running.
+    static func value<T: Sendable>(of task: Task<T, any Error>, within timeout: Duration) async -> Result<T, any Error>? {
+        let (results, continuation) = AsyncStream.makeStream(of: Result<T, any Error>?.self)
+        Task { continuation.yield(await task.result) }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            continuation.yield(nil)
+        }
+        defer { timer.cancel() }
+        var iterator = results.makeAsyncIterator()
+        return await iterator.next() ?? nil
+    }
+
+    /// Every submitted notification is final, by the sender's own doing (not cancelled).
+    private static func expectAccountedFor(_ report: SenderReport, count: Int, sourceLocation: SourceLocation) {
+        #expect(report.submitted == count, sourceLocation: sourceLocation)
+        #expect(report.accepted + report.rejected + report.failed == report.submitted,
+                "accepted \(report.accepted) + rejected \(report.rejected) + failed \(report.failed)",
+                sourceLocation: sourceLocation)
+        #expect(report.failedByReason["cancelled"] == nil, "nothing needed finish's cancellation", sourceLocation: sourceLocation)
+    }
+
+    /// Every notification the sender did not reject or fail reached the gateway, each one
+    /// it saw twice is among the sender's possible duplicates, and each connection the
+    /// gateway ruined cost at most two new ones (no reconnection storm).
+    static func expectNothingLost(_ outcome: Outcome, count: Int, at gateway: HostileGateway,
+                                  sourceLocation: SourceLocation = #_sourceLocation) async {
+        let expected = Set((0..<UInt64(count)).filter { outcome.rejected[$0] == nil && !outcome.failed.contains($0) })
+        // The sender settles by time: the gateway may still be reading the last frames.
+        _ = await eventually { expected.isSubset(of: gateway.processed.keys) }
+        let processed = gateway.processed
+        let missing = expected.subtracting(processed.keys)
+        #expect(missing.isEmpty, "\(missing.count) accepted by the sender never reached the gateway, e.g. \(missing.sorted().prefix(5))",
+                sourceLocation: sourceLocation)
+        let duplicates = processed.values.reduce(0) { $0 + $1 - 1 }
+        #expect(duplicates <= outcome.report.possibleDuplicates, sourceLocation: sourceLocation)
+        #expect(gateway.connections <= 2 + 2 * gateway.misbehaved, sourceLocation: sourceLocation)
+    }
+
+    /// Whether `condition` came to hold within 10 s. The pause between polls only keeps
+    /// the CPU free, and suspends rather than blocks: the sender's tasks share the threads.
+    private static func eventually(_ condition: () -> Bool) async -> Bool {
+        let deadline = Instant.now() + .seconds(10)
+        while !condition() {
+            guard Instant.now() < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return true
+    }
+
+    // MARK: Answers that are not error responses
+
+    @Test func junkInsteadOfAnErrorResponseIsADropAndEverythingIsResent() async throws {
+        let gateway = try HostileGateway(.junk, after: 500, times: 1)
+        defer { gateway.stop() }
+        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        #expect(outcome.report.accepted == 2000)
+        #expect(gateway.misbehaved == 1)
+        #expect(outcome.anyReason(containing: "got byte \(HostileGateway.junk[0])"), "\(outcome.reasons)")
+        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
+    }
+
+    @Test func threeOfTheSixErrorResponseBytesThenACloseIsADropThatSaysSo() async throws {
+        let gateway = try HostileGateway(.truncatedErrorResponse, after: 500, times: 1)
+        defer { gateway.stop() }
+        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        #expect(outcome.report.accepted == 2000)
+        #expect(outcome.anyReason(containing: "3 of the 6 bytes"), "\(outcome.reasons)")
+        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
+    }
+
+    // MARK: Error responses that make no sense
+
+    @Test(arguments: [Status.noErrors.rawValue, 200])
+    func statusZeroOrAnUnknownStatusRejectsExactlyTheNamedNotification(status: UInt8) async throws {
+        let gateway = try HostileGateway(.errorResponse(status: status), after: 500, times: 1)
+        defer { gateway.stop() }
+        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        #expect(gateway.named == [501])
+        #expect(outcome.rejected == [500: Status(rawValue: status)])
+        #expect(outcome.report.rejectedByStatus == [Status(rawValue: status).name: 1])
+        #expect(outcome.report.accepted == 1999 && outcome.report.possibleDuplicates == 0)
+        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
+    }
+
+    @Test func anErrorNamingAnIdentifierNeverSentIsADrop() async throws {
+        let gateway = try HostileGateway(.errorNamingUnsentIdentifier, after: 500, times: 1)
+        defer { gateway.stop() }
+        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        #expect(outcome.report.accepted == 2000 && outcome.report.rejected == 0)
+        #expect(outcome.anyReason(containing: "named #\(501 + HostileGateway.unsentIdentifierOffset), which this connection never sent"),
+                "\(outcome.reasons)")
+        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
+    }
+
+    // MARK: Connections that end badly
+
+    @Test func anErrorResponseThenAFINWithoutCloseNotifyRejectsExactly() async throws {
+        let gateway = try HostileGateway(.errorResponseThenFINWithoutCloseNotify, after: 500, times: 1)
+        defer { gateway.stop() }
+        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        #expect(outcome.rejected == [500: .invalidToken])
+        #expect(outcome.report.accepted == 1999 && outcome.report.possibleDuplicates == 0)
+        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
+    }
+
+    @Test func silentDropsOnSeveralConnectionsInARowAreResentWithoutGivingUp() async throws {
+        // More drops than connection attempts: every connection opened, so none is a failed
+        // attempt, whether it was made fresh or was the standby taking over.
+        let gateway = try HostileGateway(.finWithoutCloseNotify, after: 300, times: 4)
+        defer { gateway.stop() }
+        var configuration = Self.configuration(port: gateway.port)
+        configuration.retryBudget = 5  // the first notifications after 300 are in flight on all four
+        let outcome = try await Self.send(2000, with: configuration)
+        #expect(gateway.misbehaved == 4)
+        #expect(outcome.report.accepted == 2000, "\(outcome.report.failedByReason)")
+        #expect(outcome.anyReason(containing: "closed (no TLS close_notify) by the gateway without an error response"),
+                "\(outcome.reasons)")
+        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
+    }
+
+    @Test func aResetWhileTheClientWritesIsADrop() async throws {
+        // 20,000 notifications (about 2 MB): the sender is still writing when the reset comes.
+        let gateway = try HostileGateway(.reset, after: 2000, times: 1)
+        defer { gateway.stop() }
+        let outcome = try await Self.send(20_000, with: Self.configuration(port: gateway.port))
+        #expect(outcome.report.accepted == 20_000)
+        #expect(outcome.anyReason(containing: "ECONNRESET") || outcome.anyReason(containing: "EPIPE"), "\(outcome.reasons)")
+        await Self.expectNothingLost(outcome, count: 20_000, at: gateway)
+    }
+
+    // MARK: Gateways that leave the sender waiting
+
+    @Test func aGatewayThatNeverReadsIsGivenUpOnAfterTheStallTimeout() async throws {
+        let gateway = try HostileGateway(.neverRead, receiveBuffer: 4096)
+        defer { gateway.stop() }
+        var configuration = Self.configuration(port: gateway.port)
+        configuration.stallTimeout = .milliseconds(200)
+        let outcome = try await Self.send(2000, with: configuration)
+        #expect(outcome.anyReason(containing: "the gateway took no bytes for 0.2 seconds"), "\(outcome.reasons)")
+        #expect(outcome.anyReason(containing: "(gave up after 3 attempts)"), "\(outcome.reasons)")
+        #expect(outcome.report.failedByReason["gateway_unreachable", default: 0] > 0)
+        #expect(gateway.connections <= 2 + 2 * 3)
+        // Acknowledged by the gateway's TCP is all a sender can know of a binary-protocol
+        // gateway: at most its receive buffer's worth per connection can pass for accepted.
+        let frameLength = 61 + LoopbackRig.payload(0).count
+        #expect(outcome.report.accepted <= gateway.connections * (2 * 4096 / frameLength + 1))
+    }
+
+    @Test func aHandshakeThatNeverCompletesTimesOutAndFailsEverything() async throws {
+        let gateway = try HostileGateway(.neverHandshake)
+        defer { gateway.stop() }
+        var configuration = Self.configuration(port: gateway.port)
+        configuration.connectTimeout = .milliseconds(200)
+        let outcome = try await Self.send(100, with: configuration)
+        #expect(outcome.report.failedByReason == ["gateway_unreachable": 100])
+        #expect(outcome.anyReason(containing: "TCP connect and TLS handshake not complete after 0.2 seconds (gave up after 3 attempts)"),
+                "\(outcome.reasons)")
+        #expect(gateway.connections == 3, "one per attempt")
+    }
+
+    @Test func finishWithATimeoutEndsASendTheGatewayHolds() async throws {
+        let gateway = try HostileGateway(.neverRead, receiveBuffer: 4096)
+        defer { gateway.stop() }
+        let sender = try Sender(Self.configuration(port: gateway.port))  // the stall timeout is long: finish ends it
+        let sending = Task { try await sender.send(contentsOf: SourceSendingTests.list(0..<2000)) }
+        #expect(await Self.eventually { sender.progress.submitted == 2000 }, "the sender took all 2000")
+        let report = await sender.finish(timeout: .milliseconds(200))
+        let ended = await Self.value(of: sending, within: .seconds(10))
+        #expect(ended != nil, "the send ended once finish cancelled")
+        #expect(report.accepted + report.rejected + report.failed == report.submitted)
+        #expect(report.failedByReason["cancelled", default: 0] > 0)
+    }
+}
