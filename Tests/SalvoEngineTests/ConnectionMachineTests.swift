@@ -123,32 +123,6 @@ import Testing
         #expect(alone.consecutiveFailures == 1)
     }
 
-    /// Each drop hands over to the ready standby, which opened before it: only what the
-    /// gateway is seen to take resets the count, so a gateway that drops every connection
-    /// after a while is not given up on while it takes notifications in between.
-    @Test func dropsCountTowardGivingUpUntilSomethingIsPresumedAccepted() {
-        func dropAndTakeOver(_ machine: inout Machine, _ active: FakeLink, next: FakeLink) -> [String] {
-            let words = Self.words(machine.connectionLost(active, "dropped", permanentReason: nil))
-            machine.standbyStarted(next)
-            _ = machine.handshakeCompleted(next)
-            return words
-        }
-        var (machine, a, b) = Self.openWithStandby()
-        let links = [a, b] + (0..<4).map { FakeLink("l\($0)") }
-        // maximumAttempts is 3: two drops, then progress, then two more drops still carry on.
-        for index in 0..<2 {
-            #expect(!dropAndTakeOver(&machine, links[index], next: links[index + 2]).contains("give up"))
-        }
-        #expect(machine.consecutiveFailures == 2)
-        machine.presumedAccepted()
-        #expect(machine.consecutiveFailures == 0)
-        for index in 2..<4 {
-            #expect(!dropAndTakeOver(&machine, links[index], next: links[index + 2]).contains("give up"))
-        }
-        #expect(Self.words(machine.connectionLost(links[4], "dropped", permanentReason: nil)).contains("give up"),
-                "without progress the third drop in a row gives up")
-    }
-
     @Test func failedAttemptsBackOffThenGiveUp() {
         var machine = Self.machine(standby: false, attempts: 3)
         _ = machine.start()

@@ -1,6 +1,7 @@
 import Foundation
 import SalvoIO
 import Testing
+import SalvoTestSupport
 
 /// `salvo mock --protocol h2` as a process: the same first line as the binary mock, the
 /// report on a signal, exit 2 on bad flags.
@@ -9,11 +10,11 @@ import Testing
         let workspace = try SendCommandTests.Workspace()
         defer { workspace.remove() }
         let report = workspace.path("report.json")
-        let (process, out, _) = try SendCommandTests.launch(
+        let process = try SendCommandTests.launch(
             ["mock", "--protocol", "h2", "--port", "0", "--cert", workspace.path("server.pem"),
              "--key", workspace.path("server.key"), "--report", report])
-        defer { if process.isRunning { process.terminate() } }
-        let first = Self.firstLine(out)
+        defer { process.kill(SIGKILL) }
+        let first = try process.firstLine(within: .seconds(20))
         let port = try #require(first.hasPrefix("listening gateway=") ? Int(first.dropFirst("listening gateway=".count)) : nil,
                                 "first line: \(first)")
 
@@ -24,9 +25,8 @@ import Testing
              "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://127.0.0.1:\(port)/3/device/\(token)"])
         #expect(status == 0 && output == "200", "curl: \(errors)")
 
-        process.terminate()  // SIGTERM
-        MockCommandTests.waitForExit(process)
-        #expect(process.terminationStatus == 0)
+        process.kill(SIGTERM)
+        #expect(try MockCommandTests.waitForExit(process) == 0)
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
         #expect(json?["accepted"] as? Int == 1)
         #expect(json?["requests"] as? Int == 1)
@@ -47,18 +47,6 @@ import Testing
         let (status, _, errors) = try SendCommandTests.run(["mock"] + arguments)
         #expect(status == 2, "\(arguments)")
         #expect(errors.contains(message), "stderr: \(errors)")
-    }
-
-    /// The first line of `pipe` (bounded by the process writing it or exiting).
-    static func firstLine(_ pipe: Pipe) -> String {
-        var line = Data()
-        let handle = pipe.fileHandleForReading
-        while !line.contains(0x0A) {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        return String(decoding: line.prefix { $0 != 0x0A }, as: UTF8.self)
     }
 
     /// Runs curl to completion (its --max-time bounds it), both pipes drained at once.

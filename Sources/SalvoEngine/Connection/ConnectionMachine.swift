@@ -201,15 +201,6 @@ struct ConnectionMachine<Transport: AnyObject> {
         return actions + [.reconnect(after: backoff.delay(attempt: consecutiveFailures, random: &random))]
     }
 
-    /// Notifications written on the open connection were presumed accepted: the gateway
-    /// takes what this slot sends, so the failures before no longer count toward giving up.
-    /// (A standby that takes over after a drop opened before it, so no handshake of an
-    /// active connection would reset them, and a gateway that drops every connection after
-    /// a while would otherwise look dead after `maximumAttempts` drops.)
-    mutating func presumedAccepted() {
-        if case .open = state { consecutiveFailures = 0 }
-    }
-
     /// The gateway answered `08 status identifier` on the active connection: it processed
     /// everything before the named notification and discarded everything after it, and
     /// closes. The standby takes over (or a new connection is made at once: the gateway

@@ -569,9 +569,7 @@ final class GatewayConnection {
         if let link = machine.openTransport {
             window.holdUnacknowledged(link.stream.socket.unacknowledgedBytes, now: now)
         }
-        let presumedBefore = window.presumed
         let settlement = window.settle(now: now, policy: settlePolicy())
-        if window.presumed > presumedBefore { machine.presumedAccepted() }
         if !settlement.isEmpty { apply(settlement) }
         armSettleTimer()
         if hasWork { pump() }
