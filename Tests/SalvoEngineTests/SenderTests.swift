@@ -13,10 +13,11 @@ struct LoopbackRig {
 
     let gateway: MockGateway
 
-    init(plan: FailurePlan = .none, port: Int = 0, requireClientCertificate: Bool = true) throws {
+    init(plan: FailurePlan = .none, port: Int = 0, requireClientCertificate: Bool = true, tlsVersion: TLSVersion = .v1_3) throws {
         var tls = TLSConfiguration.server(certificateChain: Self.pki.server.certificate, privateKey: Self.pki.server.privateKey,
                                           clientCertificateRoots: .certificates(Self.pki.authority.certificate))
         tls.requireClientCertificate = requireClientCertificate
+        tls.maximumVersion = tlsVersion
         gateway = try MockGateway(.init(port: port, tls: tls, loops: 2, failurePlan: plan, recordAccepted: true))
     }
 
@@ -155,8 +156,13 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         if plan.stallEvery != nil { #expect(mock.stalls > 0) }
     }
 
-    @Test func reconnectsAfterErrorResponsesResumeTheTLSSession() async throws {
-        let rig = try LoopbackRig(plan: FailurePlan(shutdownEvery: 500))
+    /// At TLS 1.2 (`salvo mock`'s default) the ticket comes inside the handshake, so every
+    /// reconnect resumes. At TLS 1.3 it comes after it, and the first standby is opened as soon
+    /// as the first connection is up, before the gateway's single-use tickets have all arrived:
+    /// one of the next two connections may handshake in full, once. Every later one resumes.
+    @Test(arguments: TLSVersion.allCases)
+    func reconnectsAfterErrorResponsesResumeTheTLSSession(gatewayTLS: TLSVersion) async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(shutdownEvery: 500), tlsVersion: gatewayTLS)
         defer { rig.gateway.stop() }
         var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
         configuration.shards = 1
@@ -172,13 +178,15 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
             if case .connected(_, _, let resumed, _) = event { connections.append(resumed) }
         }
         #expect(report.accepted == count)
-        #expect(connections.count >= 2)
+        #expect(connections.count >= 5)
         #expect(connections.first == false)
-        // The first standby is opened as soon as the first connection is up, before this TLS
-        // 1.3 gateway's single-use tickets have all arrived: one of the next two connections
-        // may handshake in full, once. Every later one resumes.
-        #expect(connections.prefix(3).filter { !$0 }.count <= 2, "\(connections)")
-        #expect(connections.dropFirst(3).allSatisfy { $0 }, "every later connection resumes: \(connections)")
+        switch gatewayTLS {
+        case .v1_2:
+            #expect(connections.dropFirst().allSatisfy { $0 }, "every reconnect resumes: \(connections)")
+        case .v1_3:
+            #expect(connections.prefix(3).filter { !$0 }.count <= 2, "\(connections)")
+            #expect(connections.dropFirst(3).allSatisfy { $0 }, "every later connection resumes: \(connections)")
+        }
     }
 
     @Test func silentDropsResendAndBoundTheDuplicates() async throws {
