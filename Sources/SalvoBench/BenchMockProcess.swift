@@ -126,21 +126,32 @@ final class BenchMockProcess {
         }
     }
 
-    /// Connections to `port` (the mock's side) that still hold unread bytes or are not yet
-    /// closed after the peer's close (`/proc/PID/net/tcp{,6}`, which show the process's own
-    /// network namespace: ESTABLISHED with a receive queue, or CLOSE_WAIT: the mock has not
-    /// read up to the end of the stream yet).
+    /// Connections to `port` whose bytes the mock has not all read yet, from
+    /// `/proc/PID/net/tcp{,6}` (the process's own network namespace). The mock's end:
+    /// ESTABLISHED with a receive queue, or CLOSE_WAIT (it has not read up to the end of the
+    /// stream). The client's end, when it is in the same namespace (loopback): ESTABLISHED
+    /// with a send queue, or FIN_WAIT1 (a closed client's last bytes or its FIN are not yet
+    /// acknowledged, so they are not in the mock's receive queue either; a busy machine can
+    /// hold them back for a while).
     static func unreadConnections(port: Int, process: Int32) -> Int {
+        func portNumber(_ address: Substring) -> Int? {
+            address.lastIndex(of: ":").flatMap { Int(address[address.index(after: $0)...], radix: 16) }
+        }
         var count = 0
         for table in ["/proc/\(process)/net/tcp", "/proc/\(process)/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            // Read to the end: these files come in pages, and one read (which Foundation's
+            // String(contentsOfFile:) makes here) sees only the first ~26 sockets.
+            guard let bytes = try? readSmallFile(table, limit: 256 << 20) else { continue }
+            let text = String(decoding: bytes, as: UTF8.self)
             for line in text.split(separator: "\n").dropFirst() {
+                // sl local remote state tx_queue:rx_queue ...; states: 01 ESTABLISHED, 04 FIN_WAIT1, 08 CLOSE_WAIT
                 let fields = line.split(separator: " ")
-                guard fields.count > 4, let colon = fields[1].lastIndex(of: ":"),
-                      Int(fields[1][fields[1].index(after: colon)...], radix: 16) == port else { continue }
+                guard fields.count > 4 else { continue }
                 let state = fields[3]
-                let receiveQueue = fields[4].split(separator: ":").last.flatMap { Int($0, radix: 16) } ?? 0
-                if state == "08" || (state == "01" && receiveQueue > 0) { count += 1 }
+                let queues = fields[4].split(separator: ":").map { Int($0, radix: 16) ?? 0 }
+                guard queues.count == 2 else { continue }
+                if portNumber(fields[1]) == port, state == "08" || (state == "01" && queues[1] > 0) { count += 1 }
+                if portNumber(fields[2]) == port, state == "04" || (state == "01" && queues[0] > 0) { count += 1 }
             }
         }
         return count
