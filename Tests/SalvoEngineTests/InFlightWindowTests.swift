@@ -9,9 +9,11 @@ import Testing
     static let errorWait: UInt64 = 1_000
     static let retention: UInt64 = 10_000
 
-    /// A policy with the test's waits; `urgent` sources release at the error wait.
-    static func policy(urgent: Set<SourceID> = []) -> SettlePolicy {
-        SettlePolicy(errorWait: errorWait, retention: retention) { urgent.contains($0) }
+    /// A policy with the test's waits; `urgent` sources release at the error wait, `ending`
+    /// ones (read to their end) too once nothing in the window is within its error wait.
+    static func policy(urgent: Set<SourceID> = [], ending: Set<SourceID> = []) -> SettlePolicy {
+        SettlePolicy(errorWait: errorWait, retention: retention, isUrgent: { urgent.contains($0) },
+                     isEnding: { ending.contains($0) })
     }
 
     /// Writes `count` new notifications of `source` (lane indices from the window's end) at `now`,
@@ -85,6 +87,28 @@ import Testing
         #expect(window.isEmpty)
     }
 
+    @Test func anUrgentSourceIsReleasedAtTheErrorWaitWhileMoreFollows() {
+        let window = Self.openWindow()
+        Self.write(window, count: 5, source: 7, now: 100)
+        Self.write(window, count: 5, source: 7, firstLine: 6, now: 600, continuing: false)
+        // Producers wait for room: the first five go, though five more are on the wire.
+        #expect(window.settle(now: 100 + Self.errorWait, policy: Self.policy(urgent: [7])).accepted == 5)
+    }
+
+    @Test func aSourceReadToItsEndIsReleasedAtTheErrorWaitOnlyOnceNothingFollows() {
+        let window = Self.openWindow()
+        Self.write(window, count: 5, source: 7, now: 100)
+        Self.write(window, count: 5, source: 7, firstLine: 6, now: 600, continuing: false)
+        let policy = Self.policy(ending: [7])
+        // The first five are presumed accepted, but the connection is still writing: kept.
+        #expect(window.settle(now: 100 + Self.errorWait, policy: policy).accepted == 0)
+        #expect(window.presumed == 5 && !window.isAllPresumed)
+        #expect(window.nextSettleTime(policy: policy) == 600 + Self.errorWait)
+        // Nothing is within its error wait any more: all ten go, long before the retention.
+        #expect(window.settle(now: 600 + Self.errorWait, policy: policy).accepted == 10)
+        #expect(window.isEmpty)
+    }
+
     @Test func unacknowledgedBytesRestartTheErrorWait() {
         let window = Self.openWindow()
         Self.write(window, count: 2, now: 0)
@@ -153,6 +177,24 @@ import Testing
         #expect(settlement.isLateError && settlement.errorLatency == 4_000)
         #expect(settlement.accepted == 3 && settlement.rejection != nil && settlement.resent == 6)
         #expect(window.presumed == 4 && window.written == 4)
+    }
+
+    /// The gateway accepts #0…#2 and decides to shut down naming #2, but holds its answer
+    /// back while it reads and discards what follows; the sender has read its campaign to
+    /// the end and writes on (at 600). At the error wait #0…#4 are presumed accepted, yet
+    /// the answer comes later still: it must find #2's record, not count #3 and #4 as
+    /// accepted and then fail them as `delivery_unknown`.
+    @Test func aLateShutdownAfterTheSourceWasReadToItsEndFindsItsRecordWhileTheConnectionWrote() throws {
+        let window = Self.openWindow()
+        Self.write(window, count: 5, source: 7, now: 0)
+        Self.write(window, count: 5, source: 7, firstLine: 6, now: 600, continuing: false)
+        _ = window.settle(now: Self.errorWait, policy: Self.policy(ending: [7]))
+        let settlement = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 2), now: 1_500,
+                                                                errorWait: Self.errorWait))
+        #expect(!settlement.isBeyondWindow && settlement.acceptedToUnknown == 0)
+        #expect(settlement.isLateError && settlement.errorLatency == 1_500)
+        #expect(settlement.accepted == 3 && settlement.rejection == nil && settlement.resent == 7)
+        #expect(window.written == 3 && window.needsRebuild)
     }
 
     @Test func anErrorOlderThanEveryRecordFailsWhatItMayCoverAsUnknown() throws {

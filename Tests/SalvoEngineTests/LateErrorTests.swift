@@ -11,9 +11,10 @@ import Testing
 /// once it was released they fail what they may cover as `delivery_unknown`.
 ///
 /// Timing: the mock answers later than the sender's error wait on purpose. Records of a
-/// source that was read to the end are released as soon as their error wait passes (the
-/// documented rule), so a late error can only find its record while the source is still
-/// being read, or once the error wait has been raised above the gateway's delay. A fast
+/// source that was read to the end are released as soon as their error wait passes once
+/// nothing on their connection is within its own (the documented rule), so a late error
+/// can only find its record while the source is still being read or the connection still
+/// writes, or once the error wait has been raised above the gateway's delay. A fast
 /// sender reads a campaign of tens of thousands in a fraction of a second (the connection
 /// the gateway stopped judging takes everything at full speed), faster than one delay: the
 /// tests order these events instead of relying on speed (`GatedSource`), or choose delays
@@ -99,6 +100,46 @@ import Testing
         func makeGatedReader() -> Reader { Reader(list.makeReader(), gate: gate, after: gateAfter) }
     }
 
+    /// The gateway shuts a connection down (status 10) but answers late, draining what
+    /// follows meanwhile; the campaign was read to its end before, and the connection goes
+    /// on writing it. Records of a campaign read to its end may go at their error wait only
+    /// once nothing on their connection is within its own. Released at once instead, the
+    /// answer would name a notification already counted as accepted, and what followed it
+    /// would fail as `delivery_unknown` (`salvo demo` with shutdowns and 1.5 s late errors
+    /// lost 800,000 of 2,000,000 so).
+    @Test func aLateShutdownFindsItsRecordAfterItsCampaignWasReadToTheEnd() async throws {
+        // On each connection the mock stops reading for 300 ms after 12,500 notifications,
+        // and shuts down after 25,000 accepted, answering 150 ms late.
+        let rig = try LoopbackRig(plan: FailurePlan(shutdownEvery: 25_000, stallEvery: 12_500, stallDuration: .milliseconds(300),
+                                                    errorDelay: Self.errorDelay))
+        defer { rig.gateway.stop() }
+        var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
+        configuration.shards = 1
+        configuration.connectionsPerShard = 1
+        configuration.maximumConnectionsPerShard = 1
+        // Half the gateway's delay: the named notification is presumed accepted well before
+        // the answer comes, and writing the 75,000 after it outlasts the other half even at
+        // a million notifications a second.
+        configuration.errorWait = .milliseconds(75)
+        configuration.recordRetention = .seconds(10)
+        // The whole campaign fits the staging ring: it is read to its end during the first
+        // stall, before the first shutdown is decided.
+        configuration.ringCapacity = 16 << 20
+        let count = 100_000
+        let sender = try Sender(configuration)
+        try await sender.send(contentsOf: SourceSendingTests.list(0..<count))
+        let report = await sender.finish(timeout: .seconds(60))
+        let mock = rig.statistics(caughtUpWith: report)
+
+        #expect(mock.shutdowns > 0 && mock.delayedResponses == mock.shutdowns)
+        #expect(report.windowOverruns == 0, "failed: \(report.failedByReason)")
+        #expect(report.isComplete && report.failed == 0 && report.rejected == 0)
+        #expect(report.lateErrors > 0 && report.errorWaitRaises.allSatisfy { $0.latency != nil })
+        #expect(report.errorLatency?.count == mock.shutdowns)
+        #expect(report.accepted == mock.accepted && mock.duplicates == 0)
+        expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: count, excluding: []))
+    }
+
     @Test(arguments: scenarios)
     func lateErrorsRejectExactlyWhatTheyNameAndLoseNothing(_ scenario: Scenario) async throws {
         let rig = try LoopbackRig(plan: scenario.plan)
@@ -117,8 +158,9 @@ import Testing
 
         // The campaign is read to its end only after the first late error was handled (a
         // rejection is reported, and the wait raised, in the same step): had it been read
-        // to the end before, its records would be released at the 30 ms wait, and that
-        // first error would find none (see `anErrorOlderThanEveryRecord…` for that case).
+        // to the end before, its records would be released 30 ms after the connection
+        // wrote its last, and that first error would find none (see
+        // `anErrorOlderThanEveryRecord…` for that case).
         // The first 10,000 hold rejections (every 2000th or 4000th).
         let gate = Gate()
         let source = GatedSource(list: SourceSendingTests.list(0..<count), gateAfter: 10_000, gate: gate)

@@ -510,10 +510,10 @@ final class GatewayConnection {
     private func settlePolicy() -> SettlePolicy {
         let shard = self.shard
         let retained = lane.retained
-        return SettlePolicy(errorWait: ledger.errorWait, retention: ledger.retention) { source in
-            shard.isFinishing || (source == RetainedStore.sourceID
-                ? retained.isUnderPressure.load(ordering: .relaxed) : shard.sources.isExhausted(source))
-        }
+        return SettlePolicy(
+            errorWait: ledger.errorWait, retention: ledger.retention,
+            isUrgent: { $0 == RetainedStore.sourceID && retained.isUnderPressure.load(ordering: .relaxed) },
+            isEnding: { shard.isFinishing || shard.sources.isExhausted($0) })
     }
 
     /// Arms the settle timer for the next time the window has something to settle,

@@ -50,7 +50,8 @@ final class Shard: @unchecked Sendable {
         }
     }
 
-    /// Whether the sender is finishing: everything may be released once its error wait has passed.
+    /// Whether the sender is finishing: everything may be released once its error wait has
+    /// passed and nothing on its connection is within its own.
     var isFinishing: Bool { finishing.load(ordering: .relaxed) }
 
     /// Tells the loop new frames were published. Any thread; cheap when already pending.

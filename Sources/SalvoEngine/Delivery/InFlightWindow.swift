@@ -91,8 +91,14 @@ struct SettlePolicy {
     /// How long records are kept for errors later than that, unless releasing is urgent.
     var retention: UInt64
     /// Whether notifications of a source may be released as soon as their error wait has
-    /// passed: the sender is finishing, the source is exhausted, producers wait for room.
+    /// passed, whatever follows them: producers wait for room.
     var isUrgent: (SourceID) -> Bool
+    /// Whether no more notifications of a source will come (it was read to its end, or the
+    /// sender is finishing): they are released at their error wait too, but only once
+    /// nothing in the window is within its own. Until then the connection is still writing,
+    /// and a late error naming one of them (a shutdown held back while the gateway drains
+    /// what follows) must still find its record.
+    var isEnding: (SourceID) -> Bool
 }
 
 /// One connection slot's in-flight window: a record per run of notifications that were
@@ -158,6 +164,10 @@ final class InFlightWindow {
 
     /// Whether notifications must be read again and written before new ones.
     var needsRebuild: Bool { written < end }
+
+    /// Whether everything in the window is presumed accepted: nothing on the wire within
+    /// its error wait, nothing rewound to be written again.
+    var isAllPresumed: Bool { presumed == end }
 
     /// Whether the window takes no new notifications.
     var isFull: Bool { runs.count >= capacity || end - oldest >= 1 << 31 }
@@ -267,7 +277,8 @@ final class InFlightWindow {
         var settlement = Settlement()
         let urgent = isUnderPressure
         while let front = runs.first, front.end <= presumed,
-              urgent || policy.isUrgent(front.source) || front.waitFrom &+ policy.retention <= now {
+              urgent || policy.isUrgent(front.source) || (isAllPresumed && policy.isEnding(front.source))
+                || front.waitFrom &+ policy.retention <= now {
             runs.removeFirst()
             settlement.accepted += front.count
             settlement.noteFinal(front, count: front.count)
@@ -283,7 +294,7 @@ final class InFlightWindow {
             next = runs[at].waitFrom &+ policy.errorWait
         }
         if let front = runs.first, front.end <= presumed {
-            let release = isUnderPressure || policy.isUrgent(front.source)
+            let release = isUnderPressure || policy.isUrgent(front.source) || (isAllPresumed && policy.isEnding(front.source))
                 ? front.waitFrom &+ policy.errorWait : front.waitFrom &+ policy.retention
             next = min(next ?? .max, release)
         }

@@ -8,7 +8,8 @@ final class SourceRegistry: Sendable {
         let id: SourceID
         let makeReader: @Sendable () throws -> any NotificationReader
         /// Every notification of the source has been read: its records may be released as
-        /// soon as their error wait has passed (nothing follows to wait for).
+        /// soon as their error wait has passed, once nothing written after them on their
+        /// connection is within its own (nothing follows to wait for).
         let isExhausted = Atomic<Bool>(false)
         /// Its notifications that reached a final state.
         let finalCount = Atomic<Int>(0)
