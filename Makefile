@@ -1,12 +1,16 @@
 # Salvo — two commands: `make run` and `make test`.
+# Hardening: `make fuzz` (libFuzzer targets, FUZZ_SECONDS each, FUZZ_TARGETS to pick some),
+# `make test-tsan` and `make test-asan` (the whole suite under a sanitizer).
 #
 # Both first install the Debian packages Salvo needs, and only the ones that are missing
 # (one `apt-get update`, then one `apt-get install`), so a fresh Debian machine works as is.
 
 SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config iproute2
 SWIFT ?= swift
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 
-.PHONY: run test bench deps build release clean
+.PHONY: run test fuzz bench deps build release clean
 
 deps:
 	@missing=""; \
@@ -33,8 +37,11 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
+fuzz: deps
+	Tests/Fuzz/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
 
 clean:
-	rm -rf .build Benchmarks/.build
+	rm -rf .build Benchmarks/.build Tests/Fuzz/.build
