@@ -9,8 +9,8 @@ final class GatewayState: Sendable {
     let recordAccepted: Bool
     /// Gateway-wide ordinal of judged notifications, for `rejectEvery`/`rejectProbability`.
     let ordinal = Atomic<Int>(0)
-    let events = Mutex(EventCounts())
-    let digests = Mutex(DigestRecord())
+    let events = Locked(EventCounts())
+    let digests = Locked(DigestRecord())
 
     struct EventCounts {
         var rejectedByStatus: [UInt8: Int] = [:]

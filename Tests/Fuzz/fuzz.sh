@@ -48,7 +48,7 @@ printf '{ "schemaVersion": "1.0", "linker": { "path": "%s" } }\n' "$LLD" > "$SCR
 echo "fuzz: building ${SELECTED[*]} (release, -sanitize=fuzzer,address)"
 for target in "${SELECTED[@]}"; do
     "$SWIFT" build -c release --scratch-path "$SCRATCH" --toolset "$SCRATCH/lld-toolset.json" \
-        -Xswiftc -sanitize=fuzzer,address --product "$target" 2>&1 | grep -v '^\[' || true
+        -Xswiftc -sanitize=fuzzer,address --product "$target" 2>&1 | grep -v -E '^\[|^Building for|^Build of product' || true
     [ -x "$SCRATCH/release/$target" ] || { echo "fuzz.sh: building $target failed" >&2; exit 1; }
 done
 

@@ -1,6 +1,5 @@
 import Foundation
 import SalvoIO
-import Synchronization
 import Testing
 @testable import SalvoEngine
 
@@ -38,7 +37,7 @@ import Testing
     /// process wrote the same temporary file, and the first rename took it from the second.
     @Test func savesAtTheSameTimeNeverFailAndLeaveOneOfThem() throws {
         let checkpoint = Checkpoint(path: "\(directory.path)/run.checkpoint")
-        let failures = Mutex<[CheckpointError]>([])
+        let failures = Locked<[CheckpointError]>([])
         DispatchQueue.concurrentPerform(iterations: 8) { thread in
             for save in 1...25 {
                 do throws(CheckpointError) {
@@ -225,7 +224,7 @@ import Testing
     @Test func savesFromManyThreadsAreSerialisedAndEachMatchesItsLine() throws {
         let campaign = try directory.write("tokens.txt", tokens(300))
         let checkpoint = try checkpoint(for: campaign)
-        let failures = Mutex<[CheckpointError]>([])
+        let failures = Locked<[CheckpointError]>([])
         DispatchQueue.concurrentPerform(iterations: 6) { thread in
             var generator = SplitMix64(seed: UInt64(thread))
             for _ in 0..<20 {
