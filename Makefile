@@ -38,17 +38,20 @@ test: deps
 	$(SWIFT) test --skip-build
 
 # The whole suite under ThreadSanitizer; SALVO_TSAN shows `Locked`'s hand-offs to it
-# (see Sources/SalvoIO/Locked.swift). Separate build folders keep `make test`'s intact.
-TSAN_FLAGS := --sanitize=thread -Xswiftc -DSALVO_TSAN --scratch-path .build-tsan
+# (Sources/SalvoIO/Locked.swift), SALVO_SANITIZED leaves jemalloc out of `salvo` (the
+# sanitizer's allocator must be the only one). Own build folders keep `make test`'s intact.
+TSAN_FLAGS := --sanitize=thread -Xswiftc -DSALVO_TSAN -Xswiftc -DSALVO_SANITIZED --scratch-path .build-tsan
 test-tsan: deps
 	$(SWIFT) build --build-tests $(TSAN_FLAGS)
-	$(SWIFT) test --skip-build $(TSAN_FLAGS)
+	$(SWIFT) test --skip-build --no-parallel $(TSAN_FLAGS)
 
-# The whole suite under AddressSanitizer, leaks included.
-ASAN_FLAGS := --sanitize=address --scratch-path .build-asan
+# The whole suite under AddressSanitizer, leaks included. Both run one test at a time: under
+# a sanitizer every test is several times slower, and run side by side on two cores they
+# would overrun their time limits waiting for each other.
+ASAN_FLAGS := --sanitize=address -Xswiftc -DSALVO_SANITIZED --scratch-path .build-asan
 test-asan: deps
 	$(SWIFT) build --build-tests $(ASAN_FLAGS)
-	$(SWIFT) test --skip-build $(ASAN_FLAGS)
+	$(SWIFT) test --skip-build --no-parallel $(ASAN_FLAGS)
 
 fuzz: deps
 	Tests/Fuzz/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)

@@ -2,46 +2,34 @@
 //
 // Properties:
 // - no trap, and no out-of-bounds access (AddressSanitizer);
-// - a file is either a checkpoint (a line number, never negative) or refused as corrupt
-//   with a reason, never an I/O error, and reading it twice gives the same answer;
-// - what a checkpoint says survives being saved and loaded again.
+// - the parser accepts a checkpoint exactly as Salvo writes it and nothing else: whatever
+//   it reads back as a point is that point's text, byte for byte;
+// - Checkpoint.load, which reads the file, gives the parser's answer: the same point, or
+//   the same reason as a corrupt checkpoint, never an I/O error.
 //
-// The target goes through `load` and `save` only (loadCheckpoint and saveAndLoad below),
-// so that it follows the file format as it changes.
+// The target calls the parser and the loader only, so that it follows the file format as
+// it changes.
 
 import FuzzSupport
 import SalvoEngine
 
 let file = ScratchFile("checkpoint")
-let resaved = ScratchFile("checkpoint-saved")
 
 /// One input: libFuzzer's call, through runFuzzer in main.swift.
 func fuzzOne(_ input: UnsafeRawBufferPointer) {
-    file.write(input)
-    let loaded = loadCheckpoint(file.path)
-    require(loaded == loadCheckpoint(file.path), "the same checkpoint file read differently twice")
-    switch loaded {
-    case .success(let line?):
-        require(line >= 0, "the checkpoint gave line \(line)")
-        let again = saveAndLoad(line)
-        require(again == .success(line), "line \(line), saved and loaded, became \(again)")
-    case .success(nil):
-        require(false, "an existing checkpoint file read as no checkpoint")
-    case .failure(.corrupt(_, let reason)):
-        require(!reason.isEmpty, "a checkpoint was refused without a reason")
-    case .failure(let error):
-        require(false, "reading a checkpoint file failed: \(error)")
+    let bytes = Array(input)
+    let parsed = Result { () throws(CheckpointFormatError) in try ResumePoint.parse(bytes) }
+    if case .success(let point) = parsed {
+        require(Array(point.text.utf8) == bytes, "\(show(bytes)) read as \(point), whose text is \(show(Array(point.text.utf8)))")
     }
-}
-
-func loadCheckpoint(_ path: String) -> Result<Int?, CheckpointError> {
-    Result { () throws(CheckpointError) in try Checkpoint(path: path).load() }
-}
-
-func saveAndLoad(_ line: Int) -> Result<Int?, CheckpointError> {
-    let checkpoint = Checkpoint(path: resaved.path)
-    return Result { () throws(CheckpointError) in
-        try checkpoint.save(completedThroughLine: line)
-        return try checkpoint.load()
+    file.write(input)
+    let loaded = Result { () throws(CheckpointError) in try Checkpoint(path: file.path).load() }
+    switch (parsed, loaded) {
+    case (.success(let point), .success(let same?)):
+        require(point == same, "the file loads as \(same), its bytes parse as \(point)")
+    case (.failure(let error), .failure(.corrupt(_, let reason))):
+        require(error.reason == reason && !reason.isEmpty, "the file is corrupt because \(reason), its bytes because \(error.reason)")
+    default:
+        require(false, "the file loads as \(loaded), its bytes parse as \(parsed)")
     }
 }

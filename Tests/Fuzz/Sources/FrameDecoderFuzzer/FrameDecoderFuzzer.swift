@@ -5,7 +5,9 @@
 // - no trap, and no out-of-bounds access (AddressSanitizer);
 // - the same notifications and the same stop, whether the bytes come whole, byte by byte or
 //   in random splits, and after a stop every later call returns it again without yielding;
-// - the decoder never holds more than the largest legal frame between calls;
+// - the decoder never holds more than it reads whole (FrameDecoder.readLimit: a frame
+//   with the largest payload length an item can state, so that an oversized payload is
+//   still answered with its identifier) between calls;
 // - every notification re-encodes (FrameEncoder) to bytes that decode to it again, and for
 //   commands 0 and 1, whose layout is fixed, to exactly the bytes it came from.
 
@@ -52,7 +54,7 @@ struct Outcome: Equatable {
 
 func decode(_ input: UnsafeRawBufferPointer, _ feeding: Feeding, maximumPayloadLength: Int) -> Outcome {
     var decoder = FrameDecoder(maximumPayloadLength: maximumPayloadLength)
-    let carryLimit = FrameDecoder.largestFrameLength(maximumPayloadLength)
+    let carryLimit = FrameDecoder.readLimit
     var outcome = Outcome()
     for piece in feeding.pieces(of: input) {
         let chunk = UnsafeRawBufferPointer(rebasing: input[piece])
@@ -62,7 +64,7 @@ func decode(_ input: UnsafeRawBufferPointer, _ feeding: Feeding, maximumPayloadL
             return true
         }
         require(decoder.pendingByteCount <= carryLimit,
-                "the decoder holds \(decoder.pendingByteCount) bytes, more than the largest legal frame (\(carryLimit))")
+                "the decoder holds \(decoder.pendingByteCount) bytes, more than its read limit (\(carryLimit))")
         if let earlier = outcome.stop {
             require(stop == earlier && outcome.notifications.count == before,
                     "after stopping with \(earlier), a later call returned \(String(describing: stop)) or yielded notifications")
