@@ -37,21 +37,28 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
+# Tests whose premise is a relation in real time (an error answered later than the record
+# retention, a kill landing within one stretch, 8 MiB through a slow reader in 60 s, a large
+# send within its time limit) that a sanitizer's 5-20x slowdown on a shared machine breaks:
+# they fail there by timing, not by a sanitizer report. `make test` runs them.
+SANITIZER_SKIP := --skip 'killedUnderLateErrorsAndResumedNothingIsLost|killedMidCampaignAndResumedNothingIsLost|anErrorOlderThanEveryRecordFailsWhatItCoversAsDeliveryUnknown|largeWritesSurvivePartialWritesToASlowReader|everyNotificationIsAcceptedOverSeveralShardsAndConnections'
+
 # The whole suite under ThreadSanitizer; SALVO_TSAN shows `Locked`'s hand-offs to it
 # (Sources/SalvoIO/Locked.swift), SALVO_SANITIZED leaves jemalloc out of `salvo` (the
 # sanitizer's allocator must be the only one). Own build folders keep `make test`'s intact.
 TSAN_FLAGS := --sanitize=thread -Xswiftc -DSALVO_TSAN -Xswiftc -DSALVO_SANITIZED --scratch-path .build-tsan
 test-tsan: deps
 	$(SWIFT) build --build-tests $(TSAN_FLAGS)
-	$(SWIFT) test --skip-build --no-parallel $(TSAN_FLAGS)
+	$(SWIFT) test --skip-build --disable-xctest --no-parallel $(SANITIZER_SKIP) $(TSAN_FLAGS)
 
 # The whole suite under AddressSanitizer, leaks included. Both run one test at a time: under
 # a sanitizer every test is several times slower, and run side by side on two cores they
-# would overrun their time limits waiting for each other.
+# would overrun their time limits waiting for each other. Both skip the XCTest pass (Salvo's
+# tests are all Swift Testing): XCTest's runner leaks its suite objects at exit.
 ASAN_FLAGS := --sanitize=address -Xswiftc -DSALVO_SANITIZED --scratch-path .build-asan
 test-asan: deps
 	$(SWIFT) build --build-tests $(ASAN_FLAGS)
-	$(SWIFT) test --skip-build --no-parallel $(ASAN_FLAGS)
+	$(SWIFT) test --skip-build --disable-xctest --no-parallel $(SANITIZER_SKIP) $(ASAN_FLAGS)
 
 fuzz: deps
 	Tests/Fuzz/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
