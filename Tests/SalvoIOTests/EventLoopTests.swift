@@ -47,10 +47,13 @@ import Testing
             }
         }
         let acceptor = Acceptor(listener: listener, loop: loop)
-        _ = try loop.register(listener.fd, interest: .read, handler: acceptor)
+        let registration = try loop.register(listener.fd, interest: .read, handler: acceptor)
         let client = try Socket.connect(host: "127.0.0.1", port: port, timeout: .seconds(5))
-        loop.schedule(after: .seconds(10)) { loop.stop() }  // bound the test
+        let bound = loop.schedule(after: .seconds(10)) { loop.stop() }  // bound the test
         try loop.run()
+        // The loop holds the handler and the timer, both of which hold the loop.
+        loop.deregister(registration)
+        loop.cancel(bound)
         #expect(acceptor.accepted.count == 1)
         #expect(acceptor.accepted.first?.peer?.port == client.localAddress?.port)
     }
