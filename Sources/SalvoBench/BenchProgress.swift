@@ -1,11 +1,11 @@
 import Foundation
 import SalvoEngine
-import Synchronization
+import SalvoIO
 
 /// The one-line progress display on standard error, only when it is a terminal:
 /// which cell and run, and the live count of the run in progress.
 final class BenchProgress: Sendable {
-    private let state = Mutex<(label: String, total: Int)>(("", 0))
+    private let state = Locked<(label: String, total: Int)>(("", 0))
 
     /// Nil when standard error is not a terminal.
     static func make() -> BenchProgress? { isatty(STDERR_FILENO) == 1 ? BenchProgress() : nil }

@@ -1,7 +1,6 @@
 import DequeModule
 import Foundation
 import SalvoIO
-import Synchronization
 
 /// A long path on one machine, for tests and benchmarks on a kernel without netem: a
 /// network namespace reached through a pair of TUN devices, joined by an event loop that
@@ -22,7 +21,7 @@ package final class DelayLine: @unchecked Sendable {
     private let near: TunDevice
     private let far: TunDevice
     private var forwarders: [Forwarder] = []
-    private let stopped = Mutex(false)
+    private let stopped = Locked(false)
 
     /// Why a delay line cannot be made here, or nil when it can.
     package static var unavailableReason: String? {

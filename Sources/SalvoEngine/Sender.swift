@@ -413,7 +413,7 @@ final class EventHub: SenderObserver {
     private let continuation: AsyncStream<SenderEvent>.Continuation
     private let onRejected: (@Sendable (DeviceToken, Status, UInt64) -> Void)?
     private let waiting = Atomic<Int>(0)
-    private let state = Mutex<(generation: UInt64, waiters: [(UInt64, CheckedContinuation<Void, Never>)], unreachable: String?)>(
+    private let state = Locked<(generation: UInt64, waiters: [(UInt64, CheckedContinuation<Void, Never>)], unreachable: String?)>(
         (0, [], nil))
 
     init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Status, UInt64) -> Void)?) {

@@ -64,7 +64,7 @@ public struct TimerID: Hashable, Sendable {
 ///
 /// Everything but `execute(_:)`, `wakeUp()` and `stop()` must be called on the loop's own
 /// thread (or before `run()` starts). That is what lets connections, rings and counters
-/// on a loop go without locks.
+/// on a loop go without locks; debug builds check it (`assertInLoop()`).
 public final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -82,11 +82,13 @@ public final class EventLoop: @unchecked Sendable {
     private var timerActions: [UInt64: TimerAction] = [:]
     private var nextTimerID: UInt64 = 1
 
-    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    private let tasks = Locked<[@Sendable () -> Void]>([])
     /// The other half of a double buffer with `tasks`, so draining allocates nothing.
     private var draining: [@Sendable () -> Void] = []
     private let wakePending = Atomic<Bool>(false)
     private let stopRequested = Atomic<Bool>(false)
+    /// The thread inside `run()`, 0 when none: what `assertInLoop()` compares with.
+    private let runningThread = Atomic<UInt>(0)
 
     /// Called on the loop thread after every cross-thread wake-up, once the queued tasks ran.
     /// Producers that hand work over through their own queues use it to drain them.
@@ -133,6 +135,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Watches `fd` for `interest`; `handler` is retained until `deregister`.
     public func register(_ fd: Int32, interest: IOEvents, handler: EventHandler) throws(IOError) -> Registration {
+        assertInLoop()
         let slot: UInt32
         if let free = freeSlots.popLast() {
             slot = free
@@ -164,6 +167,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Changes what a registration waits for; a no-op when unchanged (so callers can
     /// re-arm EPOLLOUT on every write without paying a syscall).
     public func setInterest(_ registration: Registration, _ interest: IOEvents) throws(IOError) {
+        assertInLoop()
         let index = Int(registration.slot)
         guard isCurrent(registration), interests[index] != interest else { return }
         var event = epoll_event()
@@ -176,6 +180,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Stops watching; the handler is released. Call before closing the descriptor.
     public func deregister(_ registration: Registration) {
+        assertInLoop()
         let index = Int(registration.slot)
         guard isCurrent(registration) else { return }
         var event = epoll_event()
@@ -197,6 +202,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `action` on the loop thread at `deadline` (or at the next iteration if it has passed).
     @discardableResult
     public func schedule(at deadline: Instant, _ action: TimerAction) -> TimerID {
+        assertInLoop()
         let id = nextTimerID
         nextTimerID += 1
         timerActions[id] = action
@@ -219,6 +225,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Cancels a timer; harmless when it already fired.
     public func cancel(_ timer: TimerID) {
+        assertInLoop()
         timerActions[timer.value] = nil
     }
 
@@ -253,10 +260,29 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs the loop on the calling thread until `stop()`.
     public func run() throws(IOError) {
+        runningThread.store(UInt(pthread_self()), ordering: .relaxed)
+        defer { runningThread.store(0, ordering: .relaxed) }
         while !stopRequested.load(ordering: .acquiring) {
             try runOnce(timeoutMilliseconds: nextTimeoutMilliseconds())
         }
         runQueuedTasks()
+    }
+
+    /// Stops a debug build when called off the loop's thread while `run()` runs: the check
+    /// behind the rule that loop-owned state is touched on the loop's thread only. Before
+    /// `run()` starts and after it returns, any thread may set up and tear down. Compiles
+    /// to nothing in release builds, like SwiftNIO's `assertInEventLoop`.
+    @inlinable
+    public func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(isInLoopOrIdle, "called off the event loop's thread while the loop runs", file: file, line: line)
+    }
+
+    /// Whether the calling thread may touch the loop's state: it runs the loop, or no
+    /// thread does.
+    @usableFromInline
+    var isInLoopOrIdle: Bool {
+        let running = runningThread.load(ordering: .relaxed)
+        return running == 0 || pthread_equal(pthread_t(running), pthread_self()) != 0
     }
 
     /// One iteration: wait for events (at most `timeoutMilliseconds`, -1 for no limit),

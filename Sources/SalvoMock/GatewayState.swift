@@ -9,7 +9,7 @@ final class GatewayState: Sendable {
     let recordAccepted: Bool
     /// Gateway-wide ordinal of judged notifications, for `rejectEvery`/`rejectProbability`.
     let ordinal = Atomic<Int>(0)
-    let events = Mutex(EventCounts())
+    let events = Locked(EventCounts())
     let accepted = AcceptedRecord()
 
     struct EventCounts {

@@ -1,6 +1,5 @@
 import SalvoIO
 import SalvoWire
-import Synchronization
 
 /// An in-process APNs feedback service: on each TLS connection it writes its tuples
 /// (`time:u32 tokenLength:u16=32 token`, 38 bytes each, big endian), sends close_notify and
@@ -38,11 +37,11 @@ public final class MockFeedback: Sendable {
 
     final class Shared: Sendable {
         let clearAfterRead: Bool
-        let state: Mutex<(tuples: [FeedbackTuple], served: Int, handshakeFailures: Int)>
+        let state: Locked<(tuples: [FeedbackTuple], served: Int, handshakeFailures: Int)>
 
         init(_ configuration: Configuration) {
             clearAfterRead = configuration.clearAfterRead
-            state = Mutex((configuration.tuples, 0, 0))
+            state = Locked((configuration.tuples, 0, 0))
         }
 
         /// The bytes for one connection; clears the list when configured to.

@@ -58,6 +58,7 @@ class ServerConnection: EventHandler {
 
     /// Registers with the loop and starts the handshake. On the loop thread.
     final func start() {
+        loop.assertInLoop()
         registry.insert(self)
         do {
             registration = try loop.register(stream.socket.fd, interest: .read, handler: self)
@@ -69,6 +70,7 @@ class ServerConnection: EventHandler {
     }
 
     final func handleEvents(_ events: IOEvents) {
+        loop.assertInLoop()
         switch phase {
         case .handshaking: advanceHandshake()
         case .established: connectionEvents(events)
@@ -108,8 +110,9 @@ class ServerConnection: EventHandler {
     /// Closes with a bare FIN: no response, no close_notify.
     final func closeSilently() { respondAndClose([], closeNotify: false) }
 
-    /// Closes the descriptor now.
+    /// Closes the descriptor now. On the loop thread, or after it was joined.
     final func close() {
+        loop.assertInLoop()
         guard phase != .closed else { return }
         phase = .closed
         if let registration { loop.deregister(registration) }

@@ -1,5 +1,4 @@
 import SalvoIO
-import Synchronization
 
 /// The threads, listener and connection bookkeeping shared by the mock gateway and the mock
 /// feedback service: one listener accepted on the first loop, connections spread round-robin
@@ -30,7 +29,7 @@ final class ServerRuntime: Sendable {
     /// The port the listener is bound to.
     let port: Int
     private let acceptor: UncheckedBox<Acceptor?>
-    private let stopped = Mutex(false)
+    private let stopped = Locked(false)
 
     init(name: String, host: String, port: Int, loopCount: Int, bufferSize: Int, factory: @escaping Factory) throws {
         let listener = try Socket.listen(host: host, port: port)

@@ -2,7 +2,6 @@ import Foundation
 import SalvoEngine
 import SalvoIO
 import SalvoWire
-import Synchronization
 
 /// One campaign through one sender, as the CLI runs it: the rejected-token CSV, the
 /// progress line, periodic checkpoints, and the summary and JSON report at the end.
@@ -13,7 +12,7 @@ final class CampaignRun: Sendable {
     private let rejectedFile: RejectedTokenFile?
     private let checkpoint: CampaignCheckpoint?
     private let total: Int?
-    private let background: Mutex<[Task<Void, Never>]> = Mutex([])
+    private let background: Locked<[Task<Void, Never>]> = Locked([])
 
     /// How sending ended.
     enum Ending: Equatable {
@@ -230,7 +229,7 @@ private func printProgress(_ report: SenderReport, total: Int?) {
 
 /// The rejected-token CSV: token, status code, status name. Appended from shard threads.
 final class RejectedTokenFile: Sendable {
-    private let handle: Mutex<FileHandle?>
+    private let handle: Locked<FileHandle?>
 
     init(path: String) throws {
         guard FileManager.default.createFile(atPath: path, contents: Data("token,status,status_name\n".utf8)),
@@ -238,7 +237,7 @@ final class RejectedTokenFile: Sendable {
             throw FileInputError(description: "cannot create the rejected-token file \(path)")
         }
         handle.seekToEndOfFile()
-        self.handle = Mutex(handle)
+        self.handle = Locked(handle)
     }
 
     func append(token: DeviceToken, status: Status) {

@@ -105,6 +105,17 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
         #expect(reader.skippedLineCount == 0)
     }
 
+    /// Cases the fuzzer (Tests/Fuzz, CampaignLineFuzzer) met: blanks around a token inside
+    /// its JSON string are ignored, as on a token line; a key that starts with U+FEFF is
+    /// another key (Foundation drops the U+FEFF and reads it as the known one).
+    @Test func blanksAroundATokenAreIgnoredAndAByteOrderMarkMakesAnotherKey() throws {
+        let reader = try reader(#"""
+            {"token": "\n\#(campaignToken(1)) ", "payload": {"aps": {}}, "\#u{FEFF}id": 7}
+
+            """#)
+        #expect(try readAll(reader) == [ReadItem(line: 1, token: campaignToken(1), payload: #"{"aps":{}}"#)])
+    }
+
     @Test func badLinesAreNamedWithTheirLineAndReason() throws {
         let good = #"{"token": "\#(campaignToken(1))", "payload": {"aps": {}}}"#
         let cases: [(line: String, reason: String)] = [

@@ -1,6 +1,5 @@
 import Foundation
 import SalvoIO
-import Synchronization
 import Testing
 @testable import SalvoEngine
 
@@ -38,7 +37,7 @@ import Testing
     /// process wrote the same temporary file, and the first rename took it from the second.
     @Test func savesAtTheSameTimeNeverFailAndLeaveOneOfThem() throws {
         let checkpoint = Checkpoint(path: "\(directory.path)/run.checkpoint")
-        let failures = Mutex<[CheckpointError]>([])
+        let failures = Locked<[CheckpointError]>([])
         DispatchQueue.concurrentPerform(iterations: 8) { thread in
             for save in 1...25 {
                 do throws(CheckpointError) {
@@ -88,17 +87,21 @@ import Testing
          "expected \"line N\", \"prefix-bytes B\" and \"prefix-sha256 H\" after the first line, one per line, and nothing after them"),
         ("salvo-checkpoint v2\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)",
          "expected \"line N\", \"prefix-bytes B\" and \"prefix-sha256 H\" after the first line, one per line, and nothing after them"),
-        ("salvo-checkpoint v2\nline five\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\n", "\"line five\" is not \"line N\" with N a whole number"),
-        ("salvo-checkpoint v2\nline +5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\n", "\"line +5\" is not \"line N\" with N a whole number"),
-        ("salvo-checkpoint v2\nline 5\nbytes 9\nprefix-sha256 \(CheckpointTests.hex)\n", "\"bytes 9\" is not \"prefix-bytes N\" with N a whole number"),
+        ("salvo-checkpoint v2\nline five\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\n", "\"line five\" is not \"line N\" with N a whole number without leading zeros"),
+        ("salvo-checkpoint v2\nline +5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\n", "\"line +5\" is not \"line N\" with N a whole number without leading zeros"),
+        ("salvo-checkpoint v2\nline 5\nbytes 9\nprefix-sha256 \(CheckpointTests.hex)\n", "\"bytes 9\" is not \"prefix-bytes N\" with N a whole number without leading zeros"),
         ("salvo-checkpoint v2\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex.uppercased())\n",
          "\"prefix-sha256 \(CheckpointTests.hex.uppercased())\" is not \"prefix-sha256\" and 64 lowercase hex digits"),
         ("salvo-checkpoint v2\nline 5\nprefix-bytes 9\nprefix-sha256 abc\n", "\"prefix-sha256 abc\" is not \"prefix-sha256\" and 64 lowercase hex digits"),
         ("salvo-checkpoint v1\n", "expected a second line \"line N\" and nothing after it"),
         ("salvo-checkpoint v1\nline 5", "expected a second line \"line N\" and nothing after it"),
         ("salvo-checkpoint v1\nline 5\nline 6\n", "expected a second line \"line N\" and nothing after it"),
-        ("salvo-checkpoint v1\nline -3\n", "\"line -3\" is not \"line N\" with N a whole number"),
-        ("salvo-checkpoint v1\nline 99999999999999999999\n", "\"line 99999999999999999999\" is not \"line N\" with N a whole number"),
+        // Found by CheckpointFuzzer: the parser read this as prefix-bytes 728300, whose text has no zero.
+        ("salvo-checkpoint v2\nline 5\nprefix-bytes 0728300\nprefix-sha256 \(CheckpointTests.hex)\n",
+         "\"prefix-bytes 0728300\" is not \"prefix-bytes N\" with N a whole number without leading zeros"),
+        ("salvo-checkpoint v1\nline 00\n", "\"line 00\" is not \"line N\" with N a whole number without leading zeros"),
+        ("salvo-checkpoint v1\nline -3\n", "\"line -3\" is not \"line N\" with N a whole number without leading zeros"),
+        ("salvo-checkpoint v1\nline 99999999999999999999\n", "\"line 99999999999999999999\" is not \"line N\" with N a whole number without leading zeros"),
         (String(repeating: "x", count: 600), "it is longer than a checkpoint can be"),
     ])
     func corruptFilesAreClearErrors(content: String, reason: String) throws {
@@ -225,7 +228,7 @@ import Testing
     @Test func savesFromManyThreadsAreSerialisedAndEachMatchesItsLine() throws {
         let campaign = try directory.write("tokens.txt", tokens(300))
         let checkpoint = try checkpoint(for: campaign)
-        let failures = Mutex<[CheckpointError]>([])
+        let failures = Locked<[CheckpointError]>([])
         DispatchQueue.concurrentPerform(iterations: 6) { thread in
             var generator = SplitMix64(seed: UInt64(thread))
             for _ in 0..<20 {

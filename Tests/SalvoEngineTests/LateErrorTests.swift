@@ -164,7 +164,7 @@ import Testing
         // The first 10,000 hold rejections (every 2000th or 4000th).
         let gate = Gate()
         let source = GatedSource(list: SourceSendingTests.list(0..<count), gateAfter: 10_000, gate: gate)
-        let rejected = Mutex<Set<UInt64>>([])
+        let rejected = Locked<Set<UInt64>>([])
         let sender = try Sender(configuration) { _, _, sequence in
             _ = rejected.withLock { $0.insert(sequence) }
             gate.open()

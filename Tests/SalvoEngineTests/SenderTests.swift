@@ -3,7 +3,6 @@ import Glibc
 import SalvoIO
 import SalvoMock
 import SalvoWire
-import Synchronization
 import Testing
 @testable import SalvoEngine
 
@@ -64,7 +63,7 @@ struct LoopbackRig {
     /// Sends `count` notifications with `trySend`, spinning politely on backpressure, and
     /// returns the final report plus the sequences reported rejected.
     static func run(_ configuration: SenderConfiguration, count: Int) async throws -> (SenderReport, Set<UInt64>) {
-        let rejected = Mutex<Set<UInt64>>([])
+        let rejected = Locked<Set<UInt64>>([])
         let sender = try Sender(configuration) { _, _, sequence in
             _ = rejected.withLock { $0.insert(sequence) }
         }

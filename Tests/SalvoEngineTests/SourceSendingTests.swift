@@ -2,7 +2,6 @@ import Foundation
 import SalvoIO
 import SalvoMock
 import SalvoWire
-import Synchronization
 import Testing
 @testable import SalvoEngine
 
@@ -17,7 +16,7 @@ import Testing
         let rig = try LoopbackRig(plan: FailurePlan(invalidTokenSuffix: [0x07]))
         defer { rig.gateway.stop() }
         let count = 30_000
-        let rejected = Mutex<Set<UInt64>>([])
+        let rejected = Locked<Set<UInt64>>([])
         let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port)) { _, _, sequence in
             _ = rejected.withLock { $0.insert(sequence) }
         }

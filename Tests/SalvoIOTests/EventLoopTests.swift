@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Synchronization
 import Testing
@@ -21,7 +22,7 @@ import Testing
         let thread = try LoopThread(name: "test-loop")
         defer { thread.stopAndJoin() }
         let counter = Atomic<Int>(0)
-        let done = Mutex<Bool>(false)
+        let done = Locked<Bool>(false)
         for _ in 0..<1000 {
             thread.loop.execute { counter.add(1, ordering: .relaxed) }
         }
@@ -46,10 +47,13 @@ import Testing
             }
         }
         let acceptor = Acceptor(listener: listener, loop: loop)
-        _ = try loop.register(listener.fd, interest: .read, handler: acceptor)
+        let registration = try loop.register(listener.fd, interest: .read, handler: acceptor)
         let client = try Socket.connect(host: "127.0.0.1", port: port, timeout: .seconds(5))
-        loop.schedule(after: .seconds(10)) { loop.stop() }  // bound the test
+        let bound = loop.schedule(after: .seconds(10)) { loop.stop() }  // bound the test
         try loop.run()
+        // The loop holds the handler and the timer, both of which hold the loop.
+        loop.deregister(registration)
+        loop.cancel(bound)
         #expect(acceptor.accepted.count == 1)
         #expect(acceptor.accepted.first?.peer?.port == client.localAddress?.port)
     }
@@ -62,6 +66,36 @@ import Testing
         var popped: [UInt64] = []
         while let entry = heap.pop() { popped.append(entry.deadline.nanoseconds) }
         #expect(popped == deadlines.sorted())
+    }
+}
+
+/// The rule that a loop's state belongs to the thread running it, as debug builds check it.
+@Suite(.timeLimit(.minutes(1))) struct LoopOwnershipTests {
+    @Test func onlyTheThreadRunningALoopMayTouchItWhileItRuns() throws {
+        #expect(try EventLoop().isInLoopOrIdle, "a loop that does not run yet may be set up from any thread")
+        let thread = try LoopThread(name: "owner-test")
+        let onLoop = Locked<Bool?>(nil)
+        let ran = DispatchSemaphore(value: 0)
+        thread.loop.execute {
+            onLoop.withLock { $0 = thread.loop.isInLoopOrIdle }
+            ran.signal()
+        }
+        #expect(ran.wait(timeout: .now() + 10) == .success)
+        #expect(onLoop.withLock { $0 } == true)
+        #expect(!thread.loop.isInLoopOrIdle)
+        thread.stopAndJoin()
+        #expect(thread.loop.isInLoopOrIdle, "a joined loop may be torn down from any thread")
+    }
+
+    @Test(.enabled(if: _isDebugAssertConfiguration(), "assertInLoop compiles to nothing in release builds"))
+    func schedulingOnARunningLoopFromAnotherThreadStopsADebugBuild() async {
+        await #expect(processExitsWith: .failure) {
+            let thread = try! LoopThread(name: "owner-test")
+            let ran = DispatchSemaphore(value: 0)
+            thread.loop.execute { ran.signal() }
+            _ = ran.wait(timeout: .now() + 10)
+            thread.loop.schedule(after: .seconds(1)) {}
+        }
     }
 }
 

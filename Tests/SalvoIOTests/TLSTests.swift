@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import SalvoIO
 
@@ -10,12 +9,12 @@ final class EchoServer: Sendable {
     let port: Int
     private let listener: Socket
     private final class Outcome: Sendable {
-        let value = Mutex<Result<String?, TLSError>?>(nil)
+        let value = Locked<Result<String?, TLSError>?>(nil)
     }
     private let outcome = Outcome()
     private let finished = DispatchSemaphore(value: 0)
     private final class Sink: Sendable {
-        let value = Mutex<(count: Int, hash: UInt64)>((0, 0xcbf29ce484222325))
+        let value = Locked<(count: Int, hash: UInt64)>((0, 0xcbf29ce484222325))
     }
     private let sink = Sink()
 

@@ -26,8 +26,9 @@ public final class ChildProcess: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
-        process.terminationHandler = { [condition] process in
-            condition.withLock { self.status = process.terminationStatus }
+        // Weak: the process keeps its handler, so a strong self would never be freed.
+        process.terminationHandler = { [weak self, condition] process in
+            condition.withLock { self?.status = process.terminationStatus }
             condition.broadcast()
         }
         try process.run()
@@ -96,12 +97,15 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Reads `handle` to its end on a thread of its own, into `output` or `errors`.
     private func drain(_ handle: FileHandle, isOutput: Bool) {
-        let thread = Thread { [self] in
+        // Weak, like the termination handler: a thread that outlives the test must not keep
+        // the object (and its process and pipes) alive.
+        let thread = Thread { [weak self, condition] in
             let fd = handle.fileDescriptor
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
             while true {
                 let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
+                guard let self else { return }
                 condition.withLock {
                     if count <= 0 {
                         openPipes -= 1

@@ -303,6 +303,25 @@ struct JSONScannerTests {
 
     // MARK: agreement with Foundation
 
+    /// Where the fuzzer (Tests/Fuzz, JSONScannerFuzzer) found Foundation's JSONSerialization
+    /// reading differently, the scanner keeps to RFC 8259: Foundation accepts trailing
+    /// commas, refuses numbers beyond Double's range and drops a U+FEFF that starts a
+    /// string; nesting is limited to 64 levels (Foundation: 512).
+    @Test func whereFoundationDiffersTheScannerKeepsToTheRFC() throws {
+        let cases: [(text: String, valid: Bool)] = [
+            ("[1,]", false), (#"{"a":1,}"#, false), ("[1 , ]", false),
+            ("1e400", true), ("-1e400", true), ("[1" + String(repeating: "0", count: 400) + "]", true),
+            (String(repeating: "[", count: 64) + String(repeating: "]", count: 64), true),
+            (String(repeating: "[", count: 65) + String(repeating: "]", count: 65), false),
+        ]
+        for (text, valid) in cases {
+            let accepted = withJSON(text) { json in (try? JSONScanner.validate(json)) != nil }
+            #expect(accepted == valid, "\(text.prefix(40))")
+        }
+        let decoded = try withJSON("\"\u{FEFF}b\\n\u{FEFF}c\"") { json in try JSONScanner.string(json, range: 0..<json.count) }
+        #expect(decoded.unicodeScalars.elementsEqual("\u{FEFF}b\n\u{FEFF}c".unicodeScalars))
+    }
+
     @Test func mutatedLinesWeAcceptFoundationAcceptsToo() throws {
         let seed = #"{"token":"abc","payload":{"aps":{"alert":"h\u00e9 \"q\"","badge":1},"x":[1.5,-2e3,true,null]},"n":0}"#
         let alphabet = Array(#"{}[]:,"\ 0123456789.eE+-tfnulrsa"#.utf8) + [0x09, 0x0A, 0xC3, 0xA9, 0x80]

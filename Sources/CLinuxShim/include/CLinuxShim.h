@@ -53,4 +53,10 @@ int salvo_gettid(void);
 /// Sets SIGPIPE to ignored for the whole process (writes to closed sockets return EPIPE).
 void salvo_ignore_sigpipe(void);
 
+/// ThreadSanitizer's annotations: a happens-before edge from every `release` of an address
+/// to every later `acquire` of it. Only a ThreadSanitizer build defines them (the runtime
+/// does), and only code compiled with SALVO_TSAN calls them; see SalvoIO's `Locked`.
+void __tsan_acquire(void *address);
+void __tsan_release(void *address);
+
 #endif

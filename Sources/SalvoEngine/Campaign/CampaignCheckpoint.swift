@@ -1,5 +1,4 @@
 import SalvoIO
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -45,14 +44,14 @@ public final class CampaignCheckpoint: Sendable {
     public let checkpoint: Checkpoint
     /// The campaign file it belongs to.
     public let campaignPath: String
-    private let prefixes: Mutex<CampaignPrefixReader>
+    private let prefixes: Locked<CampaignPrefixReader>
 
     /// - Throws: `CheckpointError.campaignUnreadable` when the campaign cannot be opened.
     public init(_ checkpoint: Checkpoint, campaign path: String) throws(CheckpointError) {
         self.checkpoint = checkpoint
         campaignPath = path
         do throws(CampaignError) {
-            prefixes = Mutex(try CampaignPrefixReader(path: path))
+            prefixes = Locked(try CampaignPrefixReader(path: path))
         } catch {
             throw .campaignUnreadable(error)
         }

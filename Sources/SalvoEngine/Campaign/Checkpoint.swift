@@ -171,11 +171,12 @@ public struct ResumePoint: Sendable, Hashable {
         }
     }
 
-    /// The decimal value of a `key N` line.
+    /// The decimal value of a `key N` line, written as `text` writes it: no leading zero.
     private static func number(_ line: Substring, key: String) throws(CheckpointFormatError) -> Int {
         guard line.hasPrefix(key + " "), case let digits = line.dropFirst(key.count + 1),
-              (1...19).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int(digits)
-        else { throw .init("\"\(line)\" is not \"\(key) N\" with N a whole number") }
+              (1...19).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }),
+              digits.count == 1 || digits.first != "0", let value = Int(digits)
+        else { throw .init("\"\(line)\" is not \"\(key) N\" with N a whole number without leading zeros") }
         return value
     }
 

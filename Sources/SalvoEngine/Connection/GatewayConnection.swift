@@ -35,11 +35,11 @@ final class Link: EventHandler {
     func handleEvents(_ events: IOEvents) { owner.handleEvents(events, on: self) }
 }
 
-/// One connection slot to the gateway, on its shard's thread: performs what the
-/// `ConnectionMachine` decides with real sockets and timers, writes frames (rewound ones
-/// read again from their sources first, then new ones from the staging ring), reads
-/// error responses, and applies every settlement to the ledger, the events and the
-/// sources in one place (`apply`).
+/// One connection slot to the gateway, on its shard's thread (debug builds check): performs
+/// what the `ConnectionMachine` decides with real sockets and timers, writes frames (rewound
+/// ones read again from their sources first, then new ones from the staging ring), reads
+/// error responses, and applies every settlement to the ledger, the events and the sources
+/// in one place (`apply`).
 final class GatewayConnection {
     let lane: Lane
     private unowned let shard: Shard
@@ -99,6 +99,7 @@ final class GatewayConnection {
     /// costs a fixed amount of work (and, in OpenSSL 3.0, a few allocations), so full
     /// records are what keeps the cost per notification low.
     func pump(flush: Bool = false) {
+        shard.loop.assertInLoop()
         if machine.hasGivenUp {
             failUnwritten(.gatewayUnreachable)
             return
@@ -204,6 +205,7 @@ final class GatewayConnection {
     // MARK: Events
 
     func handleEvents(_ events: IOEvents, on link: Link) {
+        shard.loop.assertInLoop()
         if !link.isHandshakeComplete {
             do {
                 if events.contains(.write) { try link.stream.socket.finishConnect() }
@@ -419,6 +421,7 @@ final class GatewayConnection {
     /// Fails what waits in the staging ring and refuses more: the slot gave up, or the
     /// sender is cancelling.
     func failUnwritten(_ reason: FailureReason) {
+        shard.loop.assertInLoop()
         var settlement = Settlement()
         var failed = 0
         lane.staging.refuseAndTakeUnwritten { _, origin, frame in
@@ -520,6 +523,7 @@ final class GatewayConnection {
     /// unless one is armed for earlier. With `again`, re-derives the deadline (urgency or
     /// the error wait changed).
     func armSettleTimer(again: Bool = false) {
+        shard.loop.assertInLoop()
         if again, let settleTimer {
             shard.loop.cancel(settleTimer)
             self.settleTimer = nil

@@ -3,7 +3,8 @@ import SalvoWire
 import Synchronization
 
 /// One event-loop thread and the gateway connections it owns. Everything here runs on
-/// the shard's thread, except `init`, `wake` and `execute`.
+/// the shard's thread (debug builds check), except `init`, `wake`, `execute`,
+/// `settlingChanged`, `isFinishing` and `stop`.
 final class Shard: @unchecked Sendable {
     let index: Int
     let configuration: SenderConfiguration
@@ -73,6 +74,7 @@ final class Shard: @unchecked Sendable {
 
     /// Fails every notification not final (the sender is giving up).
     func cancelAll() {
+        loop.assertInLoop()
         connections.forEach { $0.cancel() }
         notifyProgress()
     }
@@ -82,11 +84,13 @@ final class Shard: @unchecked Sendable {
 
     /// The gateway addresses in turn, so several connections spread over them.
     func nextAddress() throws(IOError) -> SocketAddress {
+        loop.assertInLoop()
         defer { nextAddressIndex += 1 }
         return addresses[nextAddressIndex % addresses.count]
     }
 
     func emit(_ event: SenderEvent) {
+        loop.assertInLoop()
         if case .errorWaitRaised = event { connections.forEach { $0.armSettleTimer(again: true) } }
         observer.emit(event)
     }

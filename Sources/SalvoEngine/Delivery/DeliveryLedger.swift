@@ -15,14 +15,14 @@ final class DeliveryLedger: Sendable {
     let possibleDuplicates = Atomic<Int>(0)
     /// Monotonic nanoseconds of the last write to any connection.
     let lastWrite = Atomic<UInt64>(0)
-    private let rejectedByStatus = Mutex<[Status: Int]>([:])
-    private let failedByReason = Mutex<[FailureReason: Int]>([:])
+    private let rejectedByStatus = Locked<[Status: Int]>([:])
+    private let failedByReason = Locked<[FailureReason: Int]>([:])
 
     /// How long after a write an error can still arrive, in nanoseconds: raised for the
     /// rest of the run when an error arrives later than it.
     private let errorWaitNanoseconds: Atomic<UInt64>
     private let configuredRetention: UInt64
-    private let latencies = Mutex(ErrorLatencies())
+    private let latencies = Locked(ErrorLatencies())
 
     /// Error waits are raised to twice the latency that broke them, up to this.
     static let longestErrorWait: UInt64 = 60_000_000_000

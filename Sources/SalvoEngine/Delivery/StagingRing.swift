@@ -1,3 +1,4 @@
+import SalvoIO
 import SalvoWire
 import Synchronization
 
@@ -76,7 +77,7 @@ final class StagingRing: @unchecked Sendable {
     private let slots: UnsafeMutablePointer<Slot>
 
     // Producer side, guarded by `producerLock`.
-    private let producerLock = Mutex<Void>(())
+    private let producerLock = Locked<Void>(())
     private var writeOffset: UInt64 = 0  // virtual byte offset of the next frame
     private var bytesSinceWake = 0
     // What the producer last read of the loop's release cursors. Reading the atomics

@@ -1,3 +1,4 @@
+import SalvoIO
 import SalvoWire
 import Synchronization
 
@@ -23,7 +24,7 @@ final class RetainedStore: @unchecked Sendable {
     private let offsets: UnsafeMutablePointer<UInt64>
 
     /// Producers append under this lock (and publish the frame to the staging ring while holding it).
-    let lock = Mutex<Void>(())
+    let lock = Locked<Void>(())
     private var nextEntry: UInt64 = 0
     private var writeOffset: UInt64 = 0
     /// Entries before this are final; set by the loop.

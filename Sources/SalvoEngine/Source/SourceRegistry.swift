@@ -1,3 +1,4 @@
+import SalvoIO
 import Synchronization
 
 /// The sources a sender is sending from, so that shard threads can open readers of their
@@ -20,7 +21,7 @@ final class SourceRegistry: Sendable {
         }
     }
 
-    private let state = Mutex<(entries: [SourceID: Entry], next: SourceID)>(([:], 1))
+    private let state = Locked<(entries: [SourceID: Entry], next: SourceID)>(([:], 1))
 
     /// Registers `source` under a fresh identifier (0 is the lanes' retained store).
     func register<Source: NotificationSource>(_ source: Source) -> Entry {
