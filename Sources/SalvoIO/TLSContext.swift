@@ -122,6 +122,10 @@ public final class TLSContext: @unchecked Sendable {
         alpnServerList?.deallocate()
     }
 
+    /// Sessions a server keeps for resumption (the oldest are dropped first): one per
+    /// recently seen client is enough; each holds its client's certificate.
+    static let serverSessionCacheSize = 4096
+
     private static func configure(
         _ context: OpaquePointer, _ configuration: TLSConfiguration, role: Role,
         alpnServerList: inout UnsafeMutableRawBufferPointer?
@@ -140,6 +144,7 @@ public final class TLSContext: @unchecked Sendable {
             // context; without one OpenSSL fails the resumed handshake.
             let name = Array("salvo".utf8)
             _ = SSL_CTX_set_session_id_context(context, name, UInt32(name.count))
+            salvo_SSL_CTX_set_server_session_cache(context, Self.serverSessionCacheSize)
         }
         if let chain = configuration.certificateChain {
             guard let key = configuration.privateKey else {

@@ -38,6 +38,10 @@ public final class TLSSession: @unchecked Sendable {
     let session: OpaquePointer
     init(_ session: OpaquePointer) { self.session = session }
     deinit { SSL_SESSION_free(session) }
+
+    /// Whether the server sent a ticket for it (a TLS 1.2 server that keeps its sessions
+    /// by id sends none).
+    var hasTicket: Bool { SSL_SESSION_has_ticket(session) == 1 }
 }
 
 /// One TLS connection over a nonblocking socket: owns the `SSL *` and the socket.
@@ -48,6 +52,7 @@ public final class TLSSession: @unchecked Sendable {
 /// so a failure reports its own reasons and not a stale neighbour's.
 public final class TLSStream {
     private let ssl: OpaquePointer
+    private let isServer: Bool
     /// The socket carrying the stream.
     public let socket: Socket
     /// The peer name for messages: the server name given, else the socket's peer address.
@@ -57,13 +62,16 @@ public final class TLSStream {
     /// (unless it is an IP address) and, when the context verifies peers, checked against
     /// the certificate (DNS name or IP address).
     ///
-    /// A client may pass the `resuming` session of an earlier connection to the same server.
+    /// A client may pass the `resuming` session of an earlier connection to the same server;
+    /// it then offers no TLS version newer than that session's (a gateway that spoke TLS
+    /// 1.2 is not offered 1.3, which would cost a key share per connection).
     public init(context: TLSContext, socket: Socket, serverName: String? = nil, resuming session: TLSSession? = nil) throws(TLSError) {
         ERR_clear_error()
         guard let ssl = SSL_new(context.context) else {
             throw TLSError(.configuration, reason: TLSError.drainErrorQueue())
         }
         self.ssl = ssl
+        self.isServer = context.role == .server
         self.socket = socket
         self.peerDescription = serverName.map { name in socket.peer.map { "\(name) (\($0))" } ?? name }
             ?? socket.peer?.description ?? "peer"
@@ -71,7 +79,7 @@ public final class TLSStream {
         SSL_set_fd(ssl, socket.fd)
         if context.role == .client {
             SSL_set_connect_state(ssl)
-            if let session { SSL_set_session(ssl, session.session) }
+            if let session { _ = salvo_SSL_resume_session(ssl, session.session) }
             if let serverName {
                 let isAddress = Self.isIPAddress(serverName)
                 if !isAddress { _ = salvo_SSL_set_tlsext_host_name(ssl, serverName) }
@@ -93,7 +101,13 @@ public final class TLSStream {
         }
     }
 
-    deinit { SSL_free(ssl) }
+    deinit {
+        // A server keeps the session however the connection ended (a client resumes after a
+        // drop, or after closing without close_notify). A client's session is taken, when
+        // it is resumable, before its stream goes.
+        if isServer { salvo_SSL_keep_session(ssl) }
+        SSL_free(ssl)
+    }
 
     private static func isIPAddress(_ name: String) -> Bool {
         var v4 = in_addr()

@@ -56,10 +56,10 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let pki = try DevelopmentPKI.Bundle()
-        let gateway = try MockGateway(.init(
-            tls: .server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
-                         clientCertificateRoots: .certificates(pki.authority.certificate)),
-            loops: mockLoops, failurePlan: failurePlan))
+        var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
+                                                clientCertificateRoots: .certificates(pki.authority.certificate))
+        serverTLS.maximumVersion = .v1_2  // as `salvo mock` speaks the binary protocol
+        let gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: failurePlan))
         defer { gateway.stop() }
 
         var configuration = SenderConfiguration(

@@ -21,6 +21,15 @@ static inline long salvo_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int version
 }
 
 static inline int salvo_TLS1_2_VERSION(void) { return TLS1_2_VERSION; }
+
+/// Resumes `session` offering no newer TLS version than it was made with. A TLS 1.2 session
+/// then needs no TLS 1.3 key share in the ClientHello: no key to generate for a handshake
+/// that resumes without a key exchange.
+static inline int salvo_SSL_resume_session(SSL *ssl, SSL_SESSION *session) {
+    if (SSL_SESSION_get_protocol_version(session) == TLS1_2_VERSION)
+        SSL_set_max_proto_version(ssl, TLS1_2_VERSION);
+    return SSL_set_session(ssl, session);
+}
 static inline int salvo_TLS1_3_VERSION(void) { return TLS1_3_VERSION; }
 
 static inline uint64_t salvo_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options) {
@@ -53,6 +62,25 @@ static inline long salvo_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *certificate
 static inline long salvo_SSL_CTX_set_client_session_cache(SSL_CTX *ctx) {
     // Sessions are kept by the caller (one per connection slot), not in a context-wide store.
     return SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+}
+
+static inline void salvo_SSL_CTX_set_server_session_cache(SSL_CTX *ctx, long size) {
+    // Sessions stay in the server's memory and are found by id (TLS 1.2) or by a stateful
+    // ticket (TLS 1.3). A stateless ticket would be decrypted and deserialized on every
+    // resumption, the client certificate in it included: in OpenSSL 3 that decoding is
+    // most of the cost of a resumed handshake. A client's close without close_notify is
+    // just a close: as a fatal error it would evict the session from the cache.
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    SSL_CTX_sess_set_cache_size(ctx, size);
+}
+
+/// Marks the connection shut down without sending anything, so that freeing it keeps its
+/// session resumable (OpenSSL evicts the session of a connection freed otherwise).
+static inline void salvo_SSL_keep_session(SSL *ssl) {
+    SSL_set_quiet_shutdown(ssl, 1);
+    SSL_shutdown(ssl);
+    ERR_clear_error();
 }
 
 /// A fresh P-256 key (EVP_EC_gen is a variadic macro).

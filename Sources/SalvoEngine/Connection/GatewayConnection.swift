@@ -239,7 +239,10 @@ final class GatewayConnection {
 
     /// `link` became the active connection.
     private func activated(_ link: Link) {
-        if machine.opened > 1 { ledger.reconnects.add(1, ordering: .relaxed) }
+        if machine.opened > 1 {
+            ledger.reconnects.add(1, ordering: .relaxed)
+            if link.stream.isResumed { ledger.resumedReconnects.add(1, ordering: .relaxed) }
+        }
         // What the last connection had half written or read is void: the window rewound.
         rebuild.reset(nextIndex: window.written)
         responseCount = 0

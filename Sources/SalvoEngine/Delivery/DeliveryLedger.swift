@@ -10,6 +10,7 @@ final class DeliveryLedger: Sendable {
     let accepted = Atomic<Int>(0)
     let resent = Atomic<Int>(0)
     let reconnects = Atomic<Int>(0)
+    let resumedReconnects = Atomic<Int>(0)
     let windowOverruns = Atomic<Int>(0)
     let lateErrors = Atomic<Int>(0)
     let possibleDuplicates = Atomic<Int>(0)
@@ -126,6 +127,7 @@ final class DeliveryLedger: Sendable {
             failed: failed.values.reduce(0, +),
             resent: resent.load(ordering: .relaxed),
             reconnects: reconnects.load(ordering: .relaxed),
+            resumedReconnects: resumedReconnects.load(ordering: .relaxed),
             connections: connections,
             possibleDuplicates: possibleDuplicates.load(ordering: .relaxed),
             windowOverruns: windowOverruns.load(ordering: .relaxed),
@@ -182,6 +184,9 @@ public struct SenderReport: Sendable, Hashable, Codable {
     public var resent: Int
     /// Connections re-established after the first one of each slot.
     public var reconnects: Int
+    /// Of `reconnects`: those that resumed a TLS session (no certificates, no key exchange).
+    /// A gateway that does not resume makes every reconnect a full handshake.
+    public var resumedReconnects: Int
     /// Connection slots in use at the end: the configured ones plus those the sender added
     /// while every connection was full (`SenderConfiguration.maximumConnectionsPerShard`).
     public var connections: Int
@@ -218,6 +223,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case submitted, accepted, rejected, failed, resent, reconnects, connections, seconds
+        case resumedReconnects = "resumed_reconnects"
         case possibleDuplicates = "possible_duplicates"
         case windowOverruns = "window_overruns"
         case lateErrors = "late_errors"
@@ -232,7 +238,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
     }
 
     public init(submitted: Int, accepted: Int, rejected: Int, failed: Int, resent: Int = 0, reconnects: Int = 0,
-                connections: Int = 1, possibleDuplicates: Int = 0, windowOverruns: Int = 0, lateErrors: Int = 0, seconds: Double,
+                resumedReconnects: Int = 0, connections: Int = 1, possibleDuplicates: Int = 0, windowOverruns: Int = 0, lateErrors: Int = 0, seconds: Double,
                 sendingSeconds: Double = 0, errorWait: Duration = .seconds(1), errorWaitRaises: [ErrorWaitRaise] = [],
                 errorLatency: ErrorLatencySummary? = nil,
                 rejectedByStatus: [String: Int] = [:], failedByReason: [String: Int] = [:]) {
@@ -242,6 +248,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         self.failed = failed
         self.resent = resent
         self.reconnects = reconnects
+        self.resumedReconnects = resumedReconnects
         self.connections = connections
         self.possibleDuplicates = possibleDuplicates
         self.windowOverruns = windowOverruns
@@ -263,6 +270,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         failed = try container.decode(Int.self, forKey: .failed)
         resent = try container.decodeIfPresent(Int.self, forKey: .resent) ?? 0
         reconnects = try container.decodeIfPresent(Int.self, forKey: .reconnects) ?? 0
+        resumedReconnects = try container.decodeIfPresent(Int.self, forKey: .resumedReconnects) ?? 0
         connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
         possibleDuplicates = try container.decodeIfPresent(Int.self, forKey: .possibleDuplicates) ?? 0
         windowOverruns = try container.decodeIfPresent(Int.self, forKey: .windowOverruns) ?? 0
@@ -284,6 +292,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         try container.encode(failed, forKey: .failed)
         try container.encode(resent, forKey: .resent)
         try container.encode(reconnects, forKey: .reconnects)
+        try container.encode(resumedReconnects, forKey: .resumedReconnects)
         try container.encode(connections, forKey: .connections)
         try container.encode(possibleDuplicates, forKey: .possibleDuplicates)
         try container.encode(windowOverruns, forKey: .windowOverruns)
