@@ -82,7 +82,7 @@ import Testing
         #expect(report["rejected"] as? Int == invalid.count)
         #expect(report["accepted"] as? Int == 3000 - invalid.count)
         #expect((report["rejected_by_status"] as? [String: Int]) == ["invalid_token": invalid.count])
-        for key in ["failed", "resent", "reconnects", "possible_duplicates", "window_overruns", "seconds", "rate_per_s"] {
+        for key in ["failed", "resent", "reconnects", "resumed_reconnects", "possible_duplicates", "window_overruns", "seconds", "rate_per_s"] {
             #expect(report[key] != nil, "report lacks \(key)")
         }
         let csv = try String(contentsOfFile: workspace.path("rejected.csv"), encoding: .utf8).split(separator: "\n")

@@ -179,6 +179,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         #expect(report.accepted == count)
         #expect(connections.count >= 5)
         #expect(connections.first == false)
+        #expect(report.resumedReconnects == connections.dropFirst().filter { $0 }.count, "the report counts what the events say")
         switch gatewayTLS {
         case .v1_2:
             #expect(connections.dropFirst().allSatisfy { $0 }, "every reconnect resumes: \(connections)")
