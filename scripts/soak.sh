@@ -32,7 +32,7 @@ declare -A count=()
 
 common=(--shards 2 --connections 4 --max-connections 4 --retention-ms 20000 --reject-every 20000 --stall-every 10000 --stall-ms 200)
 declare -A plans=(
-  [late]="--mock-error-delay-ms 1500"
+  [late]="--error-delay-ms 1500"
   [shutdowns]="--shutdown-every 5000"
   [drops]="--drop-every 6000"
 )

@@ -20,23 +20,8 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Mock event-loop threads.", valueName: "n"))
     var mockLoops: Int = 1
 
-    @Option(name: .customLong("reject-every"), help: ArgumentHelp("Have the mock reject every Nth notification.", valueName: "n"))
-    var rejectEvery: Int?
-
-    @Option(name: .customLong("shutdown-every"), help: ArgumentHelp("Have the mock answer status 10 after N notifications on a connection.", valueName: "n"))
-    var shutdownEvery: Int?
-
-    @Option(name: .customLong("drop-every"), help: ArgumentHelp("Have the mock close a connection silently at its Nth notification.", valueName: "n"))
-    var dropEvery: Int?
-
-    @Option(name: .customLong("stall-every"), help: ArgumentHelp("Have the mock stop reading a connection for --stall-ms after every N notifications.", valueName: "n"))
-    var stallEvery: Int?
-
-    @Option(name: .customLong("stall-ms"), help: ArgumentHelp("Length of each stall (default 100).", valueName: "ms"))
-    var stallMilliseconds = 100
-
-    @Option(name: .customLong("mock-error-delay-ms"), help: ArgumentHelp("Have the mock send each error response this late.", valueName: "ms"))
-    var errorDelayMilliseconds = 0
+    @OptionGroup(title: "Mock failure plan")
+    var failures: FailurePlanOptions
 
     @Option(help: ArgumentHelp("Write the sender's JSON report here.", valueName: "file"))
     var report: String?
@@ -46,12 +31,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
-        do { try failurePlan.validate() } catch { throw ValidationError("\(error)") }
-    }
-
-    private var failurePlan: FailurePlan {
-        FailurePlan(rejectEvery: rejectEvery, shutdownEvery: shutdownEvery, dropEvery: dropEvery, stallEvery: stallEvery,
-                    stallDuration: .milliseconds(stallMilliseconds), errorDelay: .milliseconds(errorDelayMilliseconds))
+        do { _ = try failures.plan() } catch { throw ValidationError(error.message) }
     }
 
     func run() async throws {
@@ -59,7 +39,7 @@ struct DemoCommand: AsyncParsableCommand {
         var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
                                                 clientCertificateRoots: .certificates(pki.authority.certificate))
         serverTLS.maximumVersion = .v1_2  // as `salvo mock` speaks the binary protocol
-        let gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: failurePlan))
+        let gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: try failures.plan()))
         defer { gateway.stop() }
 
         var configuration = SenderConfiguration(

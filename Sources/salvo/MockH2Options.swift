@@ -75,24 +75,21 @@ extension H2MockGateway.Environment: ExpressibleByArgument {}
 extension MockCommand {
     /// The first binary-only flag given, for refusing it with --protocol h2.
     var binaryOnlyFlag: String? {
+        if let flag = failures.binaryOnlyFlag { return flag }
         let given: [(String, Bool)] = [
             ("--feedback-port", feedbackPort != nil), ("--feedback-tuple", !feedbackTuples.isEmpty),
-            ("--invalid-token", !invalidTokens.isEmpty), ("--invalid-token-suffix", invalidTokenSuffix != nil),
-            ("--reject-status", rejectStatus != 8), ("--reject-probability", rejectProbability != nil),
-            ("--shutdown-every", shutdownEvery != nil), ("--error-delay-ms", errorDelayMilliseconds != 0),
-            ("--stall-jitter-ms", stallJitterMilliseconds != 0), ("--receive-buffer-kib", receiveBufferKiB != nil),
-            ("--ingest-probe", ingestProbe != nil),
+            ("--receive-buffer-kib", receiveBufferKiB != nil), ("--ingest-probe", ingestProbe != nil),
         ]
         return given.first { $0.1 }?.0
     }
 
     /// The HTTP/2 failure plan from the flags.
     func h2Plan() throws(UsageError) -> H2FailurePlan {
-        guard stallMilliseconds >= 0 else { throw UsageError("--stall-ms must not be negative") }
+        guard failures.stallMilliseconds >= 0 else { throw UsageError("--stall-ms must not be negative") }
         let plan = H2FailurePlan(
-            seed: seed, rejectEvery: rejectEvery, throttleEvery: h2.throttleEvery, unavailableEvery: h2.unavailableEvery,
-            goawayEvery: h2.goawayEvery, dropEvery: dropEvery, stallEvery: stallEvery,
-            stallDuration: .milliseconds(stallMilliseconds))
+            seed: failures.seed, rejectEvery: failures.rejectEvery, throttleEvery: h2.throttleEvery, unavailableEvery: h2.unavailableEvery,
+            goawayEvery: h2.goawayEvery, dropEvery: failures.dropEvery, stallEvery: failures.stallEvery,
+            stallDuration: .milliseconds(failures.stallMilliseconds))
         do { try plan.validate() } catch {
             // The plan's field names, spelled as the flags.
             var message = error.description

@@ -1,0 +1,113 @@
+import ArgumentParser
+import SalvoMock
+import SalvoWire
+
+/// What a mock gateway does wrong on purpose: the failure-plan flags of `salvo mock` and
+/// of `salvo demo`'s in-process mock.
+struct FailurePlanOptions: ParsableArguments {
+    @Option(name: .customLong("invalid-token"), help: ArgumentHelp("Reject this token (64 hex digits) with status 8; repeatable.", valueName: "hex"))
+    var invalidTokens: [String] = []
+
+    @Option(name: .customLong("invalid-token-suffix"), help: ArgumentHelp("Reject tokens ending in these hex bytes with status 8.", valueName: "hex"))
+    var invalidTokenSuffix: String?
+
+    @Option(name: .customLong("reject-every"), help: ArgumentHelp("Reject every Nth notification, counted gateway-wide.", valueName: "n"))
+    var rejectEvery: Int?
+
+    @Option(name: .customLong("reject-status"), help: ArgumentHelp("Status for --reject-every and --reject-probability.", valueName: "code"))
+    var rejectStatus = 8
+
+    @Option(name: .customLong("reject-probability"), help: ArgumentHelp("Reject each notification with this probability (seeded).", valueName: "p"))
+    var rejectProbability: Double?
+
+    @Option(name: .customLong("shutdown-every"), help: ArgumentHelp("Answer status 10 after N notifications accepted on a connection.", valueName: "n"))
+    var shutdownEvery: Int?
+
+    @Option(name: .customLong("drop-every"), help: ArgumentHelp("Close a connection silently at its Nth notification.", valueName: "n"))
+    var dropEvery: Int?
+
+    @Option(name: .customLong("stall-every"), help: ArgumentHelp("Stop reading a connection for --stall-ms after every N notifications.", valueName: "n"))
+    var stallEvery: Int?
+
+    @Option(name: .customLong("stall-ms"), help: ArgumentHelp("Length of each stall.", valueName: "ms"))
+    var stallMilliseconds = 100
+
+    @Option(name: .customLong("stall-jitter-ms"), help: ArgumentHelp("Up to this much (seeded) is added to each stall.", valueName: "ms"))
+    var stallJitterMilliseconds = 0
+
+    // Unconditional: `--error-delay-ms -1` reaches the range check (and its message)
+    // instead of reading as a missing value.
+    @Option(name: .customLong("error-delay-ms"), parsing: .unconditional,
+            help: ArgumentHelp("Hold back each error response this long (0...600000), discarding what arrives meanwhile.", valueName: "ms"))
+    var errorDelayMilliseconds = 0
+
+    @Option(help: "Seed for the randomized rules.")
+    var seed: UInt64 = 0
+
+    /// The binary gateway's plan; a flag out of range is a usage error that names it.
+    func plan() throws(UsageError) -> FailurePlan {
+        var plan = FailurePlan(seed: seed)
+        for text in invalidTokens {
+            do { plan.invalidTokens.insert(try DeviceToken(hex: text)) } catch {
+                throw UsageError("--invalid-token \(text): \(error)")
+            }
+        }
+        if let invalidTokenSuffix {
+            guard let bytes = Self.hexBytes(invalidTokenSuffix), !bytes.isEmpty, bytes.count <= 32 else {
+                throw UsageError("--invalid-token-suffix must be 1 to 32 bytes of hex (an even number of digits), got '\(invalidTokenSuffix)'")
+            }
+            plan.invalidTokenSuffix = bytes
+        }
+        guard let status = UInt8(exactly: rejectStatus) else {
+            throw UsageError("--reject-status must be a status byte 0...255, got \(rejectStatus)")
+        }
+        plan.rejectStatus = Status(rawValue: status)
+        plan.rejectEvery = rejectEvery
+        plan.rejectProbability = rejectProbability
+        plan.shutdownEvery = shutdownEvery
+        plan.dropEvery = dropEvery
+        plan.stallEvery = stallEvery
+        guard stallMilliseconds >= 0, stallJitterMilliseconds >= 0 else {
+            throw UsageError("--stall-ms and --stall-jitter-ms must not be negative")
+        }
+        plan.stallDuration = .milliseconds(stallMilliseconds)
+        plan.stallJitter = .milliseconds(stallJitterMilliseconds)
+        guard (0...600_000).contains(errorDelayMilliseconds) else {
+            throw UsageError("--error-delay-ms must be 0...600000 (at most 10 minutes), got \(errorDelayMilliseconds)")
+        }
+        plan.errorDelay = .milliseconds(errorDelayMilliseconds)
+        do { try plan.validate() } catch {
+            // The plan's field names, spelled as the flags.
+            let message = error.description
+                .replacingOccurrences(of: "rejectEvery", with: "--reject-every")
+                .replacingOccurrences(of: "shutdownEvery", with: "--shutdown-every")
+                .replacingOccurrences(of: "dropEvery", with: "--drop-every")
+                .replacingOccurrences(of: "stallEvery", with: "--stall-every")
+                .replacingOccurrences(of: "rejectProbability", with: "--reject-probability")
+            throw UsageError(message)
+        }
+        return plan
+    }
+
+    /// The first flag given that only the binary gateway understands.
+    var binaryOnlyFlag: String? {
+        let given: [(String, Bool)] = [
+            ("--invalid-token", !invalidTokens.isEmpty), ("--invalid-token-suffix", invalidTokenSuffix != nil),
+            ("--reject-status", rejectStatus != 8), ("--reject-probability", rejectProbability != nil),
+            ("--shutdown-every", shutdownEvery != nil), ("--error-delay-ms", errorDelayMilliseconds != 0),
+            ("--stall-jitter-ms", stallJitterMilliseconds != 0),
+        ]
+        return given.first { $0.1 }?.0
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+}
