@@ -145,7 +145,8 @@ final class CampaignRun: Sendable {
             "  rejected  \(number(report.rejected))" + breakdown(report.rejectedByStatus),
             "  failed    \(number(report.failed))" + breakdown(report.failedByReason),
             "  resent \(number(report.resent)), reconnects \(number(report.reconnects))"
-                + (report.reconnects > 0 ? " (\(number(report.resumedReconnects)) resumed TLS)" : "") + ", possible duplicates \(number(report.possibleDuplicates)), connections \(number(report.connections))",
+                + (report.reconnects > 0 ? " (\(number(report.resumedReconnects)) resumed TLS)" : "")
+                + ", possible duplicates \(number(report.possibleDuplicates)), connections \(number(report.connections))",
         ]
         if let latency = report.errorLatency {
             lines.append("  error responses: \(number(latency.count)), arriving after p50 \(String(format: "%.1f", latency.p50Milliseconds)) ms, "

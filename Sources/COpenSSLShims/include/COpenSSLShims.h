@@ -21,6 +21,7 @@ static inline long salvo_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int version
 }
 
 static inline int salvo_TLS1_2_VERSION(void) { return TLS1_2_VERSION; }
+static inline int salvo_TLS1_3_VERSION(void) { return TLS1_3_VERSION; }
 
 /// Resumes `session` offering no newer TLS version than it was made with. A TLS 1.2 session
 /// then needs no TLS 1.3 key share in the ClientHello: no key to generate for a handshake
@@ -30,7 +31,6 @@ static inline int salvo_SSL_resume_session(SSL *ssl, SSL_SESSION *session) {
         SSL_set_max_proto_version(ssl, TLS1_2_VERSION);
     return SSL_set_session(ssl, session);
 }
-static inline int salvo_TLS1_3_VERSION(void) { return TLS1_3_VERSION; }
 
 static inline uint64_t salvo_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options) {
     return SSL_CTX_set_options(ctx, options);

@@ -238,7 +238,8 @@ public struct SenderReport: Sendable, Hashable, Codable {
     }
 
     public init(submitted: Int, accepted: Int, rejected: Int, failed: Int, resent: Int = 0, reconnects: Int = 0,
-                resumedReconnects: Int = 0, connections: Int = 1, possibleDuplicates: Int = 0, windowOverruns: Int = 0, lateErrors: Int = 0, seconds: Double,
+                resumedReconnects: Int = 0, connections: Int = 1, possibleDuplicates: Int = 0, windowOverruns: Int = 0,
+                lateErrors: Int = 0, seconds: Double,
                 sendingSeconds: Double = 0, errorWait: Duration = .seconds(1), errorWaitRaises: [ErrorWaitRaise] = [],
                 errorLatency: ErrorLatencySummary? = nil,
                 rejectedByStatus: [String: Int] = [:], failedByReason: [String: Int] = [:]) {
