@@ -144,7 +144,8 @@ public final class TLSContext: @unchecked Sendable {
             // context; without one OpenSSL fails the resumed handshake.
             let name = Array("salvo".utf8)
             _ = SSL_CTX_set_session_id_context(context, name, UInt32(name.count))
-            salvo_SSL_CTX_set_server_session_cache(context, Self.serverSessionCacheSize)
+            salvo_SSL_CTX_set_server_session_cache(context, Self.serverSessionCacheSize,
+                                                   configuration.maximumVersion == .v1_2 ? 1 : 0)
         }
         if let chain = configuration.certificateChain {
             guard let key = configuration.privateKey else {

@@ -41,7 +41,7 @@ final class AcceptedRecord: Sendable {
         var duplicates = 0
     }
 
-    private let record = Mutex(Record())
+    private let record = Locked(Record())
 
     func insert(_ batch: [UInt64]) {
         record.withLock { record in

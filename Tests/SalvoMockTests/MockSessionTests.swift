@@ -14,8 +14,9 @@ import Testing
     /// A client closes cleanly (close_notify, which the mock does not answer) or abruptly
     /// (a bare FIN); either way its next connection resumes. The mock used to answer with
     /// a TLS 1.2 ticket that it decrypted and deserialized (client certificate included) on
-    /// every resumption; it keeps sessions by id now, and a session a connection ended
-    /// without its own close_notify is no longer evicted.
+    /// every resumption; it keeps them by id now (TLS 1.3 tickets stay stateless: a stateful
+    /// one is single-use), and a session a connection ended without its own close_notify is
+    /// no longer evicted.
     @Test(arguments: [TLSVersion.v1_2, .v1_3], [true, false])
     func aClientResumesItsSessionAfterItsConnectionEnded(version: TLSVersion, cleanClose: Bool) throws {
         var tls = harness.strictServerTLS

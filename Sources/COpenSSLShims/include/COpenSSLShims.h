@@ -64,13 +64,15 @@ static inline long salvo_SSL_CTX_set_client_session_cache(SSL_CTX *ctx) {
     return SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 }
 
-static inline void salvo_SSL_CTX_set_server_session_cache(SSL_CTX *ctx, long size) {
-    // Sessions stay in the server's memory and are found by id (TLS 1.2) or by a stateful
-    // ticket (TLS 1.3). A stateless ticket would be decrypted and deserialized on every
-    // resumption, the client certificate in it included: in OpenSSL 3 that decoding is
-    // most of the cost of a resumed handshake. A client's close without close_notify is
-    // just a close: as a fatal error it would evict the session from the cache.
-    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
+static inline void salvo_SSL_CTX_set_server_session_cache(SSL_CTX *ctx, long size, int tls12_only) {
+    // Up to TLS 1.2, sessions stay in the server's memory and are found by id: a ticket
+    // would be decrypted and deserialized on every resumption, the client certificate in it
+    // included, and in OpenSSL 3 that decoding is most of the cost of a resumed handshake.
+    // At TLS 1.3 tickets stay stateless: OpenSSL makes a stateful one single-use, and a
+    // client that offers one twice (a standby opened before the next ticket arrived) would
+    // get a full handshake. A client's close without close_notify is just a close: as a
+    // fatal error it would evict its session.
+    SSL_CTX_set_options(ctx, (tls12_only ? SSL_OP_NO_TICKET : 0) | SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
     SSL_CTX_sess_set_cache_size(ctx, size);
 }

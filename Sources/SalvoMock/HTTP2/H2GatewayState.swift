@@ -17,7 +17,7 @@ final class H2GatewayState: Sendable {
     let usesOrdinal: Bool
     /// Gateway-wide ordinal of valid requests, for the gateway-wide rules.
     let ordinal = Atomic<Int>(0)
-    let events = Mutex(EventCounts())
+    let events = Locked(EventCounts())
     let accepted = AcceptedRecord()
     /// The `iat` of the team's current token, once one was seen.
     private let teamTokenIssuedAt = Mutex<Int64?>(nil)
@@ -92,5 +92,5 @@ final class H2LoopCounters: Sendable {
     let streams = Atomic<Int>(0)
     let resetStreams = Atomic<Int>(0)
     /// By `APNsReason.rawValue`; rejections are rare in throughput runs, so a lock will do.
-    let rejections = Mutex([Int](repeating: 0, count: APNsReason.allCases.count))
+    let rejections = Locked([Int](repeating: 0, count: APNsReason.allCases.count))
 }
