@@ -2,7 +2,6 @@ import Foundation
 import Glibc
 import SalvoIO
 import SalvoWire
-import Synchronization
 
 /// A TLS gateway for tests that misbehaves on purpose. It reads notifications as a gateway
 /// does and, on the connections it picks, does one thing a broken or malicious gateway
@@ -58,7 +57,7 @@ final class HostileGateway: Sendable {
     /// After how many notifications on a connection it misbehaves (handshake-level
     /// misbehaviours ignore it).
     private let after: Int
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// Closing its write end (`stop`) makes the read end readable: every wait ends.
     private let stopPipe: (read: Int32, write: Int32)
     private let threads = DispatchGroup()
@@ -81,7 +80,7 @@ final class HostileGateway: Sendable {
     init(_ misbehaviour: Misbehaviour, after notifications: Int = 0, times: Int = .max, receiveBuffer: Int? = nil) throws {
         self.misbehaviour = misbehaviour
         after = notifications
-        state = Mutex(State(misbehavioursLeft: times))
+        state = Locked(State(misbehavioursLeft: times))
         let pki = LoopbackRig.pki
         context = try TLSContext(.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
                                          clientCertificateRoots: .certificates(pki.authority.certificate)), role: .server)

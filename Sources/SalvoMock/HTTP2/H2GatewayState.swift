@@ -20,7 +20,7 @@ final class H2GatewayState: Sendable {
     let events = Locked(EventCounts())
     let accepted = AcceptedRecord()
     /// The `iat` of the team's current token, once one was seen.
-    private let teamTokenIssuedAt = Mutex<Int64?>(nil)
+    private let teamTokenIssuedAt = Locked<Int64?>(nil)
 
     struct EventCounts {
         var connections = 0
