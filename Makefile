@@ -76,7 +76,7 @@ test-tsan: deps
 ASAN_FLAGS := --sanitize=address -Xswiftc -DSALVO_SANITIZED --scratch-path .build-asan
 test-asan: deps
 	$(SWIFT) build --build-tests $(ASAN_FLAGS)
-	$(SWIFT) test --skip-build --disable-xctest --no-parallel $(SANITIZER_SKIP) $(ASAN_FLAGS)
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/lsan.supp $(SWIFT) test --skip-build --disable-xctest --no-parallel $(SANITIZER_SKIP) $(ASAN_FLAGS)
 
 fuzz: deps
 	Tests/Fuzz/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)

@@ -26,12 +26,16 @@ public final class ChildProcess: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
-        // Weak: the process keeps its handler, so a strong self would never be freed.
-        process.terminationHandler = { [weak self, condition] process in
+        try process.run()
+        // Waited for on a thread of its own rather than through a termination handler:
+        // Foundation's process keeps itself, its handler and its pipes alive after the
+        // child ended when it has one (LeakSanitizer finds them at exit). The thread holds
+        // the process only while the child runs; `self` weakly, so that it may go first.
+        Thread { [weak self, process, condition] in
+            process.waitUntilExit()
             condition.withLock { self?.status = process.terminationStatus }
             condition.broadcast()
-        }
-        try process.run()
+        }.start()
         drain(output.fileHandleForReading, isOutput: true)
         drain(errors.fileHandleForReading, isOutput: false)
     }
@@ -97,7 +101,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Reads `handle` to its end on a thread of its own, into `output` or `errors`.
     private func drain(_ handle: FileHandle, isOutput: Bool) {
-        // Weak, like the termination handler: a thread that outlives the test must not keep
+        // Weak, like the waiting thread: a thread that outlives the test must not keep
         // the object (and its process and pipes) alive.
         let thread = Thread { [weak self, condition] in
             let fd = handle.fileDescriptor
