@@ -21,10 +21,12 @@ final class ConnectionRegistry {
 /// subclass; knows how to answer-and-close and how to close silently.
 ///
 /// Closing is "send what is due, then FIN, then linger": the descriptor stays open,
-/// discarding whatever the client still sends, until the client closes or
-/// `lingerTimeout` passes. Closing at once with unread bytes in the receive queue would
-/// make the kernel send a RST, which can destroy the error response before the client
-/// reads it.
+/// discarding whatever the client still sends, until the client closes, has sent nothing
+/// for `lingerQuietTime`, or `lingerLimit` has passed. Closing at once with unread bytes in
+/// the receive queue would make the kernel send a RST, which can destroy the error response
+/// before the client reads it; so would closing while the client is still writing. A
+/// client may write for seconds before it reads: PyAPNs resends thousands of notifications
+/// from the thread that reads error responses, and reads the next one only after that.
 class ServerConnection: EventHandler {
     enum Phase {
         case handshaking
@@ -35,7 +37,10 @@ class ServerConnection: EventHandler {
         case closed
     }
 
-    static let lingerTimeout: Duration = .seconds(2)
+    /// A lingering connection closes once its client has been quiet this long...
+    static let lingerQuietTime: Duration = .seconds(2)
+    /// ...or once it has lingered this long, however much its client still writes.
+    static let lingerLimit: Duration = .seconds(60)
 
     let loop: EventLoop
     let stream: TLSStream
@@ -48,6 +53,8 @@ class ServerConnection: EventHandler {
     private var outgoingOffset = 0
     private var sendCloseNotify = false
     private var lingerTimer: TimerID?
+    private var lingerEnd = Instant(nanoseconds: 0)
+    private var lastHeard = Instant(nanoseconds: 0)
 
     init(loop: EventLoop, stream: TLSStream, registry: ConnectionRegistry, buffer: UnsafeMutableRawBufferPointer) {
         self.loop = loop
@@ -161,19 +168,32 @@ class ServerConnection: EventHandler {
         stream.socket.shutdownWrite()
         phase = .lingering
         watch(.read)
-        lingerTimer = loop.schedule(after: Self.lingerTimeout) { [weak self] in self?.close() }
+        lastHeard = loop.now
+        lingerEnd = loop.now + Self.lingerLimit
+        checkLinger()
         discardUntilClosed()
     }
 
     private func discardUntilClosed() {
         while true {
             switch try? stream.socket.read(into: buffer) {
-            case .processed(let n) where n > 0: continue
+            case .processed(let n) where n > 0: lastHeard = loop.now
             case .wouldBlock: return
             default:
                 close()
                 return
             }
+        }
+    }
+
+    /// Closes a lingering connection whose client has gone quiet (or that reached the limit),
+    /// else looks again when it would have.
+    private func checkLinger() {
+        let due = min(lastHeard + Self.lingerQuietTime, lingerEnd)
+        if loop.now >= due {
+            close()
+        } else {
+            lingerTimer = loop.schedule(at: due) { [weak self] in self?.checkLinger() }
         }
     }
 }

@@ -183,6 +183,35 @@ import Testing
         #expect(statistics.rejected == 0)
     }
 
+    /// A client that keeps writing after its rejection, for longer than the gateway lingers
+    /// once a client is quiet (PyAPNs resends for seconds before it reads the error), is not
+    /// reset: its writes go on being drained and its error response arrives intact.
+    @Test func aClientStillWritingAfterItsRejectionIsNotReset() throws {
+        let gateway = try harness.gateway(FailurePlan(rejectEvery: 1))
+        defer { gateway.stop() }
+        let stream = try harness.connect(gateway.port)
+        try stream.send(frames(1...1))
+        let pause = Duration.milliseconds(250)
+        let writes = Int((ServerConnection.lingerQuietTime * 3 / 2) / pause)
+        for identifier in 2...(1 + writes) {
+            // Pacing, not synchronisation: the client is slow on purpose.
+            usleep(UInt32(pause.nanosecondsClamped / 1000))
+            try stream.send(frames(identifier...identifier))
+        }
+        stream.socket.shutdownWrite()
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64)
+        var end: TLSReadResult
+        while true {
+            end = try buffer.withUnsafeMutableBytes { try stream.readSome(into: $0, timeout: .seconds(5)) }
+            guard case .bytes(let n) = end else { break }
+            bytes += buffer.prefix(n)
+        }
+        #expect(bytes == errorBytes(.invalidToken, 1))
+        #expect(end == .closed(clean: true), "close_notify, not a reset")
+        #expect(gateway.statistics().received == 1)
+    }
+
     @Test func stallPushesBackOnTheWriterAndThenEverythingArrives() throws {
         let stall = Duration.milliseconds(200)
         let gateway = try harness.gateway(FailurePlan(stallEvery: 500, stallDuration: stall))
