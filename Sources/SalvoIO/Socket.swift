@@ -271,6 +271,14 @@ public final class Socket: @unchecked Sendable {
         return bytes < 0 ? nil : UInt64(bytes)
     }
 
+    /// Whether a read would not block now: bytes wait, the peer closed, or the socket
+    /// failed. One `recv(MSG_PEEK)`, which takes nothing.
+    public var isReadable: Bool {
+        var byte: UInt8 = 0
+        guard recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) < 0 else { return true }
+        return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR
+    }
+
     /// Shuts down the sending direction (the peer reads end of stream).
     public func shutdownWrite() { _ = shutdown(fd, Int32(SHUT_WR)) }
 }

@@ -126,6 +126,10 @@ public final class TLSContext: @unchecked Sendable {
     /// recently seen client is enough; each holds its client's certificate.
     static let serverSessionCacheSize = 4096
 
+    /// OpenSSL's read buffer: four full records, so that one read call can bring several
+    /// (read-ahead). A reader must then drain what OpenSSL holds: `TLSStream.hasBufferedBytes`.
+    static let readBufferSize = 4 * (16384 + 256)
+
     private static func configure(
         _ context: OpaquePointer, _ configuration: TLSConfiguration, role: Role,
         alpnServerList: inout UnsafeMutableRawBufferPointer?
@@ -136,6 +140,7 @@ public final class TLSContext: @unchecked Sendable {
         var options = salvo_SSL_OP_NO_RENEGOTIATION()
         if configuration.kernelTLS { options |= salvo_SSL_OP_ENABLE_KTLS() }
         _ = salvo_SSL_CTX_set_options(context, options)
+        salvo_SSL_CTX_set_read_ahead(context, Self.readBufferSize)
 
         if role == .client {
             _ = salvo_SSL_CTX_set_client_session_cache(context)

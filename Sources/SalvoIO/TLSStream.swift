@@ -159,14 +159,22 @@ public final class TLSStream {
         }
     }
 
-    /// Decrypted bytes OpenSSL holds that a read would return without touching the socket.
-    /// Level-triggered epoll cannot see them, so a reader drains until this is zero.
-    public var bufferedReadableBytes: Int { Int(SSL_pending(ssl)) }
+    /// Whether OpenSSL holds bytes read from the socket and not yet returned (decrypted or
+    /// not: it reads ahead). Level-triggered epoll cannot see them, so a reader drains
+    /// until this is false.
+    public var hasBufferedBytes: Bool { SSL_has_pending(ssl) == 1 }
 
-    /// Sends close_notify, best effort and without waiting for the peer's.
-    public func shutdown() {
+    /// Ends the stream: sends close_notify, best effort and without waiting for the
+    /// peer's; or, when the peer has already gone (`notifyingPeer` false), only marks the
+    /// stream shut down. Either way its session stays resumable: OpenSSL evicts the
+    /// session of a stream freed without being shut down.
+    public func shutdown(notifyingPeer: Bool = true) {
         ERR_clear_error()
-        _ = SSL_shutdown(ssl)
+        if notifyingPeer {
+            _ = SSL_shutdown(ssl)
+        } else {
+            salvo_SSL_keep_session(ssl)
+        }
         ERR_clear_error()
     }
 

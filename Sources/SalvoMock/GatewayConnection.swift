@@ -71,9 +71,20 @@ final class GatewayConnection: ServerConnection {
                 reads += 1
                 // Level-triggered epoll brings us back for bytes still in the socket, but
                 // not for bytes OpenSSL already holds: drain those first.
-                if reads >= Self.readBudget && stream.bufferedReadableBytes == 0 { return }
+                if reads >= Self.readBudget && !stream.hasBufferedBytes { return }
             case .wouldBlock(let progress):
                 watch(progress == .wantWrite ? [.read, .write] : .read)
+                return
+            case .closed where heldResponse != nil:
+                // The client finished writing (close_notify, or a half-close) and waits for
+                // answers: the held-back response still goes out when its time comes.
+                watch([])
+                return
+            case .closed(clean: true):
+                // The client finished writing with close_notify, and everything before it was
+                // judged without an error: say so with ours (what a sender waits for to know
+                // its last notifications were read), then close.
+                respondAndClose([])
                 return
             case .closed:
                 clientWentAway()
@@ -190,7 +201,8 @@ final class GatewayConnection: ServerConnection {
         }
     }
 
-    /// The client closed (or its stream failed): a response held back has nobody to go to.
+    /// The client's stream failed, or it ended with no response held back for it: close
+    /// (a held-back response has nobody to go to any more).
     private func clientWentAway() {
         if let heldResponse { loop.cancel(heldResponse) }
         heldResponse = nil

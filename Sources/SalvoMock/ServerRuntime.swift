@@ -49,8 +49,12 @@ final class ServerRuntime: Sendable {
             let ordinal = nextOrdinal
             nextOrdinal += 1
             let loop = loops[ordinal % loops.count]
-            loop.eventLoop.execute {
+            // The acceptor runs on the first loop: its own connections start at once, without
+            // a hand-off through the task queue and a wake-up.
+            if loop === loops[0] {
                 factory(socket, ordinal, loop)?.start()
+            } else {
+                loop.eventLoop.execute { factory(socket, ordinal, loop)?.start() }
             }
         }
         self.acceptor = UncheckedBox(acceptor)

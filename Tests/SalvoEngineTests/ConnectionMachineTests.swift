@@ -19,14 +19,16 @@ import Testing
                 maximumAttempts: attempts, backoff: Backoff(initial: .milliseconds(10), maximum: .seconds(1), jitter: 0), seed: 1)
     }
 
-    /// Actions as words: `connect`, `standby`, `close a`, `reconnect 10ms`, `retry standby`,
-    /// `activate b`, `settle`, `give up`.
+    /// Actions as words: `connect`, `standby`, `close a` (silently, or before it opened),
+    /// `close_notify a` (closes telling the gateway), `finish a` (finishes writing),
+    /// `reconnect 10ms`, `retry standby`, `activate b`, `settle`, `give up`.
     static func words(_ actions: [Machine.Action]) -> [String] {
         actions.map { action in
             switch action {
             case .connect: "connect"
             case .connectStandby: "standby"
-            case .close(let link, _, _): "close \(link)"
+            case .close(let link, _, let how): how == .withCloseNotify ? "close_notify \(link)" : "close \(link)"
+            case .finishWriting(let link): "finish \(link)"
             case .reconnect(let delay): "reconnect \(delay)"
             case .openStandby: "retry standby"
             case .activated(let link): "activate \(link)"
@@ -34,6 +36,12 @@ import Testing
             case .giveUp: "give up"
             }
         }
+    }
+
+    /// The settlement among `actions`, if any.
+    static func settlement(in actions: [Machine.Action]) -> Settlement? {
+        for case .settle(let settlement) in actions { return settlement }
+        return nil
     }
 
     /// A machine whose active connection `a` is open and whose standby `b` is ready.
@@ -57,12 +65,17 @@ import Testing
                                  length: 100, now: 0)
     }
 
+    /// Lets everything written pass its error wait.
+    static func presumeAll(_ machine: Machine) {
+        _ = machine.window.settle(now: 1_000, policy: SettlePolicy(errorWait: 1_000, retention: 10_000, isUrgent: { _ in false }))
+    }
+
     @Test func workConnectsOnceAndAnOpenConnectionAsksForAStandby() {
         var machine = Self.machine()
-        #expect(machine.start().map { Self.words([$0]) } == ["connect"])
+        #expect(Self.words(machine.start()) == ["connect"])
         let a = FakeLink("a")
         machine.connectStarted(a)
-        #expect(machine.start() == nil, "already connecting")
+        #expect(machine.start().isEmpty, "already connecting")
         #expect(Self.words(machine.handshakeCompleted(a)) == ["activate a", "standby"])
         #expect(machine.openTransport === a && machine.opened == 1)
     }
@@ -134,7 +147,7 @@ import Testing
         _ = machine.reconnectTimerFired()
         #expect(Self.words(machine.connectFailed(nil, "refused", permanent: false)) == ["settle", "give up"])
         #expect(machine.hasGivenUp)
-        #expect(machine.start() == nil && machine.reconnectTimerFired() == nil)
+        #expect(machine.start().isEmpty && machine.reconnectTimerFired() == nil)
     }
 
     @Test func aPermanentFailureGivesUpAtOnce() {
@@ -189,7 +202,7 @@ import Testing
         Self.readyStandby(&machine, "d")
         #expect(machine.consecutiveFailures == 0)
         #expect(Self.words(machine.connectionLost(machine.openTransport!, "stalled", permanentReason: nil, stalled: true))
-                == ["settle", "close c", "settle", "give up", "close d"])
+                == ["settle", "close c", "settle", "give up", "close_notify d"])
         #expect(machine.hasGivenUp)
     }
 
@@ -233,8 +246,97 @@ import Testing
         let (initial, _, _) = Self.openWithStandby()
         var machine = initial
         Self.writeOne(machine)
-        #expect(Self.words(machine.cancel()) == ["settle", "close a", "close b"])
+        #expect(Self.words(machine.cancel()) == ["settle", "close_notify a", "close_notify b"])
         #expect(machine.hasGivenUp && machine.window.isEmpty)
+    }
+
+    // MARK: Draining
+
+    @Test func aDrainedConnectionProvesEverythingItWroteAndTheStandbyWaitsForWork() throws {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        Self.writeOne(machine)
+        #expect(machine.finishWriting().isEmpty, "not while something is within its error wait")
+        Self.presumeAll(machine)
+        #expect(Self.words(machine.finishWriting()) == ["finish a"])
+        #expect(machine.openTransport == nil && machine.activeTransport === a, "reads go on, writes do not")
+        #expect(machine.finishWriting().isEmpty && machine.start().isEmpty, "once, and new work waits for the drain")
+
+        // The gateway answers our close_notify with its own: it read both, and no error.
+        let actions = machine.endOfStream(a, clean: true, "closed")
+        #expect(Self.words(actions) == ["settle", "close a"])
+        let settlement = try #require(Self.settlement(in: actions))
+        #expect(settlement.accepted == 2 && settlement.resent == 0 && settlement.possibleDuplicates == 0)
+        #expect(machine.window.isEmpty && machine.activeTransport == nil && machine.consecutiveFailures == 0)
+        // Work comes again: the ready standby takes over, no connection is made.
+        #expect(Self.words(machine.start()) == ["activate b", "standby"])
+    }
+
+    @Test func aGatewayThatNeverAnswersCloseNotifyHoldsTheSlotOnlyUntilTheRetention() {
+        let (initial, _, _) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        Self.presumeAll(machine)
+        _ = machine.finishWriting()
+        #expect(machine.drainOutlived().isEmpty, "records kept: the answer may still come")
+        // The retention releases the record as accepted; then the drain is given up.
+        _ = machine.window.settle(now: 20_000, policy: SettlePolicy(errorWait: 1_000, retention: 10_000, isUrgent: { _ in false }))
+        #expect(Self.words(machine.drainOutlived()) == ["close a"])
+        #expect(Self.words(machine.start()) == ["activate b", "standby"], "what comes next is written")
+    }
+
+    @Test func anErrorResponseWhileDrainingIsHandledAsEver() {
+        let (initial, _, b) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        Self.writeOne(machine)
+        Self.presumeAll(machine)
+        _ = machine.finishWriting()
+        let actions = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)
+        #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
+        #expect(machine.openTransport === b && machine.window.needsRebuild, "the second one is written again")
+    }
+
+    @Test func anEndOfStreamBeforeTheSenderFinishedWritingIsADrop() {
+        let (initial, a, b) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        #expect(Self.words(machine.endOfStream(a, clean: true, "closed")) == ["settle", "close a", "activate b", "standby"])
+        #expect(machine.openTransport === b && machine.window.needsRebuild, "at least once: written again")
+    }
+
+    @Test func aDrainThatEndsWithoutTheGatewaysCloseNotifyIsADropOfWhatWasPresumedAccepted() throws {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        Self.presumeAll(machine)
+        _ = machine.finishWriting()
+        // A gateway that closes without answering our close_notify may not have read it: a
+        // drop, which releases what was presumed accepted, as a drop always does.
+        let actions = machine.endOfStream(a, clean: false, "closed")
+        #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
+        let settlement = try #require(Self.settlement(in: actions))
+        #expect(settlement.accepted == 1 && settlement.resent == 0)
+    }
+
+    @Test func aDrainingConnectionThatIsResetIsADrop() {
+        let (initial, a, _) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        Self.presumeAll(machine)
+        _ = machine.finishWriting()
+        #expect(Self.words(machine.connectionLost(a, "reset", permanentReason: nil)) == ["settle", "close a", "activate b", "standby"])
+        #expect(machine.window.isEmpty, "what was presumed accepted is released as such, as after any drop")
+    }
+
+    @Test func cancellingADrainingConnectionClosesItSilently() {
+        let (initial, _, _) = Self.openWithStandby()
+        var machine = initial
+        Self.writeOne(machine)
+        Self.presumeAll(machine)
+        _ = machine.finishWriting()
+        #expect(Self.words(machine.cancel()) == ["settle", "close a", "close_notify b"])
     }
 
     @Test func backoffIsCappedAndReproducible() {

@@ -9,11 +9,9 @@ import Testing
     static let errorWait: UInt64 = 1_000
     static let retention: UInt64 = 10_000
 
-    /// A policy with the test's waits; `urgent` sources release at the error wait, `ending`
-    /// ones (read to their end) too once nothing in the window is within its error wait.
-    static func policy(urgent: Set<SourceID> = [], ending: Set<SourceID> = []) -> SettlePolicy {
-        SettlePolicy(errorWait: errorWait, retention: retention, isUrgent: { urgent.contains($0) },
-                     isEnding: { ending.contains($0) })
+    /// A policy with the test's waits; `urgent` sources release at the error wait.
+    static func policy(urgent: Set<SourceID> = []) -> SettlePolicy {
+        SettlePolicy(errorWait: errorWait, retention: retention, isUrgent: { urgent.contains($0) })
     }
 
     /// Writes `count` new notifications of `source` (lane indices from the window's end) at `now`,
@@ -95,18 +93,19 @@ import Testing
         #expect(window.settle(now: 100 + Self.errorWait, policy: Self.policy(urgent: [7])).accepted == 5)
     }
 
-    @Test func aSourceReadToItsEndIsReleasedAtTheErrorWaitOnlyOnceNothingFollows() {
+    @Test func aDrainedConnectionReleasesEverythingItWroteWhateverItsErrorWait() {
         let window = Self.openWindow()
         Self.write(window, count: 5, source: 7, now: 100)
         Self.write(window, count: 5, source: 7, firstLine: 6, now: 600, continuing: false)
-        let policy = Self.policy(ending: [7])
-        // The first five are presumed accepted, but the connection is still writing: kept.
-        #expect(window.settle(now: 100 + Self.errorWait, policy: policy).accepted == 0)
-        #expect(window.presumed == 5 && !window.isAllPresumed)
-        #expect(window.nextSettleTime(policy: policy) == 600 + Self.errorWait)
-        // Nothing is within its error wait any more: all ten go, long before the retention.
-        #expect(window.settle(now: 600 + Self.errorWait, policy: policy).accepted == 10)
-        #expect(window.isEmpty)
+        // A source read to its end waits for the retention like any other...
+        #expect(window.settle(now: 600 + Self.errorWait, policy: Self.policy()).accepted == 0)
+        #expect(window.presumed == 10)
+        // ...unless the gateway closes after reading everything: then all ten are final at once.
+        let settlement = window.drained()
+        #expect(settlement.accepted == 10 && settlement.resent == 0 && settlement.finals.map(\.count) == [10])
+        #expect(window.isEmpty && window.written == 10 && !window.needsRebuild)
+        // Nothing written yet (just rewound or just opened) is nothing to release.
+        #expect(window.drained().isEmpty)
     }
 
     @Test func unacknowledgedBytesRestartTheErrorWait() {
@@ -188,7 +187,7 @@ import Testing
         let window = Self.openWindow()
         Self.write(window, count: 5, source: 7, now: 0)
         Self.write(window, count: 5, source: 7, firstLine: 6, now: 600, continuing: false)
-        _ = window.settle(now: Self.errorWait, policy: Self.policy(ending: [7]))
+        _ = window.settle(now: Self.errorWait, policy: Self.policy())
         let settlement = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 2), now: 1_500,
                                                                 errorWait: Self.errorWait))
         #expect(!settlement.isBeyondWindow && settlement.acceptedToUnknown == 0)

@@ -10,15 +10,13 @@ import Testing
 /// `errorDelay`): while the named notification's record is kept they are handled exactly;
 /// once it was released they fail what they may cover as `delivery_unknown`.
 ///
-/// Timing: the mock answers later than the sender's error wait on purpose. Records of a
-/// source that was read to the end are released as soon as their error wait passes once
-/// nothing on their connection is within its own (the documented rule), so a late error
-/// can only find its record while the source is still being read or the connection still
-/// writes, or once the error wait has been raised above the gateway's delay. A fast
-/// sender reads a campaign of tens of thousands in a fraction of a second (the connection
-/// the gateway stopped judging takes everything at full speed), faster than one delay: the
-/// tests order these events instead of relying on speed (`GatedSource`), or choose delays
-/// that the first raise covers.
+/// Timing: the mock answers later than the sender's error wait on purpose. Records are kept
+/// for the retention, or until the connection drained (the gateway answered its close_notify,
+/// which it reads after everything before it), so a late error finds its record as long as it
+/// comes within the retention. A fast sender reads a campaign of tens of thousands in a
+/// fraction of a second (the connection the gateway stopped judging takes everything at full
+/// speed), faster than one delay: some tests order these events (`GatedSource`) so that a
+/// late error is handled before the campaign's end.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct LateErrorTests {
     /// How long the mock holds back each error response here.
     static let errorDelay = Duration.milliseconds(150)
@@ -140,6 +138,41 @@ import Testing
         expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: count, excluding: []))
     }
 
+    /// The whole campaign is written long before the gateway reads its end (it stops reading
+    /// now and then, and its socket buffers take the rest), and the gateway rejects one of
+    /// the last notifications, answering late. By then everything was presumed accepted and
+    /// the connection was draining: the answer arrives while the sender waits for the
+    /// gateway's close_notify, and is handled exactly; the next connection drains too.
+    @Test func aLateErrorAboutTheLastNotificationsIsHandledWhileTheConnectionDrains() async throws {
+        let count = 30_000
+        let rig = try LoopbackRig(plan: FailurePlan(rejectEvery: count - 10, stallEvery: 5_000,
+                                                    stallDuration: .milliseconds(100), errorDelay: Self.errorDelay))
+        defer { rig.gateway.stop() }
+        var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
+        configuration.shards = 1
+        configuration.connectionsPerShard = 1
+        configuration.maximumConnectionsPerShard = 1
+        configuration.errorWait = .milliseconds(30)
+        configuration.recordRetention = .seconds(30)
+        let sender = try Sender(configuration)
+        try await sender.send(contentsOf: SourceSendingTests.list(0..<count))
+        let report = await sender.finish(timeout: .seconds(60))
+        var reasons: [String] = []
+        for await event in sender.events {
+            if case .disconnected(_, _, let reason) = event { reasons.append(reason) }
+        }
+        let mock = rig.statistics(caughtUpWith: report)
+
+        #expect(mock.rejected == 1 && report.rejected == 1 && report.lateErrors == 1)
+        #expect(report.isComplete && report.failed == 0 && report.windowOverruns == 0, "\(report.failedByReason)")
+        #expect(report.accepted == mock.accepted && mock.duplicates == 0)
+        expectSameAcceptedSet(mock.acceptedDigestSet,
+                              LoopbackRig.digests(count: count, excluding: [UInt64(count - 10 - 1)]))
+        // The rejection ended the first connection; a drain ended the second, not the retention.
+        #expect(reasons.first?.contains("error response") == true, "\(reasons)")
+        #expect(reasons.last?.contains("drained") == true, "\(reasons)")
+    }
+
     @Test(arguments: scenarios)
     func lateErrorsRejectExactlyWhatTheyNameAndLoseNothing(_ scenario: Scenario) async throws {
         let rig = try LoopbackRig(plan: scenario.plan)
@@ -157,11 +190,8 @@ import Testing
         let count = 40_000
 
         // The campaign is read to its end only after the first late error was handled (a
-        // rejection is reported, and the wait raised, in the same step): had it been read
-        // to the end before, its records would be released 30 ms after the connection
-        // wrote its last, and that first error would find none (see
-        // `anErrorOlderThanEveryRecord…` for that case).
-        // The first 10,000 hold rejections (every 2000th or 4000th).
+        // rejection is reported, and the wait raised, in the same step), so that the raise
+        // is seen while sending. The first 10,000 hold rejections (every 2000th or 4000th).
         let gate = Gate()
         let source = GatedSource(list: SourceSendingTests.list(0..<count), gateAfter: 10_000, gate: gate)
         let rejected = Locked<Set<UInt64>>([])

@@ -45,6 +45,29 @@ import Testing
         #expect(report.accepted == mock.accepted && report.rejected == mock.rejected && mock.duplicates == 0)
     }
 
+    /// The first campaign ends, its connections drain (close_notify, answered by the mock's),
+    /// and the call returns when everything is final; a second campaign on the same sender
+    /// then goes out on the next connections, and drains in turn.
+    @Test func aSourceAfterOneThatDrainedGoesOutOnTheNextConnections() async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(rejectEvery: 1500))
+        defer { rig.gateway.stop() }
+        var configuration = LoopbackRig.senderConfiguration(port: rig.gateway.port)
+        configuration.recordRetention = .seconds(60)  // only a drain ends the first call in time
+        let sender = try Sender(configuration)
+        try await sender.send(contentsOf: Self.list(0..<10_000))
+        #expect(sender.progress.accepted + sender.progress.rejected == 10_000, "final when the call returns")
+        try await sender.send(contentsOf: Self.list(10_000..<20_000))
+        let report = await sender.finish(timeout: .seconds(30))
+        var drained = 0
+        for await event in sender.events {
+            if case .disconnected(_, _, let reason) = event, reason.hasPrefix("drained: the gateway closed") { drained += 1 }
+        }
+        #expect(report.submitted == 20_000 && report.isComplete && report.failed == 0)
+        #expect(drained >= 2 * LoopbackRig.senderConfiguration(port: 0).shards, "each campaign's connections drained")
+        let mock = rig.statistics(caughtUpWith: report)
+        #expect(report.accepted == mock.accepted && report.rejected == mock.rejected && mock.duplicates == 0)
+    }
+
     @Test func aPayloadTheEncoderRefusesStopsTheSourceThereAndNothingBeforeItIsLost() async throws {
         let rig = try LoopbackRig()
         defer { rig.gateway.stop() }

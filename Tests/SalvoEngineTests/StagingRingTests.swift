@@ -76,6 +76,28 @@ import Testing
         #expect(publish(ring, first..<first + 10) == 10, "written frames left room, no error wait needed")
     }
 
+    @Test func producersAreWokenForRoomOnlyOnceAFewFramesAreFree() {
+        let ring = makeRing(frames: 128)
+        #expect(ring.hasRoomForProducers)
+        let taken = publish(ring, 0..<1000)
+        #expect(taken < 1000 && !ring.hasRoomForProducers)
+        // One frame written is not room enough yet...
+        var slice = ring.nextSlice(limit: Self.frameLength)!
+        ring.markWritten(slice.count) { _, _, _ in }
+        #expect(!ring.hasRoomForProducers)
+        // ...1/32 of the ring is.
+        var written = 1
+        while !ring.hasRoomForProducers {
+            slice = ring.nextSlice(limit: Self.frameLength)!
+            ring.markWritten(slice.count) { _, _, _ in }
+            written += 1
+        }
+        #expect(written >= taken / 32 && written <= taken / 32 + 2, "\(written) of \(taken)")
+        #expect(publish(ring, taken..<taken + written) == written, "the room is there")
+        writeAll(ring)
+        #expect(ring.hasRoomForProducers)
+    }
+
     @Test func partialWritesResumeMidFrameAndSlicesRespectTheLimit() {
         let ring = makeRing()
         publish(ring, 0..<5)

@@ -117,6 +117,43 @@ import Testing
         #expect(throws: ResolutionError.self) { try SocketAddress.resolve(host: "no-such-host.invalid", port: 1) }
     }
 
+    @Test func aSocketIsReadableOnceBytesOrTheEndArriveAndPeekingTakesNothing() throws {
+        let listener = try Socket.listen(host: "127.0.0.1", port: 0)
+        let client = try Socket.connect(host: "127.0.0.1", port: try #require(listener.localAddress).port, timeout: .seconds(5))
+        let server = try #require(try Self.accept(listener))
+        #expect(!client.isReadable)
+        let bytes: [UInt8] = [8, 8, 0, 0, 0, 1]
+        _ = try bytes.withUnsafeBytes { try server.write($0) }
+        #expect(Self.eventually { client.isReadable })
+        #expect(client.isReadable, "peeking again still finds them")
+        var buffer = [UInt8](repeating: 0, count: 16)
+        let read = try buffer.withUnsafeMutableBytes { try client.read(into: $0) }
+        let count: Int? = if case .processed(let count) = read { count } else { nil }
+        #expect(count == 6 && Array(buffer.prefix(6)) == bytes)
+        #expect(!client.isReadable)
+        server.shutdownWrite()
+        #expect(Self.eventually { client.isReadable }, "the end of the stream is something to read")
+    }
+
+    static func accept(_ listener: Socket) throws -> Socket? {
+        let deadline = Instant.now() + .seconds(5)
+        while Instant.now() < deadline {
+            if let socket = try listener.accept() { return socket }
+            usleep(1_000)
+        }
+        return nil
+    }
+
+    /// Polls `condition` for up to 5 s; the pause only keeps the CPU free.
+    static func eventually(_ condition: () -> Bool) -> Bool {
+        let deadline = Instant.now() + .seconds(5)
+        while !condition() {
+            guard Instant.now() < deadline else { return false }
+            usleep(1_000)
+        }
+        return true
+    }
+
     @Test func ipv6LoopbackListensAndConnects() throws {
         let listener = try Socket.listen(host: "::1", port: 0)
         let port = try #require(listener.localAddress).port

@@ -183,6 +183,25 @@ import Testing
         #expect(statistics.rejected == 0)
     }
 
+    /// A client that finished writing says so with close_notify; the gateway answers with its
+    /// own once it has judged everything before it, which is how a sender learns its last
+    /// notifications were read, not only buffered.
+    @Test func aClientsCloseNotifyIsAnsweredOnceEverythingBeforeItWasJudged() throws {
+        let gateway = try harness.gateway(FailurePlan(stallEvery: 50, stallDuration: .milliseconds(100)))
+        defer { gateway.stop() }
+        let stream = try harness.connect(gateway.port)
+        // About four TLS records: the gateway stalls after each of the first three reads.
+        try stream.send(frames(1...600))
+        stream.shutdown()
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let result = try buffer.withUnsafeMutableBytes { try stream.readSome(into: $0, timeout: .seconds(5)) }
+        #expect(result == .closed(clean: true))
+        // Read after its stalls, yet all of it judged before the answer.
+        let statistics = gateway.statistics()
+        #expect(statistics.stalls >= 2)
+        #expect(statistics.accepted == 600)
+    }
+
     /// A client that keeps writing after its rejection, for longer than the gateway lingers
     /// once a client is quiet (PyAPNs resends for seconds before it reads the error), is not
     /// reset: its writes go on being drained and its error response arrives intact.

@@ -32,6 +32,13 @@ static inline int salvo_SSL_resume_session(SSL *ssl, SSL_SESSION *session) {
     return SSL_set_session(ssl, session);
 }
 
+/// Reads as much as the socket holds, up to `buffer` bytes, instead of one record header
+/// and then its body: one read call brings several records.
+static inline void salvo_SSL_CTX_set_read_ahead(SSL_CTX *ctx, size_t buffer) {
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_default_read_buffer_len(ctx, buffer);
+}
+
 static inline uint64_t salvo_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options) {
     return SSL_CTX_set_options(ctx, options);
 }

@@ -45,6 +45,9 @@ struct ConnectionMachine<Transport: AnyObject> {
         /// TCP connect and TLS handshake in progress.
         case connecting(Transport)
         case open(Transport)
+        /// Wrote its last frame and then TLS close_notify (nothing more is coming): waits for
+        /// the gateway to close, which proves it read everything, or to answer an error.
+        case draining(Transport)
         /// Backing off after a failed attempt or a drop; the reconnect timer is armed.
         case waitingToReconnect
         /// The gateway is out of reach: whatever is and will be sent through this slot fails.
@@ -64,8 +67,11 @@ struct ConnectionMachine<Transport: AnyObject> {
         case connect
         /// Open a new transport for the standby and report it with `standbyStarted` (or `connectFailed`).
         case connectStandby
-        /// Close this transport (it has left the machine); `wasOpen` when its handshake had completed.
-        case close(Transport, reason: String, wasOpen: Bool)
+        /// Close this transport (it has left the machine).
+        case close(Transport, reason: String, how: Closing)
+        /// Send TLS close_notify and shut down the sending side of this transport: it has
+        /// written its last frame. Its reading side stays open for the gateway's answer.
+        case finishWriting(Transport)
         /// Call `reconnectTimerFired` after this long.
         case reconnect(after: Duration)
         /// Call `standbyTimerFired` after this long.
@@ -77,6 +83,18 @@ struct ConnectionMachine<Transport: AnyObject> {
         case settle(Settlement)
         /// Tell the sender this slot gave up, and refuse and fail what waits to be written.
         case giveUp(reason: String)
+    }
+
+    /// What closing a transport says to the gateway.
+    enum Closing: Equatable {
+        /// Nothing, and its end is reported as a failed attempt: its TCP connect or TLS
+        /// handshake never completed.
+        case unopened
+        /// Nothing: the gateway ended it (an error response, which the gateway follows
+        /// with a close, or a drop), or it was told already (a drained connection).
+        case silently
+        /// TLS close_notify: the sender ends a working connection.
+        case withCloseNotify
     }
 
     /// How delivery works when a connection drops silently.
@@ -115,10 +133,18 @@ struct ConnectionMachine<Transport: AnyObject> {
         random = SplitMix64(seed: seed)
     }
 
-    /// The open transport, if any.
+    /// The open transport, if any: the one to write on.
     var openTransport: Transport? {
         if case .open(let transport) = state { return transport }
         return nil
+    }
+
+    /// The open or draining transport, if any: the one to read the gateway's answers from.
+    var activeTransport: Transport? {
+        switch state {
+        case .open(let transport), .draining(let transport): transport
+        default: nil
+        }
     }
 
     /// Whether `transport` is still connecting, as the active connection or the standby.
@@ -135,10 +161,50 @@ struct ConnectionMachine<Transport: AnyObject> {
 
     // MARK: Events
 
-    /// Work arrived: connect when idle.
-    mutating func start() -> Action? {
-        guard case .idle = state else { return nil }
-        return .connect
+    /// Work arrived: when idle, the ready standby takes over, or a connection is made.
+    mutating func start() -> [Action] {
+        guard case .idle = state else { return [] }
+        if case .ready = standby { return promote() }
+        return [.connect]
+    }
+
+    /// The open connection has nothing more to write, nothing more is coming (its sources
+    /// were read to their end, or the sender is finishing), and all it wrote is past its
+    /// error wait: it finishes writing and drains.
+    ///
+    /// What was written last is only presumed accepted so far: the error wait has passed
+    /// since the gateway's TCP acknowledged it, and nothing written after it shows that the
+    /// gateway judged it. A gateway's socket buffers hold MiBs it has not read, and one
+    /// that answers late reads on and discards after a rejection: the answer about the last
+    /// notifications can come later still. Its close_notify in reply to ours proves it read
+    /// everything; a close without one proves nothing, and is a drop, as ever.
+    mutating func finishWriting() -> [Action] {
+        guard case .open(let transport) = state, window.isAllPresumed else { return [] }
+        state = .draining(transport)
+        return [.finishWriting(transport)]
+    }
+
+    /// The gateway ended the stream of the active transport, `clean`ly (its close_notify)
+    /// or not. While draining, its close_notify answers ours: it read everything written
+    /// before ours and answered no error, so all of it is accepted. Anything else is a drop
+    /// (a gateway that closes without close_notify may not have read what it was sent),
+    /// which releases what was presumed accepted, as ever: all of it, when draining.
+    mutating func endOfStream(_ transport: Transport, clean: Bool, _ reason: String) -> [Action] {
+        guard clean, case .draining(let draining) = state, draining === transport else {
+            return connectionLost(transport, reason, permanentReason: nil)
+        }
+        state = .idle
+        return [.settle(window.drained()), .close(transport, reason: "drained: the gateway closed after reading everything",
+                                                   how: .silently)]
+    }
+
+    /// While draining, the window emptied without the gateway's answer: the retention
+    /// released what was presumed accepted, so there is nothing left to prove. A gateway
+    /// that never answers close_notify must not keep the slot from writing what comes next.
+    mutating func drainOutlived() -> [Action] {
+        guard case .draining(let transport) = state, window.isEmpty else { return [] }
+        state = .idle
+        return [.close(transport, reason: "drained: no answer to close_notify within the record retention", how: .silently)]
     }
 
     /// The reconnect timer fired.
@@ -186,11 +252,11 @@ struct ConnectionMachine<Transport: AnyObject> {
     /// trusted, ours is refused) are not retried.
     mutating func connectFailed(_ transport: Transport?, _ reason: String, permanent: Bool) -> [Action] {
         if let transport, case .connecting(let spare) = standby, spare === transport {
-            return standbyEnded(closing: spare, reason: reason, wasOpen: false)
+            return standbyEnded(closing: spare, reason: reason, how: .unopened)
         }
         var actions: [Action] = []
         if case .connecting(let active) = state {
-            actions.append(.close(active, reason: reason, wasOpen: false))
+            actions.append(.close(active, reason: reason, how: .unopened))
             state = .idle
         }
         consecutiveFailures += 1
@@ -206,14 +272,14 @@ struct ConnectionMachine<Transport: AnyObject> {
     /// closes. The standby takes over (or a new connection is made at once: the gateway
     /// is healthy), and the discarded notifications are written again.
     mutating func errorResponse(_ response: ErrorResponse, now: UInt64, errorWait: UInt64) -> [Action] {
-        guard case .open(let transport) = state else { return [] }
+        guard let transport = activeTransport else { return [] }
         guard let settlement = window.applyErrorResponse(response, now: now, errorWait: errorWait) else {
             return connectionLost(transport, "the gateway named #\(response.identifier), which this connection never sent "
                                   + "(\(response.status.name))", permanentReason: nil)
         }
         state = .idle
         let close = Action.close(transport, reason: "error response: \(response.status.name) for #\(response.identifier)",
-                                 wasOpen: true)
+                                 how: .silently)
         return [.settle(settlement), close] + takeOver()
     }
 
@@ -228,16 +294,16 @@ struct ConnectionMachine<Transport: AnyObject> {
                                  stalled: Bool = false) -> [Action] {
         switch standby {
         case .connecting(let spare) where spare === transport:
-            return standbyEnded(closing: spare, reason: reason, wasOpen: false)
+            return standbyEnded(closing: spare, reason: reason, how: .unopened)
         case .ready(let spare) where spare === transport:
-            return standbyEnded(closing: spare, reason: reason, wasOpen: true)
+            return standbyEnded(closing: spare, reason: reason, how: .silently)
         default:
             break
         }
-        guard case .open(let active) = state, active === transport else { return [] }
+        guard let active = activeTransport, active === transport else { return [] }
         let settlement = window.connectionLost(atMostOnce: dropPolicy.atMostOnce, retryBudget: dropPolicy.retryBudget)
         state = .idle
-        var actions: [Action] = [.settle(settlement), .close(transport, reason: reason, wasOpen: true)]
+        var actions: [Action] = [.settle(settlement), .close(transport, reason: reason, how: .silently)]
         if let permanentReason { return actions + giveUp(permanentReason) }
         consecutiveFailures = (stalled ? failuresBeforeOpen : consecutiveFailures) + 1
         if consecutiveFailures >= maximumAttempts {
@@ -251,7 +317,7 @@ struct ConnectionMachine<Transport: AnyObject> {
 
     /// No transport could be made for a `.connectStandby`: try again after a backoff.
     mutating func standbyCouldNotStart(_ reason: String) -> [Action] {
-        standbyEnded(closing: nil, reason: reason, wasOpen: false)
+        standbyEnded(closing: nil, reason: reason, how: .unopened)
     }
 
     /// The sender gives up on everything not final (finish timed out): fail it all.
@@ -297,10 +363,10 @@ struct ConnectionMachine<Transport: AnyObject> {
         return .connectStandby
     }
 
-    private mutating func standbyEnded(closing spare: Transport?, reason: String, wasOpen: Bool) -> [Action] {
+    private mutating func standbyEnded(closing spare: Transport?, reason: String, how: Closing) -> [Action] {
         standbyFailures += 1
         standby = .waiting
-        var actions: [Action] = spare.map { [.close($0, reason: reason, wasOpen: wasOpen)] } ?? []
+        var actions: [Action] = spare.map { [.close($0, reason: reason, how: how)] } ?? []
         actions.append(.openStandby(after: backoff.delay(attempt: standbyFailures, random: &random)))
         // The active connection was waiting for this standby.
         if case .idle = state { actions.append(.connect) }
@@ -310,13 +376,14 @@ struct ConnectionMachine<Transport: AnyObject> {
     private mutating func closeAll(reason: String) -> [Action] {
         var actions: [Action] = []
         switch state {
-        case .open(let transport): actions.append(.close(transport, reason: reason, wasOpen: true))
-        case .connecting(let transport): actions.append(.close(transport, reason: reason, wasOpen: false))
+        case .open(let transport): actions.append(.close(transport, reason: reason, how: .withCloseNotify))
+        case .draining(let transport): actions.append(.close(transport, reason: reason, how: .silently))
+        case .connecting(let transport): actions.append(.close(transport, reason: reason, how: .unopened))
         case .idle, .waitingToReconnect, .gaveUp: break
         }
         switch standby {
-        case .ready(let spare): actions.append(.close(spare, reason: reason, wasOpen: true))
-        case .connecting(let spare): actions.append(.close(spare, reason: reason, wasOpen: false))
+        case .ready(let spare): actions.append(.close(spare, reason: reason, how: .withCloseNotify))
+        case .connecting(let spare): actions.append(.close(spare, reason: reason, how: .unopened))
         case .none, .waiting: break
         }
         standby = .none

@@ -45,7 +45,8 @@ final class GatewayConnection {
     private unowned let shard: Shard
     let index: Int
     private var machine: ConnectionMachine<Link>
-    private var window: InFlightWindow { machine.window }
+    /// The machine's window, held here too: the write path touches it for every frame.
+    private let window: InFlightWindow
     /// The last closed connection's TLS session: the next connection (one per rejected
     /// notification) resumes it and skips the certificate work of a full handshake.
     private var session: TLSSession?
@@ -68,8 +69,9 @@ final class GatewayConnection {
         self.index = index
         self.lane = lane
         let configuration = shard.configuration
+        window = InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8)))
         machine = ConnectionMachine(
-            window: InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8))),
+            window: window,
             dropPolicy: .init(atMostOnce: configuration.dropPolicy == .atMostOnce, retryBudget: configuration.retryBudget),
             usesStandby: configuration.usesStandbyConnections, maximumAttempts: configuration.connectAttempts,
             backoff: configuration.reconnectBackoff, seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
@@ -85,10 +87,6 @@ final class GatewayConnection {
 
     /// The most one SSL_write takes: one full TLS record.
     static let recordSize = 16384
-    /// Records written per turn before the loop looks for an error response again: a
-    /// gateway that drains and discards after an error would otherwise let one turn write
-    /// much more, all of it to be resent.
-    private static let recordsPerTurn = 8
     /// How long a partial record may wait for more frames.
     private static let coalescingDelay: Duration = .milliseconds(1)
 
@@ -105,17 +103,20 @@ final class GatewayConnection {
             return
         }
         guard let link = machine.openTransport else {
-            if hasWork, let action = machine.start() { perform([action]) }
+            // (A draining connection is waited for: what comes next goes on the next one.)
+            if hasWork { perform(machine.start()) }
             return
         }
         let stream = link.stream
         var records = 0
-        // Written frames free staging space: wake producers waiting for it (free when none waits).
-        defer { if records > 0 { shard.notifyProgress() } }
+        // Written frames free staging space: wake producers waiting for it once there is
+        // room for a few records (see `hasRoomForProducers`).
+        defer { if records > 0 && lane.staging.hasRoomForProducers { shard.notifyProgress() } }
         do {
             while true {
-                if records == Self.recordsPerTurn {
-                    // Yield to the loop (reads first), and come back while the socket is writable.
+                if records > 0 && shard.turns.turnEnds(after: records, gatewaySpoke: { link.stream.socket.isReadable },
+                                                        othersWaiting: { shard.hasWork(besides: self) }) {
+                    // Back to the loop (it reads first), and again while the socket is writable.
                     setInterest(link, [.read, .write])
                     armSettleTimer()
                     return
@@ -156,6 +157,7 @@ final class GatewayConnection {
                     ledger.noteWrite(at: now)
                     if let grown = sendBuffer.wrote(count) { stream.socket.setBufferSizes(send: grown, receive: nil) }
                     records += 1
+                    shard.turns.recordWritten()
                 case .wouldBlock(let progress):
                     setInterest(link, progress == .wantWrite ? [.read, .write] : .read)
                     armSettleTimer()
@@ -164,6 +166,7 @@ final class GatewayConnection {
             }
             setInterest(link, .read)
             armSettleTimer()
+            finishWritingIfDone()
         } catch {
             // The gateway may have written an error response and closed before our write
             // failed: read what is there before deciding it was a silent drop.
@@ -213,7 +216,7 @@ final class GatewayConnection {
             } catch {
                 perform(machine.connectFailed(link, "\(error)", permanent: false))
             }
-        } else if machine.openTransport === link {
+        } else if machine.activeTransport === link {
             if events.contains(.read) || events.contains(.hangup) { readResponse(link) }
             if machine.openTransport === link, events.contains(.write) { pump() }
         } else {
@@ -288,6 +291,7 @@ final class GatewayConnection {
                 }
                 switch decoded {
                 case .success(let errorResponse?):
+                    shard.turns.errorResponseArrived()
                     _ = sendBuffer.errorResponse()
                     perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
                     return
@@ -302,9 +306,17 @@ final class GatewayConnection {
                 return
             case .closed(let clean):
                 let closed = clean ? "closed" : "closed (no TLS close_notify)"
-                connectionLost(link, closedReason ?? (responseCount > 0
-                    ? "the gateway \(closed) after \(responseCount) of the \(ErrorResponse.byteCount) bytes of an error response"
-                    : "connection \(closed) by the gateway without an error response"), permanent: nil)
+                if let closedReason {
+                    connectionLost(link, closedReason, permanent: nil)
+                } else if responseCount > 0 {
+                    connectionLost(link, "the gateway \(closed) after \(responseCount) of the \(ErrorResponse.byteCount) bytes "
+                                   + "of an error response", permanent: nil)
+                } else {
+                    // The end of a drain (the gateway's close_notify after ours), or a drop.
+                    perform(machine.endOfStream(link, clean: clean,
+                                                "connection \(closed) by the gateway without an error response"))
+                    if hasWork { pump() }
+                }
                 return
             }
         }
@@ -323,8 +335,8 @@ final class GatewayConnection {
                 startConnect(standby: false)
             case .connectStandby:
                 startConnect(standby: true)
-            case .close(let link, let reason, let wasOpen):
-                close(link, reason: reason, wasOpen: wasOpen)
+            case .close(let link, let reason, let how):
+                close(link, reason: reason, how: how)
             case .reconnect(let delay):
                 shard.loop.schedule(after: delay) { [weak self] in
                     guard let self, let action = self.machine.reconnectTimerFired() else { return }
@@ -337,6 +349,9 @@ final class GatewayConnection {
                 }
             case .activated(let link):
                 activated(link)
+            case .finishWriting(let link):
+                link.stream.shutdown(notifyingPeer: true)
+                link.stream.socket.shutdownWrite()
             case .settle(let settlement):
                 apply(settlement)
             case .giveUp(let reason):
@@ -354,7 +369,7 @@ final class GatewayConnection {
             // Resume the session kept when the last connection closed, once (TLS 1.3 tickets
             // are single-use); lacking one, the active connection's (TLS 1.2 has it at once;
             // a TLS 1.3 server sends its ticket after the handshake).
-            let resuming = session ?? machine.openTransport?.stream.resumableSession
+            let resuming = session ?? machine.activeTransport?.stream.resumableSession
             session = nil
             let (socket, connected) = try Socket.startConnect(to: address)
             if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
@@ -379,19 +394,30 @@ final class GatewayConnection {
         }
     }
 
-    private func close(_ link: Link, reason: String, wasOpen: Bool) {
+    private func close(_ link: Link, reason: String, how: ConnectionMachine<Link>.Closing) {
         if let registration = link.registration { shard.loop.deregister(registration) }
         link.registration = nil
         cancelConnectTimer(link)
-        guard wasOpen else {
+        guard how != .unopened else {
             shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
             return
         }
-        // close_notify first: OpenSSL marks the session of a connection freed without it
-        // as not resumable.
-        link.stream.shutdown()
+        // Shut down before taking the session: OpenSSL marks the session of a connection
+        // freed otherwise as not resumable. A gateway that answered an error has closed its
+        // side already: a close_notify would only cost a write and wake it.
+        link.stream.shutdown(notifyingPeer: how == .withCloseNotify)
         session = link.stream.resumableSession ?? session
         shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
+    }
+
+    /// Drains the open connection once it has nothing more to write, nothing more will come
+    /// (every source was read to its end, or the sender is finishing) and what it wrote is
+    /// past its error wait: see `ConnectionMachine.finishWriting`.
+    func finishWritingIfDone() {
+        shard.loop.assertInLoop()
+        guard machine.openTransport != nil, !hasWork, !window.isEmpty, window.isAllPresumed,
+              shard.isFinishing || shard.sources.areAllExhausted else { return }
+        perform(machine.finishWriting())
     }
 
     /// Fails the attempt on `link` if it is still connecting after `connectTimeout`.
@@ -488,7 +514,10 @@ final class GatewayConnection {
         publishOldestSequence()
         shard.sources.noteFinals(settlement.finals)
         if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
-        shard.notifyProgress()
+        // Whoever waits (for staging or retained space, or for the last finals of a source)
+        // is woken when it can get on; a producer waiting for staging space while the ring
+        // is still full would only go back to sleep.
+        if lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil { shard.notifyProgress() }
     }
 
     private func publishOldestSequence() {
@@ -518,8 +547,7 @@ final class GatewayConnection {
         let retained = lane.retained
         return SettlePolicy(
             errorWait: ledger.errorWait, retention: ledger.retention,
-            isUrgent: { $0 == RetainedStore.sourceID && retained.isUnderPressure.load(ordering: .relaxed) },
-            isEnding: { shard.isFinishing || shard.sources.isExhausted($0) })
+            isUrgent: { $0 == RetainedStore.sourceID && retained.isUnderPressure.load(ordering: .relaxed) })
     }
 
     /// Arms the settle timer for the next time the window has something to settle,
@@ -555,7 +583,7 @@ final class GatewayConnection {
     /// gateway has stopped taking them, and the connection is dropped.
     private func stallTimerFired() {
         stallTimer = nil
-        guard let link = machine.openTransport else { return }  // the next connection to open checks again
+        guard let link = machine.activeTransport else { return }  // the next connection to open checks again
         let socket = link.stream.socket
         let waiting = socket.unacknowledgedBytes
         let acknowledged = socket.acknowledgedBytes
@@ -573,13 +601,14 @@ final class GatewayConnection {
         settleTimer = nil
         settleDeadline = .max
         let now = shard.loop.now.nanoseconds
-        if let link = machine.openTransport {
+        if let link = machine.activeTransport {
             window.holdUnacknowledged(link.stream.socket.unacknowledgedBytes, now: now)
         }
         let settlement = window.settle(now: now, policy: settlePolicy())
         if !settlement.isEmpty { apply(settlement) }
+        perform(machine.drainOutlived())
         armSettleTimer()
-        if hasWork { pump() }
+        if hasWork { pump() } else { finishWritingIfDone() }
     }
 }
 

@@ -51,9 +51,17 @@ final class Shard: @unchecked Sendable {
         }
     }
 
-    /// Whether the sender is finishing: everything may be released once its error wait has
-    /// passed and nothing on its connection is within its own.
+    /// Whether the sender is finishing: nothing more will be published, so connections drain
+    /// once what they wrote is past its error wait (`GatewayConnection.finishWritingIfDone`).
     var isFinishing: Bool { finishing.load(ordering: .relaxed) }
+
+    /// When a connection's turn at writing ends (see `WriteTurns`).
+    var turns = WriteTurns()
+
+    /// Whether a connection other than `connection` has something to write.
+    func hasWork(besides connection: GatewayConnection) -> Bool {
+        connections.contains { $0 !== connection && $0.hasWork }
+    }
 
     /// Tells the loop new frames were published. Any thread; cheap when already pending.
     @inline(__always)
@@ -64,12 +72,16 @@ final class Shard: @unchecked Sendable {
         thread.loop.execute { [self] in body(self) }
     }
 
-    /// Releasing became more urgent (the sender is finishing, a source was read to its
-    /// end) or the error wait changed: every connection re-derives its settle deadline.
-    /// Any thread.
+    /// The sender is finishing, a source was read to its end, or the error wait changed:
+    /// every connection re-derives its settle deadline, and drains if it is done. Any thread.
     func settlingChanged(finishing: Bool = false) {
         if finishing { self.finishing.store(true, ordering: .relaxed) }
-        execute { shard in shard.connections.forEach { $0.armSettleTimer(again: true) } }
+        execute { shard in
+            for connection in shard.connections {
+                connection.armSettleTimer(again: true)
+                connection.finishWritingIfDone()
+            }
+        }
     }
 
     /// Fails every notification not final (the sender is giving up).

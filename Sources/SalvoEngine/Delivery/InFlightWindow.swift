@@ -25,6 +25,22 @@ struct Run: Equatable {
     var streamEnd: UInt64
 
     var end: UInt64 { first + UInt64(count) }
+
+    /// Whether the notification at lane index `index`, read from `source` right after this
+    /// run's last one, may join it at `now`.
+    @inline(__always)
+    func canTake(index: UInt64, source: SourceID, now: UInt64, maximumSpan: UInt64) -> Bool {
+        self.source == source && end == index && count < InFlightWindow.maximumRunLength && now &- openedAt < maximumSpan
+    }
+
+    /// Adds the next notification, written at `writtenAt` up to stream byte `streamEnd`.
+    @inline(__always)
+    mutating func take(writtenAt: UInt64, streamEnd: UInt64) {
+        count += 1
+        self.writtenAt = writtenAt
+        waitFrom = writtenAt
+        self.streamEnd = streamEnd
+    }
 }
 
 /// What a change to the window decided: everything the ledger, the events and the sources
@@ -93,12 +109,6 @@ struct SettlePolicy {
     /// Whether notifications of a source may be released as soon as their error wait has
     /// passed, whatever follows them: producers wait for room.
     var isUrgent: (SourceID) -> Bool
-    /// Whether no more notifications of a source will come (it was read to its end, or the
-    /// sender is finishing): they are released at their error wait too, but only once
-    /// nothing in the window is within its own. Until then the connection is still writing,
-    /// and a late error naming one of them (a shutdown held back while the gateway drains
-    /// what follows) must still find its record.
-    var isEnding: (SourceID) -> Bool
 }
 
 /// One connection slot's in-flight window: a record per run of notifications that were
@@ -111,7 +121,8 @@ struct SettlePolicy {
 ///   oldest ≤ presumed ≤ written ≤ end
 ///   [oldest, presumed):  written on this connection, past their error wait and acknowledged
 ///                        by the gateway's TCP: presumed accepted, kept for late errors
-///                        until `retention` passes (or releasing is urgent), then released
+///                        until `retention` passes (or releasing is urgent, or the gateway
+///                        answered the connection's close_notify: `drained`), then released
 ///   [presumed, written): on the wire, within their error wait
 ///   [written, end):      rewound: to be read from their source and written again
 /// ```
@@ -165,6 +176,7 @@ final class InFlightWindow {
     /// Whether notifications must be read again and written before new ones.
     var needsRebuild: Bool { written < end }
 
+
     /// Whether everything in the window is presumed accepted: nothing on the wire within
     /// its error wait, nothing rewound to be written again.
     var isAllPresumed: Bool { presumed == end }
@@ -200,13 +212,10 @@ final class InFlightWindow {
     @inline(__always)
     func recordNew(index: UInt64, origin: Origin, length: Int, now: UInt64) {
         streamBytes &+= UInt64(length)
-        if origin.continuesRun, let last = runs.indices.last, runs[last].source == origin.source,
-           runs[last].end == index, runs[last].count < Self.maximumRunLength,
-           now &- runs[last].openedAt < maximumRunSpan {
-            runs[last].count += 1
-            runs[last].writtenAt = now
-            runs[last].waitFrom = now
-            runs[last].streamEnd = streamBytes
+        // One read and one modify of the newest run: this runs for every frame written.
+        if origin.continuesRun, let last = runs.indices.last,
+           runs[last].canTake(index: index, source: origin.source, now: now, maximumSpan: maximumRunSpan) {
+            runs[last].take(writtenAt: now, streamEnd: streamBytes)
         } else {
             runs.append(Run(first: index, count: 1, source: origin.source, drops: 0, skip: 0, position: origin.position,
                             openedAt: now, writtenAt: now, waitFrom: now, streamEnd: streamBytes))
@@ -277,8 +286,7 @@ final class InFlightWindow {
         var settlement = Settlement()
         let urgent = isUnderPressure
         while let front = runs.first, front.end <= presumed,
-              urgent || policy.isUrgent(front.source) || (isAllPresumed && policy.isEnding(front.source))
-                || front.waitFrom &+ policy.retention <= now {
+              urgent || policy.isUrgent(front.source) || front.waitFrom &+ policy.retention <= now {
             runs.removeFirst()
             settlement.accepted += front.count
             settlement.noteFinal(front, count: front.count)
@@ -294,7 +302,7 @@ final class InFlightWindow {
             next = runs[at].waitFrom &+ policy.errorWait
         }
         if let front = runs.first, front.end <= presumed {
-            let release = isUnderPressure || policy.isUrgent(front.source) || (isAllPresumed && policy.isEnding(front.source))
+            let release = isUnderPressure || policy.isUrgent(front.source)
                 ? front.waitFrom &+ policy.errorWait : front.waitFrom &+ policy.retention
             next = min(next ?? .max, release)
         }
@@ -377,6 +385,16 @@ final class InFlightWindow {
         }
         settlement.possibleDuplicates = settlement.resent
         rewind()
+        return settlement
+    }
+
+    /// The gateway closed the connection after reading everything written on it (the
+    /// sender's close_notify, which followed the last frame, included) and answered no
+    /// error: everything written on it is accepted, whatever its error wait.
+    func drained() -> Settlement {
+        var settlement = Settlement()
+        releaseAccepted(before: written, into: &settlement)
+        presumed = written
         return settlement
     }
 

@@ -204,6 +204,18 @@ final class StagingRing: @unchecked Sendable {
         return Int(publishedEnd.load(ordering: .acquiring) - slot(written).pointee.start) - partialBytes
     }
 
+    /// Whether producers waiting for room should be woken: at least 1/32 of the ring's
+    /// bytes and slots is free again (64 KiB of the default 2 MiB, four TLS records).
+    /// Woken for every record written, a producer fills one record and sleeps again, a
+    /// thread switch on both sides each time; woken for half the ring, it refills in
+    /// bursts long enough to keep the loop's core from writing (over a 50 ms path that
+    /// cost 12 % of the rate).
+    var hasRoomForProducers: Bool {
+        let waitingFrames = published - written
+        return waitingFrames == 0
+            || (waitingFrames <= UInt64(slotCapacity - slotCapacity / 32) && unwrittenBytes <= byteCapacity - byteCapacity / 32)
+    }
+
     /// The loop wrote everything it could see: producers should wake it for the next
     /// frame. Returns false when a frame arrived meanwhile (keep writing instead).
     func loopWentIdle() -> Bool {

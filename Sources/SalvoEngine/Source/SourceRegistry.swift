@@ -8,9 +8,8 @@ final class SourceRegistry: Sendable {
     final class Entry: Sendable {
         let id: SourceID
         let makeReader: @Sendable () throws -> any NotificationReader
-        /// Every notification of the source has been read: its records may be released as
-        /// soon as their error wait has passed, once nothing written after them on their
-        /// connection is within its own (nothing follows to wait for).
+        /// Every notification of the source has been read: once no other source is being
+        /// read, connections drain (see `ConnectionMachine.finishWriting`).
         let isExhausted = Atomic<Bool>(false)
         /// Its notifications that reached a final state.
         let finalCount = Atomic<Int>(0)
@@ -42,8 +41,13 @@ final class SourceRegistry: Sendable {
 
     func entry(_ id: SourceID) -> Entry? { state.withLock { $0.entries[id] } }
 
-    /// Whether every notification of source `id` has been read.
-    func isExhausted(_ id: SourceID) -> Bool { entry(id)?.isExhausted.load(ordering: .relaxed) ?? false }
+    /// Whether sources are registered and every one of them was read to its end: nothing
+    /// more will be published until another is registered.
+    var areAllExhausted: Bool {
+        state.withLock { state in
+            !state.entries.isEmpty && state.entries.values.allSatisfy { $0.isExhausted.load(ordering: .relaxed) }
+        }
+    }
 
     /// Counts notifications of each source that reached a final state.
     func noteFinals(_ finals: [(source: SourceID, count: Int)]) {

@@ -146,7 +146,7 @@ final class H2Connection: ServerConnection {
                 reads += 1
                 // Level-triggered epoll brings us back for bytes still in the socket, but
                 // not for bytes OpenSSL already holds: drain those first.
-                if reads >= Self.readBudget && stream.bufferedReadableBytes == 0 { break reading }
+                if reads >= Self.readBudget && !stream.hasBufferedBytes { break reading }
             case .wouldBlock(let progress):
                 readWantsWrite = progress == .wantWrite
                 break reading
