@@ -543,7 +543,6 @@ final class GatewayConnection {
     }
 
     private func settlePolicy() -> SettlePolicy {
-        let shard = self.shard
         let retained = lane.retained
         return SettlePolicy(
             errorWait: ledger.errorWait, retention: ledger.retention,
