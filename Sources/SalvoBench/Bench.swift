@@ -232,7 +232,7 @@ package enum Bench {
     /// paths written.
     package static func render(resultsFile: String, to output: String) throws -> [String] {
         let results = try BenchResults.decode(try Data(contentsOf: URL(fileURLWithPath: resultsFile)))
-        return try BenchOutput.write(results, to: output, jsonOnly: false)
+        return try BenchOutput.writeSummary(results, to: output)
     }
 
     /// Where `scripts/php-baseline.php` is: in the repository the working directory is in.

@@ -1,26 +1,42 @@
 import Foundation
 
-/// Writes a run's files: `<date>-<sha>.json` always; `README.md` and `throughput.svg` too
-/// unless only the JSON was asked for (`--json-only`, what scripts/compare.sh uses).
-enum BenchOutput {
+/// Writes a run's files: `<date>-<sha>.json` always (`<date>-<sha>-2.json` and on when a run
+/// of the same commit and day is there already: every run's JSON is kept); `README.md` and
+/// `throughput.svg` too unless only the JSON was asked for (`--json-only`, what
+/// scripts/compare.sh uses).
+package enum BenchOutput {
     static let plotFile = "throughput.svg"
 
     /// Returns the paths written.
-    static func write(_ results: BenchResults, to directory: String, jsonOnly: Bool) throws -> [String] {
+    package static func write(_ results: BenchResults, to directory: String, jsonOnly: Bool) throws -> [String] {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var written: [String] = []
-        let json = "\(directory)/\(results.fileName)"
-        try results.encoded().write(to: URL(fileURLWithPath: json))
-        written.append(json)
-        guard !jsonOnly else { return written }
+        let json = try writeNew(results.encoded(), in: directory, names: results.fileNames)
+        return jsonOnly ? [json] : [json] + (try writeSummary(results, to: directory))
+    }
 
+    /// Writes `README.md` (above its notes marker) and the plot; returns the paths written.
+    package static func writeSummary(_ results: BenchResults, to directory: String) throws -> [String] {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let svg = "\(directory)/\(plotFile)"
         try Data(results.throughputPlot().render().utf8).write(to: URL(fileURLWithPath: svg))
-        written.append(svg)
         let readme = "\(directory)/README.md"
         let previous = try? String(contentsOfFile: readme, encoding: .utf8)
         try Data(BenchReadme.render(results, plotFile: plotFile, previous: previous).utf8).write(to: URL(fileURLWithPath: readme))
-        written.append(readme)
-        return written
+        return [svg, readme]
+    }
+
+    /// Writes `data` to the first of `names` that does not exist yet, never over a file
+    /// (`.withoutOverwriting`: O_EXCL, so two runs at once cannot take the same name).
+    private static func writeNew(_ data: Data, in directory: String, names: some Sequence<String>) throws -> String {
+        for name in names {
+            let path = "\(directory)/\(name)"
+            do {
+                try data.write(to: URL(fileURLWithPath: path), options: .withoutOverwriting)
+                return path
+            } catch CocoaError.fileWriteFileExists {
+                continue
+            }
+        }
+        preconditionFailure("an unbounded sequence of names ended")
     }
 }

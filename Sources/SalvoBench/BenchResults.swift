@@ -269,8 +269,12 @@ package struct BenchResults: Sendable, Codable, Equatable {
         return try decoder.decode(BenchResults.self, from: data)
     }
 
-    /// `<date>-<sha>.json`, e.g. `2026-11-23-d18e8d4.json`.
-    package var fileName: String { "\(date.prefix(10))-\(commit).json" }
+    /// `<date>-<sha>.json`, e.g. `2026-11-23-d18e8d4.json`, then `<date>-<sha>-2.json`,
+    /// `-3` and on: the names a run's JSON may take, first free one first.
+    package var fileNames: some Sequence<String> {
+        let stem = "\(date.prefix(10))-\(commit)"
+        return (1...).lazy.map { $0 == 1 ? "\(stem).json" : "\(stem)-\($0).json" }
+    }
 }
 
 extension BenchResults.Cell {

@@ -128,7 +128,23 @@ struct BenchOutputTests {
         let twoWaits = Self.sample(waits: [20, 1000])
         #expect(try BenchResults.decode(twoWaits.encoded()) == twoWaits)
         #expect((cells[0]["rate"] as? [String: Any])?["median"] as? Double == 2e6)
-        #expect(results.fileName == "2026-11-23-abc1234.json")
+        #expect(Array(results.fileNames.prefix(3)) == ["2026-11-23-abc1234.json", "2026-11-23-abc1234-2.json",
+                                                       "2026-11-23-abc1234-3.json"])
+    }
+
+    /// Two runs of one commit on one day: the second must not replace the first's results.
+    @Test func aSecondRunOfTheSameCommitAndDayKeepsTheFirstsJSON() throws {
+        let directory = NSTemporaryDirectory() + "salvo-bench-output-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = Self.sample()
+        let second = Self.sample(mismatch: true)
+        #expect(try BenchOutput.write(first, to: directory, jsonOnly: true) == ["\(directory)/2026-11-23-abc1234.json"])
+        #expect(try BenchOutput.write(second, to: directory, jsonOnly: true) == ["\(directory)/2026-11-23-abc1234-2.json"])
+        func read(_ name: String) throws -> BenchResults {
+            try BenchResults.decode(Data(contentsOf: URL(fileURLWithPath: "\(directory)/\(name)")))
+        }
+        #expect(try read("2026-11-23-abc1234.json") == first)
+        #expect(try read("2026-11-23-abc1234-2.json") == second)
     }
 
     /// Results written before the error wait was an axis: one wait in the settings, none in the cells.
