@@ -272,11 +272,11 @@ public final class Socket: @unchecked Sendable {
     }
 
     /// Whether a read would not block now: bytes wait, the peer closed, or the socket
-    /// failed. One `recv(MSG_PEEK)`, which takes nothing.
+    /// failed. One `poll` that does not wait. (Not `recv(MSG_PEEK)`: that takes a pending
+    /// error such as ECONNRESET off the socket, and the read after it sees a plain end.)
     public var isReadable: Bool {
-        var byte: UInt8 = 0
-        guard recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) < 0 else { return true }
-        return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) > 0
     }
 
     /// Shuts down the sending direction (the peer reads end of stream).

@@ -135,6 +135,26 @@ import Testing
         #expect(Self.eventually { client.isReadable }, "the end of the stream is something to read")
     }
 
+    /// Looking must not consume what it sees: a reset's error is reported once, by whichever
+    /// call meets it first, and the read after the look has to be the one that says ECONNRESET.
+    @Test func lookingAtAResetSocketLeavesTheResetToTheRead() throws {
+        let listener = try Socket.listen(host: "127.0.0.1", port: 0)
+        let client = try Socket.connect(host: "127.0.0.1", port: try #require(listener.localAddress).port, timeout: .seconds(5))
+        do {
+            let server = try #require(try Self.accept(listener))
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(server.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        }  // closed with a zero linger: a reset
+        #expect(Self.eventually { client.isReadable })
+        #expect(client.isReadable)
+        var buffer = [UInt8](repeating: 0, count: 16)
+        #expect {
+            _ = try buffer.withUnsafeMutableBytes { try client.read(into: $0) }
+        } throws: { error in
+            "\(error)".contains("ECONNRESET")
+        }
+    }
+
     static func accept(_ listener: Socket) throws -> Socket? {
         let deadline = Instant.now() + .seconds(5)
         while Instant.now() < deadline {

@@ -5,8 +5,8 @@
 /// gateway and written again on the next connection, so every record written between the
 /// gateway's answer and the sender reading it costs twice. Hence:
 ///
-/// - a connection looks at its socket after every record (one `recv(MSG_PEEK)`) and stops
-///   as soon as the gateway said something;
+/// - a connection looks at its socket after every record (one `poll` that does not wait)
+///   and stops as soon as the gateway said something;
 /// - while error responses are arriving, the shard's connections take turns record by
 ///   record: each connection's records are spaced out by the others', and the gateway has
 ///   time to answer before that connection writes its next one;
