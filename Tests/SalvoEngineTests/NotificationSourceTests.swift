@@ -88,6 +88,18 @@ import Testing
         #expect(token.hex == campaignToken(16) && sequence == 16)
     }
 
+    /// Finals are counted per source; those of a source read to its end are awaited (its
+    /// `send(contentsOf:)` returns once they are all in), and the sender must be woken.
+    @Test func finalsOfASourceReadToItsEndAreAwaited() {
+        let sources = SourceRegistry()
+        let entry = sources.register(NotificationList(tokens: [], payload: Array(#"{"a":1}"#.utf8)))
+        #expect(!sources.noteFinals([(entry.id, 3)]), "still being read: its sender is not waiting for finals")
+        entry.isExhausted.store(true, ordering: .relaxed)
+        #expect(sources.noteFinals([(entry.id, 2)]))
+        #expect(!sources.noteFinals([(RetainedStore.sourceID, 5)]) && !sources.noteFinals([]))
+        #expect(entry.finalCount.load(ordering: .relaxed) == 5)
+    }
+
     @Test func aSourceThatChangedIsAClearErrorNotAWrongResend() throws {
         let path = try directory.write("tokens.txt", (1...40).map { campaignToken($0) }.joined(separator: "\n") + "\n")
         let sources = SourceRegistry()

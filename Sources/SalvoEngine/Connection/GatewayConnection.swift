@@ -512,12 +512,14 @@ final class GatewayConnection {
             shard.emit(.errorWaitRaised(raise))
         }
         publishOldestSequence()
-        shard.sources.noteFinals(settlement.finals)
+        let finalsAwaited = shard.sources.noteFinals(settlement.finals)
         if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
         // Whoever waits (for staging or retained space, or for the last finals of a source)
         // is woken when it can get on; a producer waiting for staging space while the ring
         // is still full would only go back to sleep.
-        if lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil { shard.notifyProgress() }
+        if finalsAwaited || lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
+            shard.notifyProgress()
+        }
     }
 
     private func publishOldestSequence() {

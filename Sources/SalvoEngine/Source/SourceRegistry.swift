@@ -49,10 +49,16 @@ final class SourceRegistry: Sendable {
         }
     }
 
-    /// Counts notifications of each source that reached a final state.
-    func noteFinals(_ finals: [(source: SourceID, count: Int)]) {
+    /// Counts notifications of each source that reached a final state. Returns whether any
+    /// of them belongs to a source read to its end: its `send(contentsOf:)` waits for them.
+    @discardableResult
+    func noteFinals(_ finals: [(source: SourceID, count: Int)]) -> Bool {
+        var awaited = false
         for (id, count) in finals where id != RetainedStore.sourceID {
-            entry(id)?.finalCount.add(count, ordering: .releasing)
+            guard let entry = entry(id) else { continue }
+            entry.finalCount.add(count, ordering: .releasing)
+            awaited = awaited || entry.isExhausted.load(ordering: .relaxed)
         }
+        return awaited
     }
 }
