@@ -70,6 +70,16 @@ import Testing
         _ = machine.window.settle(now: 1_000, policy: SettlePolicy(errorWait: 1_000, retention: 10_000, isUrgent: { _ in false }))
     }
 
+    /// Open with a ready standby, `frames` written and past their error wait, and draining:
+    /// close_notify sent on `a`, the gateway's answer awaited.
+    static func draining(writing frames: Int) -> (Machine, FakeLink, FakeLink) {
+        var (machine, a, b) = openWithStandby()
+        for _ in 0..<frames { writeOne(machine) }
+        presumeAll(machine)
+        #expect(words(machine.finishWriting()) == ["finish a"])
+        return (machine, a, b)
+    }
+
     @Test func workConnectsOnceAndAnOpenConnectionAsksForAStandby() {
         var machine = Self.machine()
         #expect(Self.words(machine.start()) == ["connect"])
@@ -255,6 +265,7 @@ import Testing
     @Test func aDrainedConnectionProvesEverythingItWroteAndTheStandbyWaitsForWork() throws {
         let (initial, a, _) = Self.openWithStandby()
         var machine = initial
+        #expect(machine.finishWriting().isEmpty, "nothing written, nothing to prove")
         Self.writeOne(machine)
         Self.writeOne(machine)
         #expect(machine.finishWriting().isEmpty, "not while something is within its error wait")
@@ -274,11 +285,8 @@ import Testing
     }
 
     @Test func aGatewayThatNeverAnswersCloseNotifyHoldsTheSlotOnlyUntilTheRetention() {
-        let (initial, _, _) = Self.openWithStandby()
+        let (initial, _, _) = Self.draining(writing: 1)
         var machine = initial
-        Self.writeOne(machine)
-        Self.presumeAll(machine)
-        _ = machine.finishWriting()
         #expect(machine.drainOutlived().isEmpty, "records kept: the answer may still come")
         // The retention releases the record as accepted; then the drain is given up.
         _ = machine.window.settle(now: 20_000, policy: SettlePolicy(errorWait: 1_000, retention: 10_000, isUrgent: { _ in false }))
@@ -287,12 +295,8 @@ import Testing
     }
 
     @Test func anErrorResponseWhileDrainingIsHandledAsEver() {
-        let (initial, _, b) = Self.openWithStandby()
+        let (initial, _, b) = Self.draining(writing: 2)
         var machine = initial
-        Self.writeOne(machine)
-        Self.writeOne(machine)
-        Self.presumeAll(machine)
-        _ = machine.finishWriting()
         let actions = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)
         #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
         #expect(machine.openTransport === b && machine.window.needsRebuild, "the second one is written again")
@@ -307,11 +311,8 @@ import Testing
     }
 
     @Test func aDrainThatEndsWithoutTheGatewaysCloseNotifyIsADropOfWhatWasPresumedAccepted() throws {
-        let (initial, a, _) = Self.openWithStandby()
+        let (initial, a, _) = Self.draining(writing: 1)
         var machine = initial
-        Self.writeOne(machine)
-        Self.presumeAll(machine)
-        _ = machine.finishWriting()
         // A gateway that closes without answering our close_notify may not have read it: a
         // drop, which releases what was presumed accepted, as a drop always does.
         let actions = machine.endOfStream(a, clean: false, "closed")
@@ -321,21 +322,15 @@ import Testing
     }
 
     @Test func aDrainingConnectionThatIsResetIsADrop() {
-        let (initial, a, _) = Self.openWithStandby()
+        let (initial, a, _) = Self.draining(writing: 1)
         var machine = initial
-        Self.writeOne(machine)
-        Self.presumeAll(machine)
-        _ = machine.finishWriting()
         #expect(Self.words(machine.connectionLost(a, "reset", permanentReason: nil)) == ["settle", "close a", "activate b", "standby"])
         #expect(machine.window.isEmpty, "what was presumed accepted is released as such, as after any drop")
     }
 
     @Test func cancellingADrainingConnectionClosesItSilently() {
-        let (initial, _, _) = Self.openWithStandby()
+        let (initial, _, _) = Self.draining(writing: 1)
         var machine = initial
-        Self.writeOne(machine)
-        Self.presumeAll(machine)
-        _ = machine.finishWriting()
         #expect(Self.words(machine.cancel()) == ["settle", "close a", "close_notify b"])
     }
 

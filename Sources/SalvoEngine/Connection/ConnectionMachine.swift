@@ -169,8 +169,8 @@ struct ConnectionMachine<Transport: AnyObject> {
     }
 
     /// The open connection has nothing more to write, nothing more is coming (its sources
-    /// were read to their end, or the sender is finishing), and all it wrote is past its
-    /// error wait: it finishes writing and drains.
+    /// were read to their end, or the sender is finishing), and all it wrote, if anything,
+    /// is past its error wait: it finishes writing and drains.
     ///
     /// What was written last is only presumed accepted so far: the error wait has passed
     /// since the gateway's TCP acknowledged it, and nothing written after it shows that the
@@ -179,7 +179,7 @@ struct ConnectionMachine<Transport: AnyObject> {
     /// notifications can come later still. Its close_notify in reply to ours proves it read
     /// everything; a close without one proves nothing, and is a drop, as ever.
     mutating func finishWriting() -> [Action] {
-        guard case .open(let transport) = state, window.isAllPresumed else { return [] }
+        guard case .open(let transport) = state, !window.isEmpty, window.isAllPresumed else { return [] }
         state = .draining(transport)
         return [.finishWriting(transport)]
     }

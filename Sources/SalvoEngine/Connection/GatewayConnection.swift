@@ -415,7 +415,8 @@ final class GatewayConnection {
     /// past its error wait: see `ConnectionMachine.finishWriting`.
     func finishWritingIfDone() {
         shard.loop.assertInLoop()
-        guard machine.openTransport != nil, !hasWork, !window.isEmpty, window.isAllPresumed,
+        // The window first: false at the end of nearly every pump, and the registry locks.
+        guard !hasWork, !window.isEmpty, window.isAllPresumed,
               shard.isFinishing || shard.sources.areAllExhausted else { return }
         perform(machine.finishWriting())
     }

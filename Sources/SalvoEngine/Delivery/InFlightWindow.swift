@@ -176,7 +176,6 @@ final class InFlightWindow {
     /// Whether notifications must be read again and written before new ones.
     var needsRebuild: Bool { written < end }
 
-
     /// Whether everything in the window is presumed accepted: nothing on the wire within
     /// its error wait, nothing rewound to be written again.
     var isAllPresumed: Bool { presumed == end }
