@@ -140,7 +140,7 @@ final class CampaignRun: Sendable {
         var lines = [
             "sent \(number(report.submitted)) notifications in \(String(format: "%.2f", report.sendingSeconds)) s "
                 + "(\(number(Int(report.sendRatePerSecond.rounded()))) /s); all final "
-                + "\(String(format: "%.2f", max(0, report.seconds - report.sendingSeconds))) s later (the gateway reading what was sent last)",
+                + "\(String(format: "%.2f", max(0, report.seconds - report.sendingSeconds))) s later (the error wait, then the gateway's answer to close_notify)",
             "  accepted  \(number(report.accepted))",
             "  rejected  \(number(report.rejected))" + breakdown(report.rejectedByStatus),
             "  failed    \(number(report.failed))" + breakdown(report.failedByReason),
