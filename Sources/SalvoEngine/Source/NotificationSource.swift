@@ -17,25 +17,55 @@ public struct SourcePosition: Sendable, Hashable {
 
 /// One notification as a reader yields it.
 ///
-/// `payload` points into the reader's storage: valid until the reader's next call.
+/// `payload` (and the request fields' `topic` and `collapseID`) point into the reader's
+/// storage: valid until the reader's next call.
 public struct SourceNotification {
     public var token: DeviceToken
     /// The payload bytes (minified JSON), at most the sender's `maximumPayloadLength`.
     public var payload: UnsafeRawBufferPointer
-    /// UNIX seconds after which APNs may drop it; nil: the sender's default.
+    /// UNIX seconds after which APNs may drop it (`apns-expiration` over HTTP/2); nil: the
+    /// sender's default.
     public var expiry: UInt32?
-    /// 10 or 5; nil: the sender's default.
+    /// 10 or 5 (and 1 over HTTP/2); nil: the sender's default.
     public var priority: UInt8?
     /// Where it is, for reading it again.
     public var position: SourcePosition
+    /// The HTTP/2 headers it sets for itself; the binary protocol ignores them.
+    public var request: RequestFields
 
     public init(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
-                position: SourcePosition) {
+                position: SourcePosition, request: RequestFields = RequestFields()) {
         self.token = token
         self.payload = payload
         self.expiry = expiry
         self.priority = priority
         self.position = position
+        self.request = request
+    }
+}
+
+/// The HTTP/2 request headers a notification may set for itself (a JSONL line's
+/// `push_type`, `topic`, `collapse_id` and `apns_id`); what it leaves nil, the sender's
+/// configuration decides. The binary protocol has no place for them.
+///
+/// `topic` and `collapseID` point into their reader's storage, like the payload.
+public struct RequestFields {
+    /// `apns-push-type`; nil: the sender's default push type.
+    public var pushType: APNsPushType?
+    /// The whole `apns-topic` as sent (a bundle id, with the push type's suffix if it has
+    /// one); nil: the sender's topic with the push type's suffix.
+    public var topic: UnsafeRawBufferPointer?
+    /// `apns-collapse-id`, at most 64 bytes; nil: none.
+    public var collapseID: UnsafeRawBufferPointer?
+    /// `apns-id`; nil: the sender makes one.
+    public var apnsID: APNsID?
+
+    public init(pushType: APNsPushType? = nil, topic: UnsafeRawBufferPointer? = nil,
+                collapseID: UnsafeRawBufferPointer? = nil, apnsID: APNsID? = nil) {
+        self.pushType = pushType
+        self.topic = topic
+        self.collapseID = collapseID
+        self.apnsID = apnsID
     }
 }
 
