@@ -11,6 +11,59 @@ public enum DropPolicy: String, Sendable, Hashable, CaseIterable {
     case atMostOnce = "report"
 }
 
+/// Which protocol a sender speaks to the gateway.
+public enum Transport: Sendable {
+    /// Apple's HTTP/2 provider API, what Apple serves today: every notification is a
+    /// request answered on its own stream.
+    case http2(HTTP2Options)
+    /// The legacy binary provider protocol, in this frame format (command 2, 1 or 0), for
+    /// gateways that still speak it.
+    case binary(FrameFormat)
+}
+
+/// How a sender speaks Apple's HTTP/2 provider API.
+public struct HTTP2Options: Sendable {
+    /// The app's bundle id: each request's `apns-topic` is this with its push type's suffix
+    /// (`.voip`, `.push-type.liveactivity`, …) unless the notification gives its own topic.
+    /// Needed with token authentication; with a certificate APNs can take the topic from it
+    /// (nil: no `apns-topic`).
+    public var topic: String?
+    /// The push type of notifications that name none.
+    public var pushType: APNsPushType = .alert
+    /// How the provider proves who it is: the TLS client certificate in
+    /// `SenderConfiguration.tls`, or a provider token signed with a `.p8` key.
+    public var authentication: HTTP2Authentication
+    /// The most streams one connection keeps open, whatever more the gateway's SETTINGS
+    /// allow (APNs: 1000; one until it has seen a valid provider token).
+    public var maximumConcurrentStreams = 1000
+    /// A PING goes to a connection after this long without a frame from the gateway, so that
+    /// a dead path is noticed (and kept open through middleboxes); no answer within
+    /// `SenderConfiguration.stallTimeout` drops the connection.
+    public var pingInterval: Duration = .seconds(60)
+    /// 429 TooManyRequests (too many for one device): a notification is tried again after
+    /// this backoff, at most `throttleRetries` times, and then fails as `throttled`.
+    public var throttleBackoff = Backoff(initial: .seconds(1), maximum: .seconds(60), jitter: 0.5)
+    public var throttleRetries = 5
+    /// 500 and 503: a notification is tried again on another connection at most this many
+    /// times, and then fails as `server_error`.
+    public var serverErrorRetries = 3
+
+    public init(topic: String?, pushType: APNsPushType = .alert, authentication: HTTP2Authentication = .certificate) {
+        self.topic = topic
+        self.pushType = pushType
+        self.authentication = authentication
+    }
+}
+
+/// How a provider authenticates to the HTTP/2 provider API.
+public enum HTTP2Authentication: Sendable {
+    /// With the TLS client certificate of `SenderConfiguration.tls`.
+    case certificate
+    /// With provider tokens (ES256 JSON Web Tokens) signed by this key: one token per team,
+    /// shared by every connection, refreshed every 50 minutes.
+    case token(ProviderCredentials)
+}
+
 /// How a `Sender` connects and sends. The defaults suit Apple's gateway; tests and the
 /// loopback mock shorten `errorWait` and `reconnectBackoff`.
 public struct SenderConfiguration: Sendable {
@@ -72,13 +125,15 @@ public struct SenderConfiguration: Sendable {
     public var retryBudget = 3
     /// At-least-once (resend) or at-most-once (report) after a silent drop.
     public var dropPolicy: DropPolicy = .atLeastOnce
-    /// Command 2 (default), 1 or 0. Command 0 has no identifiers: see `Sender`.
-    public var format: FrameFormat = .frame
+    /// The protocol: HTTP/2 (with its topic, push type and authentication), or binary (with
+    /// its frame format: command 2, 1 or 0; command 0 has no identifiers, see `Sender`).
+    public var transport: Transport
     /// Expiry written when a notification gives none (nil: none for command 2, 0 for command 1).
     public var defaultExpiry: UInt32?
     /// Priority written when a notification gives none (nil: the gateway assumes 10).
     public var defaultPriority: UInt8?
-    /// The largest payload accepted (2048 bytes for the binary interface).
+    /// The largest payload the binary protocol accepts (2048 bytes). HTTP/2 takes each push
+    /// type's limit (4096 bytes, 5120 for VoIP).
     public var maximumPayloadLength = 2048
     /// The kernel send buffer of each gateway connection, in bytes, or nil for the kernel's
     /// autotuning (up to several MiB), the default: over a long path the buffer must hold a
@@ -92,14 +147,27 @@ public struct SenderConfiguration: Sendable {
     /// Seed for backoff jitter, so runs can be reproduced.
     public var seed: UInt64 = 0x5A1F0
 
-    public init(host: String, port: Int, tls: TLSConfiguration) {
+    /// A sender for the gateway at `host:port` speaking `transport` (by default the binary
+    /// protocol in command 2).
+    public init(host: String, port: Int, tls: TLSConfiguration, transport: Transport = .binary(.frame)) {
         self.host = host
         self.port = port
         self.tls = tls
+        self.transport = transport
     }
 
-    /// A configuration for `gateway` (`.production`, `.sandbox`, or any host and port).
-    public init(gateway: Endpoint, tls: TLSConfiguration) {
-        self.init(host: gateway.host, port: gateway.port, tls: tls)
+    /// A sender for `gateway` (`.production`, `.sandbox`: the HTTP/2 provider API, or any
+    /// host and port) speaking `transport`.
+    public init(gateway: Endpoint, tls: TLSConfiguration, transport: Transport) {
+        self.init(host: gateway.host, port: gateway.port, tls: tls, transport: transport)
     }
+
+    /// The HTTP/2 options, when the sender speaks HTTP/2.
+    var http2: HTTP2Options? {
+        if case .http2(let options) = transport { return options }
+        return nil
+    }
+
+    /// The largest payload of a notification that sets nothing for itself.
+    var payloadLimit: Int { http2?.pushType.payloadLimit ?? maximumPayloadLength }
 }

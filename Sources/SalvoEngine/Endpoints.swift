@@ -1,4 +1,5 @@
-/// A host and port to connect to, with Apple's historic endpoints as presets.
+/// A host and port to connect to, with Apple's endpoints as presets: the HTTP/2 provider
+/// API (`production`, `sandbox`), and the feedback services of the legacy interface.
 public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
     /// A host name or an IP address (IPv6 without brackets).
     public var host: String
@@ -7,24 +8,28 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
 
     /// Which service an endpoint is for; decides what the preset names and a missing port mean.
     public enum Service: Sendable, Hashable {
-        /// The notification gateway (port 2195).
+        /// A binary-protocol notification gateway (port 2195). Apple retired its own in
+        /// 2021: the preset names mean the HTTP/2 provider API.
         case gateway
-        /// The feedback service (port 2196).
+        /// The HTTP/2 provider API (port 443).
+        case providerAPI
+        /// The feedback service of the legacy interface (port 2196).
         case feedback
 
         /// The service's standard port.
         public var defaultPort: Int {
             switch self {
             case .gateway: 2195
+            case .providerAPI: 443
             case .feedback: 2196
             }
         }
     }
 
-    /// `gateway.push.apple.com:2195`.
-    public static let production = Endpoint(host: "gateway.push.apple.com", port: 2195)
-    /// `gateway.sandbox.push.apple.com:2195`.
-    public static let sandbox = Endpoint(host: "gateway.sandbox.push.apple.com", port: 2195)
+    /// `api.push.apple.com:443`, the HTTP/2 provider API for apps in production.
+    public static let production = Endpoint(host: "api.push.apple.com", port: 443)
+    /// `api.sandbox.push.apple.com:443`, the HTTP/2 provider API for development builds.
+    public static let sandbox = Endpoint(host: "api.sandbox.push.apple.com", port: 443)
     /// `feedback.push.apple.com:2196`.
     public static let feedbackProduction = Endpoint(host: "feedback.push.apple.com", port: 2196)
     /// `feedback.sandbox.push.apple.com:2196`.
@@ -35,19 +40,28 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
+    /// The endpoint a preset name means for `service`: `production` or `sandbox`, the
+    /// HTTP/2 provider API for notifications (whatever the protocol asked for: there are no
+    /// binary gateways left to name) and the feedback service for feedback; nil otherwise.
+    public static func preset(_ name: String, service: Service) -> Endpoint? {
+        switch (name, service) {
+        case ("production", .gateway), ("production", .providerAPI): .production
+        case ("sandbox", .gateway), ("sandbox", .providerAPI): .sandbox
+        case ("production", .feedback): .feedbackProduction
+        case ("sandbox", .feedback): .feedbackSandbox
+        default: nil
+        }
+    }
+
     /// Parses `host:port`, `[ipv6]:port`, a bare `host` or `[ipv6]` (the service's
-    /// standard port), or a preset name: `production` or `sandbox`, meaning the gateway or
-    /// the feedback endpoint depending on `service`.
+    /// standard port), or a preset name (see `preset(_:service:)`).
     ///
     /// - Throws: `EndpointError` naming what is wrong (an empty host, a bad port, an IPv6
     ///   address without brackets).
     public init(parsing text: String, service: Service = .gateway) throws(EndpointError) {
-        switch (text, service) {
-        case ("production", .gateway): self = .production; return
-        case ("sandbox", .gateway): self = .sandbox; return
-        case ("production", .feedback): self = .feedbackProduction; return
-        case ("sandbox", .feedback): self = .feedbackSandbox; return
-        default: break
+        if let preset = Self.preset(text, service: service) {
+            self = preset
+            return
         }
         let host: Substring
         let portText: Substring?

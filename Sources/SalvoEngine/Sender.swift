@@ -80,7 +80,7 @@ public final class Sender: Sendable {
         unowned(unsafe) let lane: Lane
         unowned(unsafe) let shard: Shard
     }
-    private let builder: FrameBuilder
+    private let builder: RecordBuilder
     private let ledger: DeliveryLedger
     private let sources = SourceRegistry()
     private let hub: EventHub
@@ -93,29 +93,37 @@ public final class Sender: Sendable {
     /// Starts the shards and their connections.
     ///
     /// - Parameter onRejected: called for every rejected notification, on a shard thread,
-    ///   with the token, the status and its sequence — the feed for a provider's "remove
-    ///   this token" list. Keep it quick.
+    ///   with the token, why (`Rejection.isTokenProblem` says whether to drop the token)
+    ///   and its sequence — the feed for a provider's "remove this token" list. Keep it quick.
     public init(
         _ configuration: SenderConfiguration,
-        onRejected: (@Sendable (DeviceToken, Status, UInt64) -> Void)? = nil
+        onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)? = nil
     ) throws(SenderError) {
         guard configuration.shards >= 1, configuration.connectionsPerShard >= 1 else {
             throw SenderError(description: "shards and connections per shard must be at least 1")
         }
         self.configuration = configuration
-        builder = FrameBuilder(
-            encoder: FrameEncoder(format: configuration.format, maximumPayloadLength: configuration.maximumPayloadLength),
-            defaultExpiry: configuration.defaultExpiry, defaultPriority: configuration.defaultPriority)
+        switch configuration.transport {
+        case .binary(let format):
+            builder = .frame(FrameBuilder(
+                encoder: FrameEncoder(format: format, maximumPayloadLength: configuration.maximumPayloadLength),
+                defaultExpiry: configuration.defaultExpiry, defaultPriority: configuration.defaultPriority))
+        case .http2(let options):
+            builder = .request(RequestRecordBuilder(defaultPushType: options.pushType, defaultExpiry: configuration.defaultExpiry,
+                                                    defaultPriority: configuration.defaultPriority))
+        }
         ledger = DeliveryLedger(errorWait: configuration.errorWait, retention: configuration.recordRetention)
         let context: TLSContext
         let addresses: [SocketAddress]
         do {
-            context = try TLSContext(configuration.tls, role: .client)
+            var tls = configuration.tls
+            if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
+            context = try TLSContext(tls, role: .client)
             addresses = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
         } catch {
             throw SenderError(description: "\(error)")
         }
-        let maximumFrame = builder.encoder.encodedLength(payloadLength: configuration.maximumPayloadLength)
+        let maximumFrame = builder.maximumLength
         guard configuration.ringCapacity >= 2 * maximumFrame else {
             throw SenderError(description: "ring capacity \(configuration.ringCapacity) is below twice the largest frame (\(2 * maximumFrame) bytes)")
         }
@@ -126,6 +134,11 @@ public final class Sender: Sendable {
         events = stream
         hub = EventHub(continuation: continuation, onRejected: onRejected)
 
+        // One provider token for the team, shared by every connection of every shard.
+        var tokens: ProviderTokenSigner?
+        if case .token(let credentials) = configuration.http2?.authentication {
+            tokens = ProviderTokenSigner(credentials: credentials)
+        }
         var lanes: [Lane] = []
         var shards: [Shard] = []
         // Lanes for the ceiling are made now (their memory is untouched until used) and
@@ -136,11 +149,11 @@ public final class Sender: Sendable {
                 let shardLanes = (0..<lanesPerShard).map { _ in
                     Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame),
                          retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
-                                                 maximumPayloadLength: configuration.maximumPayloadLength))
+                                                 maximumPayloadLength: configuration.payloadLimit))
                 }
                 shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
-                                        observer: hub))
+                                        tokens: tokens, observer: hub))
                 lanes += shardLanes
             }
         } catch {
@@ -224,7 +237,7 @@ public final class Sender: Sendable {
     }
 
     /// Notifications a reader gives one lane before moving on to the next.
-    private static let turnLength = InFlightWindow.maximumRunLength
+    private static let turnLength = RunLog.maximumRunLength
 
     @inline(__always)
     private func tryPublish(_ notification: SourceNotification, source: SourceID, turn: inout LaneTurn) throws(SendError) -> Bool {
@@ -284,9 +297,9 @@ public final class Sender: Sendable {
         guard !isFinished.load(ordering: .relaxed) else { throw .finished }
         let ticket = cursor.wrappingAdd(1, ordering: .relaxed).oldValue
         let sequence = sequence ?? UInt64(ticket)
-        guard (1...configuration.maximumPayloadLength).contains(payload.count) else {
+        guard (1...configuration.payloadLimit).contains(payload.count) else {
             throw .invalidPayload(payload.isEmpty ? .emptyPayload : .payloadTooLong(
-                length: payload.count, maximum: configuration.maximumPayloadLength), sequence: sequence)
+                length: payload.count, maximum: configuration.payloadLimit), sequence: sequence)
         }
         // Consecutive notifications go to the same lane in runs of 64, so each wake-up of a
         // shard finds a slice worth an SSL_write.
@@ -411,12 +424,12 @@ public final class Sender: Sendable {
 /// Events, rejection callbacks and progress wake-ups, shared by the shards and the sender.
 final class EventHub: SenderObserver {
     private let continuation: AsyncStream<SenderEvent>.Continuation
-    private let onRejected: (@Sendable (DeviceToken, Status, UInt64) -> Void)?
+    private let onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?
     private let waiting = Atomic<Int>(0)
     private let state = Locked<(generation: UInt64, waiters: [(UInt64, CheckedContinuation<Void, Never>)], unreachable: String?)>(
         (0, [], nil))
 
-    init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Status, UInt64) -> Void)?) {
+    init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?) {
         self.continuation = continuation
         self.onRejected = onRejected
     }
@@ -428,9 +441,9 @@ final class EventHub: SenderObserver {
         continuation.yield(event)
     }
 
-    func rejected(token: DeviceToken, status: Status, sequence: UInt64) {
-        onRejected?(token, status, sequence)
-        continuation.yield(.rejected(token: token, status: status, sequence: sequence))
+    func rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64) {
+        onRejected?(token, rejection, sequence)
+        continuation.yield(.rejected(token: token, rejection: rejection, sequence: sequence))
     }
 
     /// Announces a waiter; returns the generation to wait past. Pair with `endWaiting`.

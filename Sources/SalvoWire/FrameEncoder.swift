@@ -26,6 +26,9 @@ public enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertib
     /// The payload is `length` bytes, `length - maximum` more than the `maximum` the
     /// encoder was configured with.
     case payloadTooLong(length: Int, maximum: Int)
+    /// An HTTP/2 request header the notification sets is `length` bytes, over its `maximum`
+    /// (`apns-topic` 255, `apns-collapse-id` 64).
+    case headerTooLong(name: String, length: Int, maximum: Int)
 
     public var description: String {
         switch self {
@@ -33,6 +36,8 @@ public enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertib
             return "the payload is empty; APNs requires a JSON object of at least 1 byte"
         case .payloadTooLong(let length, let maximum):
             return "the payload is \(length) bytes, \(length - maximum) over the maximum of \(maximum); shorten the alert or drop custom keys"
+        case .headerTooLong(let name, let length, let maximum):
+            return "\(name) is \(length) bytes; at most \(maximum) are allowed"
         }
     }
 }

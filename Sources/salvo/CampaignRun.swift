@@ -31,7 +31,7 @@ final class CampaignRun: Sendable {
         self.rejectedFile = rejectedFile
         self.checkpoint = checkpoint
         self.total = total
-        sender = try Sender(configuration) { token, status, _ in rejectedFile?.append(token: token, status: status) }
+        sender = try Sender(configuration) { token, rejection, _ in rejectedFile?.append(token: token, rejection: rejection) }
         startBackgroundWork()
     }
 
@@ -142,7 +142,7 @@ final class CampaignRun: Sendable {
                 + "(\(number(Int(report.sendRatePerSecond.rounded()))) /s); all final "
                 + "\(String(format: "%.2f", max(0, report.seconds - report.sendingSeconds))) s later (the error wait, then the gateway's answer to close_notify)",
             "  accepted  \(number(report.accepted))",
-            "  rejected  \(number(report.rejected))" + breakdown(report.rejectedByStatus),
+            "  rejected  \(number(report.rejected))" + breakdown(report.rejectedByReason),
             "  failed    \(number(report.failed))" + breakdown(report.failedByReason),
             "  resent \(number(report.resent)), reconnects \(number(report.reconnects))"
                 + (report.reconnects > 0 ? " (\(number(report.resumedReconnects)) resumed TLS)" : "")
@@ -228,12 +228,15 @@ private func printProgress(_ report: SenderReport, total: Int?) {
     FileHandle.standardError.write(Data(line.utf8))
 }
 
-/// The rejected-token CSV: token, status code, status name. Appended from shard threads.
+/// The rejected-token CSV, `token,status,reason,timestamp`: the binary status byte and its
+/// name (`8,invalid_token,`), or the HTTP status with Apple's reason and, for 410, since when
+/// the token is invalid in milliseconds (`410,Unregistered,1764000000000`). Appended from
+/// shard threads.
 final class RejectedTokenFile: Sendable {
     private let handle: Locked<FileHandle?>
 
     init(path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: Data("token,status,status_name\n".utf8)),
+        guard FileManager.default.createFile(atPath: path, contents: Data("token,status,reason,timestamp\n".utf8)),
               let handle = FileHandle(forWritingAtPath: path) else {
             throw FileInputError(description: "cannot create the rejected-token file \(path)")
         }
@@ -241,8 +244,8 @@ final class RejectedTokenFile: Sendable {
         self.handle = Locked(handle)
     }
 
-    func append(token: DeviceToken, status: Status) {
-        let line = "\(token.hex),\(status.rawValue),\(status.name)\n"
+    func append(token: DeviceToken, rejection: Rejection) {
+        let line = "\(token.hex),\(rejection.statusCode),\(rejection.reasonName),\(rejection.timestamp.map(String.init) ?? "")\n"
         handle.withLock { $0?.write(Data(line.utf8)) }
     }
 

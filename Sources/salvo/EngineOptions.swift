@@ -68,7 +68,7 @@ struct EngineOptions: ParsableArguments {
     }
 
     func apply(to configuration: inout SenderConfiguration) {
-        configuration.format = format.format
+        configuration.transport = .binary(format.format)
         if let shards { configuration.shards = shards }
         configuration.connectionsPerShard = connections
         configuration.maximumConnectionsPerShard = maximumConnections ?? max(connections, configuration.maximumConnectionsPerShard)

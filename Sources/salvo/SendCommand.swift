@@ -35,7 +35,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Write the final report as JSON to this file.", valueName: "file"))
     var report: String?
 
-    @Option(help: ArgumentHelp("Write rejected tokens as CSV (token,status,status_name) to this file.", valueName: "file"))
+    @Option(help: ArgumentHelp("Write rejected tokens as CSV (token,status,reason,timestamp) to this file.", valueName: "file"))
     var rejected: String?
 
     @Option(help: ArgumentHelp("Record progress durably in this file (see --resume).", valueName: "file"))

@@ -12,7 +12,7 @@ import Testing
         var description: String { name }
     }
 
-    typealias Machine = ConnectionMachine<FakeLink>
+    typealias Machine = ConnectionMachine<FakeLink, InFlightWindow>
 
     static func machine(standby: Bool = true, attempts: Int = 3, atMostOnce: Bool = false) -> Machine {
         Machine(window: InFlightWindow(), dropPolicy: .init(atMostOnce: atMostOnce, retryBudget: 3), usesStandby: standby,

@@ -127,7 +127,10 @@ final class OneShotFeedbackServer: Sendable {
 @Suite struct EndpointTests {
     @Test func presetsAndParsing() throws {
         #expect(try Endpoint(parsing: "production") == .production)
-        #expect(try Endpoint(parsing: "sandbox").description == "gateway.sandbox.push.apple.com:2195")
+        #expect(try Endpoint(parsing: "sandbox").description == "api.sandbox.push.apple.com:443")
+        #expect(try Endpoint(parsing: "production", service: .providerAPI).description == "api.push.apple.com:443")
+        #expect(try Endpoint(parsing: "localhost", service: .providerAPI).port == 443)
+        #expect(try Endpoint(parsing: "localhost").port == 2195)
         #expect(try Endpoint(parsing: "production", service: .feedback).description == "feedback.push.apple.com:2196")
         #expect(try Endpoint(parsing: "sandbox", service: .feedback) == .feedbackSandbox)
         #expect(try Endpoint(parsing: "localhost:12195") == Endpoint(host: "localhost", port: 12195))

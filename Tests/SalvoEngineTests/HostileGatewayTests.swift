@@ -56,7 +56,7 @@ import Testing
             switch event {
             case .disconnected(_, _, let reason), .connectionFailed(_, _, let reason), .unreachable(let reason):
                 outcome.reasons.append(reason)
-            case .rejected(_, let status, let sequence):
+            case .rejected(_, .binary(let status), let sequence):
                 outcome.rejected[sequence] = status
             case .failed(_, _, let sequence):
                 outcome.failed.insert(sequence)
@@ -148,7 +148,7 @@ import Testing
         let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
         #expect(gateway.named == [501])
         #expect(outcome.rejected == [500: Status(rawValue: status)])
-        #expect(outcome.report.rejectedByStatus == [Status(rawValue: status).name: 1])
+        #expect(outcome.report.rejectedByReason == [Status(rawValue: status).name: 1])
         #expect(outcome.report.accepted == 1999 && outcome.report.possibleDuplicates == 0)
         await Self.expectNothingLost(outcome, count: 2000, at: gateway)
     }

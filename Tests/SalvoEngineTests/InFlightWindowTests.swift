@@ -44,22 +44,22 @@ import Testing
     @Test func consecutiveNotificationsOfOneReaderShareARecord() {
         let window = Self.openWindow()
         Self.write(window, count: 10, now: 0)
-        #expect(window.runs.count == 1)
-        #expect(window.runs[0].count == 10 && window.runs[0].position.sequence == 1)
+        #expect(window.log.runs.count == 1)
+        #expect(window.log.runs[0].count == 10 && window.log.runs[0].position.sequence == 1)
         // Another source, or a reader that published elsewhere in between, starts a run.
         Self.write(window, count: 3, source: 2, firstLine: 1, now: 0)
         Self.write(window, count: 2, firstLine: 50, now: 0, continuing: false)
-        #expect(window.runs.map(\.count) == [10, 3, 2])
+        #expect(window.log.runs.map(\.count) == [10, 3, 2])
     }
 
     @Test func runsStopGrowingAtTheLengthLimitAndAfterTheirSpan() {
         let window = InFlightWindow(maximumRunSpan: 50)
         window.connectionOpened()
-        Self.write(window, count: InFlightWindow.maximumRunLength + 1, now: 0)
-        #expect(window.runs.map(\.count) == [InFlightWindow.maximumRunLength, 1])
+        Self.write(window, count: RunLog.maximumRunLength + 1, now: 0)
+        #expect(window.log.runs.map(\.count) == [RunLog.maximumRunLength, 1])
         Self.write(window, count: 1, firstLine: 300, now: 49)
         Self.write(window, count: 1, firstLine: 301, now: 50)
-        #expect(window.runs.map(\.count) == [InFlightWindow.maximumRunLength, 2, 1])
+        #expect(window.log.runs.map(\.count) == [RunLog.maximumRunLength, 2, 1])
     }
 
     // MARK: Settling
@@ -123,7 +123,7 @@ import Testing
     @Test func aHalfRewrittenRunIsPresumedUpToWhereItWasWritten() {
         let window = Self.openWindow()
         Self.write(window, count: 10, now: 0)
-        _ = window.connectionLost(atMostOnce: false, retryBudget: 3)
+        _ = window.connectionLost(DropHandling(atMostOnce: false, retryBudget: 3))
         window.connectionOpened()
         for index: UInt64 in 0..<4 { window.recordRebuilt(index: index, length: Self.frame, now: 10) }
         _ = window.settle(now: 10 + Self.errorWait, policy: Self.policy())
@@ -137,8 +137,8 @@ import Testing
         Self.write(window, count: 10, now: 0)
         let settlement = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 6), now: 300, errorWait: Self.errorWait))
         #expect(settlement.accepted == 6)
-        let rejection = try #require(settlement.rejection)
-        #expect(rejection.status == .invalidToken && rejection.item == 6 && rejection.run.position.sequence == 1)
+        let rejection = try #require(settlement.refused.first)
+        #expect(rejection.rejection == .binary(.invalidToken) && rejection.item == 6 && rejection.run.position.sequence == 1)
         #expect(settlement.resent == 3 && settlement.possibleDuplicates == 0)
         #expect(settlement.finals.map(\.count) == [7])
         #expect(settlement.errorLatency == 300 && !settlement.isLateError)
@@ -152,7 +152,7 @@ import Testing
         let window = Self.openWindow()
         Self.write(window, count: 10, now: 0)
         let settlement = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 4), now: 1, errorWait: Self.errorWait))
-        #expect(settlement.accepted == 5 && settlement.rejection == nil && settlement.resent == 5)
+        #expect(settlement.accepted == 5 && settlement.refused.isEmpty && settlement.resent == 5)
     }
 
     @Test func aShutdownNamingTheNotificationBeforeTheWindowRewindsItAll() throws {
@@ -174,7 +174,7 @@ import Testing
         #expect(window.presumed == 10, "presumed accepted: the error wait has passed")
         let settlement = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 3), now: 4_000, errorWait: Self.errorWait))
         #expect(settlement.isLateError && settlement.errorLatency == 4_000)
-        #expect(settlement.accepted == 3 && settlement.rejection != nil && settlement.resent == 6)
+        #expect(settlement.accepted == 3 && !settlement.refused.isEmpty && settlement.resent == 6)
         #expect(window.presumed == 4 && window.written == 4)
     }
 
@@ -192,7 +192,7 @@ import Testing
                                                                 errorWait: Self.errorWait))
         #expect(!settlement.isBeyondWindow && settlement.acceptedToUnknown == 0)
         #expect(settlement.isLateError && settlement.errorLatency == 1_500)
-        #expect(settlement.accepted == 3 && settlement.rejection == nil && settlement.resent == 7)
+        #expect(settlement.accepted == 3 && settlement.refused.isEmpty && settlement.resent == 7)
         #expect(window.written == 3 && window.needsRebuild)
     }
 
@@ -238,16 +238,16 @@ import Testing
         Self.write(window, count: 4, now: 0)
         _ = window.settle(now: Self.errorWait, policy: Self.policy())
         Self.write(window, count: 6, firstLine: 5, now: Self.errorWait, continuing: false)
-        let settlement = window.connectionLost(atMostOnce: false, retryBudget: 3)
+        let settlement = window.connectionLost(DropHandling(atMostOnce: false, retryBudget: 3))
         #expect(settlement.accepted == 4)
         #expect(settlement.resent == 6 && settlement.possibleDuplicates == 6 && settlement.failures.isEmpty)
-        #expect(window.written == 4 && window.runs.map(\.drops) == [1])
+        #expect(window.written == 4 && window.log.runs.map(\.drops) == [1])
     }
 
     @Test func atMostOnceADropFailsWhatWasInFlightAsUnknown() {
         let window = Self.openWindow()
         Self.write(window, count: 6, now: 0)
-        let settlement = window.connectionLost(atMostOnce: true, retryBudget: 3)
+        let settlement = window.connectionLost(DropHandling(atMostOnce: true, retryBudget: 3))
         #expect(settlement.resent == 0 && settlement.failures.map(\.reason) == [.deliveryUnknown])
         #expect(settlement.finals.map(\.count) == [6] && window.isEmpty)
     }
@@ -256,11 +256,11 @@ import Testing
         let window = Self.openWindow()
         Self.write(window, count: 3, now: 0)
         for _ in 0..<2 {
-            _ = window.connectionLost(atMostOnce: false, retryBudget: 2)
+            _ = window.connectionLost(DropHandling(atMostOnce: false, retryBudget: 2))
             window.connectionOpened()
             for index: UInt64 in 0..<3 { window.recordRebuilt(index: index, length: Self.frame, now: 1) }
         }
-        let last = window.connectionLost(atMostOnce: false, retryBudget: 2)
+        let last = window.connectionLost(DropHandling(atMostOnce: false, retryBudget: 2))
         #expect(last.failures.map(\.reason) == [.retryBudgetExhausted] && last.failures[0].run.count == 3)
     }
 
@@ -268,7 +268,7 @@ import Testing
         let window = Self.openWindow()
         #expect(window.writeBudget == .max)
         Self.write(window, count: 100, now: 0)
-        _ = window.connectionLost(atMostOnce: false, retryBudget: 10)
+        _ = window.connectionLost(DropHandling(atMostOnce: false, retryBudget: 10))
         #expect(window.inFlightLimit == 50)
         window.connectionOpened()
         for index: UInt64 in 0..<50 { window.recordRebuilt(index: index, length: Self.frame, now: 1) }
@@ -282,7 +282,7 @@ import Testing
     @Test func aRunWhoseSourceCannotBeReadFailsFromThatPointOn() throws {
         let window = Self.openWindow()
         Self.write(window, count: 10, now: 0)
-        _ = window.connectionLost(atMostOnce: false, retryBudget: 3)
+        _ = window.connectionLost(DropHandling(atMostOnce: false, retryBudget: 3))
         window.connectionOpened()
         for index: UInt64 in 0..<4 { window.recordRebuilt(index: index, length: Self.frame, now: 1) }
         let settlement = window.failRun(from: 4, reason: .sourceUnreadable)

@@ -248,7 +248,7 @@ import Testing
     /// one per row: a line rejected in both runs appears twice.
     static func rejectedLines(_ path: String) throws -> [UInt64] {
         let rows = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
-        #expect(rows.first == "token,status,status_name")
+        #expect(rows.first == "token,status,reason,timestamp")
         return rows.dropFirst().compactMap { row in
             guard let token = row.split(separator: ",").first, token.count == 64 else {
                 Issue.record("unexpected row: \(row)")

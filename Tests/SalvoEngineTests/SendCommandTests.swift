@@ -81,13 +81,13 @@ import Testing
         #expect(report["submitted"] as? Int == 3000)
         #expect(report["rejected"] as? Int == invalid.count)
         #expect(report["accepted"] as? Int == 3000 - invalid.count)
-        #expect((report["rejected_by_status"] as? [String: Int]) == ["invalid_token": invalid.count])
+        #expect((report["rejected_by_reason"] as? [String: Int]) == ["invalid_token": invalid.count])
         for key in ["failed", "resent", "reconnects", "resumed_reconnects", "possible_duplicates", "window_overruns", "seconds", "rate_per_s"] {
             #expect(report[key] != nil, "report lacks \(key)")
         }
         let csv = try String(contentsOfFile: workspace.path("rejected.csv"), encoding: .utf8).split(separator: "\n")
-        #expect(csv.first == "token,status,status_name")
-        #expect(Set(csv.dropFirst()) == Set(invalid.map { "\(LoopbackRig.token($0).hex),8,invalid_token" }))
+        #expect(csv.first == "token,status,reason,timestamp")
+        #expect(Set(csv.dropFirst()) == Set(invalid.map { "\(LoopbackRig.token($0).hex),8,invalid_token," }))
         #expect(rig.statistics { $0.accepted >= 3000 - invalid.count }.accepted == 3000 - invalid.count)
     }
 

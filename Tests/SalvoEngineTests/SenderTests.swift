@@ -122,7 +122,7 @@ func expectSameAcceptedSet(_ mock: Set<UInt64>, _ sender: Set<UInt64>, sourceLoc
         let expectedRejected = Set((0..<count).filter { $0 & 0xff == 0x07 }.map(UInt64.init))
         #expect(rejected == expectedRejected)
         #expect(report.rejected == expectedRejected.count)
-        #expect(report.rejectedByStatus == ["invalid_token": expectedRejected.count])
+        #expect(report.rejectedByReason == ["invalid_token": expectedRejected.count])
         #expect(report.accepted == count - expectedRejected.count)
         #expect(report.isComplete)
         #expect(report.resent > 0)

@@ -28,7 +28,7 @@ import Testing
             let result = Self.payload.withUnsafeBytes { payload in
                 try! ring.publish(SourceNotification(token: Self.token(n), payload: payload,
                                                      position: SourcePosition(offset: UInt64(n) * 7, sequence: UInt64(n))),
-                                  source: 1, continuesRun: continuing, builder: Self.builder)
+                                  source: 1, continuesRun: continuing, builder: .frame(Self.builder))
             }
             guard case .published = result else { break }
             taken += 1

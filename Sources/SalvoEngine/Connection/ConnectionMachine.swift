@@ -38,7 +38,7 @@ public struct Backoff: Sendable, Hashable {
 /// response; the standby takes over at once, so an error costs no connection setup (on
 /// loopback about 1.4 ms, over a network two round trips), and a new standby is made
 /// in the background.
-struct ConnectionMachine<Transport: AnyObject> {
+struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
     enum State {
         /// Not connected, not trying: nothing to send yet.
         case idle
@@ -81,8 +81,9 @@ struct ConnectionMachine<Transport: AnyObject> {
         case activated(Transport)
         /// Apply this to the ledger, the events and the sources.
         case settle(Settlement)
-        /// Tell the sender this slot gave up, and refuse and fail what waits to be written.
-        case giveUp(reason: String)
+        /// Tell the sender this slot gave up, and refuse and fail what waits to be written
+        /// (`failing` says why: the gateway is out of reach, or refuses our credentials).
+        case giveUp(reason: String, failing: FailureReason)
     }
 
     /// What closing a transport says to the gateway.
@@ -97,18 +98,10 @@ struct ConnectionMachine<Transport: AnyObject> {
         case withCloseNotify
     }
 
-    /// How delivery works when a connection drops silently.
-    struct DropPolicy {
-        /// At most once: what was in flight fails as `deliveryUnknown` instead of being resent.
-        var atMostOnce: Bool
-        /// How many silent drops a notification may be in flight for.
-        var retryBudget: Int
-    }
-
     private(set) var state: State = .idle
     private(set) var standby: Standby = .none
-    let window: InFlightWindow
-    let dropPolicy: DropPolicy
+    let window: Window
+    let dropPolicy: DropHandling
     let usesStandby: Bool
     /// Failed attempts since the last connection that opened.
     private(set) var consecutiveFailures = 0
@@ -123,7 +116,7 @@ struct ConnectionMachine<Transport: AnyObject> {
     let backoff: Backoff
     private var random: SplitMix64
 
-    init(window: InFlightWindow, dropPolicy: DropPolicy, usesStandby: Bool, maximumAttempts: Int, backoff: Backoff,
+    init(window: Window, dropPolicy: DropHandling, usesStandby: Bool, maximumAttempts: Int, backoff: Backoff,
          seed: UInt64) {
         self.window = window
         self.dropPolicy = dropPolicy
@@ -166,45 +159,6 @@ struct ConnectionMachine<Transport: AnyObject> {
         guard case .idle = state else { return [] }
         if case .ready = standby { return promote() }
         return [.connect]
-    }
-
-    /// The open connection has nothing more to write, nothing more is coming (its sources
-    /// were read to their end, or the sender is finishing), and all it wrote, if anything,
-    /// is past its error wait: it finishes writing and drains.
-    ///
-    /// What was written last is only presumed accepted so far: the error wait has passed
-    /// since the gateway's TCP acknowledged it, and nothing written after it shows that the
-    /// gateway judged it. A gateway's socket buffers hold MiBs it has not read, and one
-    /// that answers late reads on and discards after a rejection: the answer about the last
-    /// notifications can come later still. Its close_notify in reply to ours proves it read
-    /// everything; a close without one proves nothing, and is a drop, as ever.
-    mutating func finishWriting() -> [Action] {
-        guard case .open(let transport) = state, !window.isEmpty, window.isAllPresumed else { return [] }
-        state = .draining(transport)
-        return [.finishWriting(transport)]
-    }
-
-    /// The gateway ended the stream of the active transport, `clean`ly (its close_notify)
-    /// or not. While draining, its close_notify answers ours: it read everything written
-    /// before ours and answered no error, so all of it is accepted. Anything else is a drop
-    /// (a gateway that closes without close_notify may not have read what it was sent),
-    /// which releases what was presumed accepted, as ever: all of it, when draining.
-    mutating func endOfStream(_ transport: Transport, clean: Bool, _ reason: String) -> [Action] {
-        guard clean, case .draining(let draining) = state, draining === transport else {
-            return connectionLost(transport, reason, permanentReason: nil)
-        }
-        state = .idle
-        return [.settle(window.drained()), .close(transport, reason: "drained: the gateway closed after reading everything",
-                                                   how: .silently)]
-    }
-
-    /// While draining, the window emptied without the gateway's answer: the retention
-    /// released what was presumed accepted, so there is nothing left to prove. A gateway
-    /// that never answers close_notify must not keep the slot from writing what comes next.
-    mutating func drainOutlived() -> [Action] {
-        guard case .draining(let transport) = state, window.isEmpty else { return [] }
-        state = .idle
-        return [.close(transport, reason: "drained: no answer to close_notify within the record retention", how: .silently)]
     }
 
     /// The reconnect timer fired.
@@ -267,22 +221,6 @@ struct ConnectionMachine<Transport: AnyObject> {
         return actions + [.reconnect(after: backoff.delay(attempt: consecutiveFailures, random: &random))]
     }
 
-    /// The gateway answered `08 status identifier` on the active connection: it processed
-    /// everything before the named notification and discarded everything after it, and
-    /// closes. The standby takes over (or a new connection is made at once: the gateway
-    /// is healthy), and the discarded notifications are written again.
-    mutating func errorResponse(_ response: ErrorResponse, now: UInt64, errorWait: UInt64) -> [Action] {
-        guard let transport = activeTransport else { return [] }
-        guard let settlement = window.applyErrorResponse(response, now: now, errorWait: errorWait) else {
-            return connectionLost(transport, "the gateway named #\(response.identifier), which this connection never sent "
-                                  + "(\(response.status.name))", permanentReason: nil)
-        }
-        state = .idle
-        let close = Action.close(transport, reason: "error response: \(response.status.name) for #\(response.identifier)",
-                                 how: .silently)
-        return [.settle(settlement), close] + takeOver()
-    }
-
     /// A transport ended without an error response. For the active connection that is a
     /// silent drop: what was within its error wait has an unknown fate (the drop policy
     /// decides), and the slot backs off like after a failed attempt, so that a gateway
@@ -301,7 +239,7 @@ struct ConnectionMachine<Transport: AnyObject> {
             break
         }
         guard let active = activeTransport, active === transport else { return [] }
-        let settlement = window.connectionLost(atMostOnce: dropPolicy.atMostOnce, retryBudget: dropPolicy.retryBudget)
+        let settlement = window.connectionLost(dropPolicy)
         state = .idle
         var actions: [Action] = [.settle(settlement), .close(transport, reason: reason, how: .silently)]
         if let permanentReason { return actions + giveUp(permanentReason) }
@@ -390,10 +328,69 @@ struct ConnectionMachine<Transport: AnyObject> {
         return actions
     }
 
-    private mutating func giveUp(_ reason: String) -> [Action] {
+    private mutating func giveUp(_ reason: String, failing: FailureReason = .gatewayUnreachable) -> [Action] {
         let closing = closeAll(reason: reason)
         state = .gaveUp(reason: reason)
         // The window first: its notifications are older than those waiting to be written.
-        return [.settle(window.failAll(reason: .gatewayUnreachable)), .giveUp(reason: reason)] + closing
+        return [.settle(window.failAll(reason: failing)), .giveUp(reason: reason, failing: failing)] + closing
+    }
+}
+
+// MARK: - Binary settling
+
+extension ConnectionMachine where Window == InFlightWindow {
+    /// The open connection has nothing more to write, nothing more is coming (its sources
+    /// were read to their end, or the sender is finishing), and all it wrote, if anything,
+    /// is past its error wait: it finishes writing and drains.
+    ///
+    /// What was written last is only presumed accepted so far: the error wait has passed
+    /// since the gateway's TCP acknowledged it, and nothing written after it shows that the
+    /// gateway judged it. A gateway's socket buffers hold MiBs it has not read, and one
+    /// that answers late reads on and discards after a rejection: the answer about the last
+    /// notifications can come later still. Its close_notify in reply to ours proves it read
+    /// everything; a close without one proves nothing, and is a drop, as ever.
+    mutating func finishWriting() -> [Action] {
+        guard case .open(let transport) = state, !window.isEmpty, window.isAllPresumed else { return [] }
+        state = .draining(transport)
+        return [.finishWriting(transport)]
+    }
+
+    /// The gateway ended the stream of the active transport, `clean`ly (its close_notify)
+    /// or not. While draining, its close_notify answers ours: it read everything written
+    /// before ours and answered no error, so all of it is accepted. Anything else is a drop
+    /// (a gateway that closes without close_notify may not have read what it was sent),
+    /// which releases what was presumed accepted, as ever: all of it, when draining.
+    mutating func endOfStream(_ transport: Transport, clean: Bool, _ reason: String) -> [Action] {
+        guard clean, case .draining(let draining) = state, draining === transport else {
+            return connectionLost(transport, reason, permanentReason: nil)
+        }
+        state = .idle
+        return [.settle(window.drained()), .close(transport, reason: "drained: the gateway closed after reading everything",
+                                                   how: .silently)]
+    }
+
+    /// While draining, the window emptied without the gateway's answer: the retention
+    /// released what was presumed accepted, so there is nothing left to prove. A gateway
+    /// that never answers close_notify must not keep the slot from writing what comes next.
+    mutating func drainOutlived() -> [Action] {
+        guard case .draining(let transport) = state, window.isEmpty else { return [] }
+        state = .idle
+        return [.close(transport, reason: "drained: no answer to close_notify within the record retention", how: .silently)]
+    }
+
+    /// The gateway answered `08 status identifier` on the active connection: it processed
+    /// everything before the named notification and discarded everything after it, and
+    /// closes. The standby takes over (or a new connection is made at once: the gateway
+    /// is healthy), and the discarded notifications are written again.
+    mutating func errorResponse(_ response: ErrorResponse, now: UInt64, errorWait: UInt64) -> [Action] {
+        guard let transport = activeTransport else { return [] }
+        guard let settlement = window.applyErrorResponse(response, now: now, errorWait: errorWait) else {
+            return connectionLost(transport, "the gateway named #\(response.identifier), which this connection never sent "
+                                  + "(\(response.status.name))", permanentReason: nil)
+        }
+        state = .idle
+        let close = Action.close(transport, reason: "error response: \(response.status.name) for #\(response.identifier)",
+                                 how: .silently)
+        return [.settle(settlement), close] + takeOver()
     }
 }

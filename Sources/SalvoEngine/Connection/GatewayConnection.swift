@@ -2,86 +2,35 @@ import SalvoIO
 import SalvoWire
 import Synchronization
 
-/// What producers and a connection share: the staging ring new frames are encoded into,
-/// and the store of notifications sent one at a time.
-final class Lane: Sendable {
-    let staging: StagingRing
-    let retained: RetainedStore
-    /// The sequence of the oldest notification in the connection's window (`.max`: none),
-    /// published by the loop before the staging ring lets go of what it moves there, so
-    /// that a checkpoint reading the ring first and then this misses nothing.
-    let oldestSequenceInWindow = Atomic<UInt64>(.max)
-
-    init(staging: StagingRing, retained: RetainedStore) {
-        self.staging = staging
-        self.retained = retained
-    }
-}
-
-/// One socket of a slot, the active connection or the standby, as the event loop sees it.
-final class Link: EventHandler {
-    let stream: TLSStream
-    fileprivate var registration: Registration?
-    fileprivate var isHandshakeComplete = false
-    /// Fails the attempt if the handshake is not complete by then.
-    fileprivate var connectTimer: TimerID?
-    private unowned let owner: GatewayConnection
-
-    init(stream: TLSStream, owner: GatewayConnection) {
-        self.stream = stream
-        self.owner = owner
-    }
-
-    func handleEvents(_ events: IOEvents) { owner.handleEvents(events, on: self) }
-}
-
-/// One connection slot to the gateway, on its shard's thread (debug builds check): performs
-/// what the `ConnectionMachine` decides with real sockets and timers, writes frames (rewound
-/// ones read again from their sources first, then new ones from the staging ring), reads
-/// error responses, and applies every settlement to the ledger, the events and the sources
-/// in one place (`apply`).
-final class GatewayConnection {
-    let lane: Lane
-    private unowned let shard: Shard
-    let index: Int
-    private var machine: ConnectionMachine<Link>
-    /// The machine's window, held here too: the write path touches it for every frame.
-    private let window: InFlightWindow
-    /// The last closed connection's TLS session: the next connection (one per rejected
-    /// notification) resumes it and skips the certificate work of a full handshake.
-    private var session: TLSSession?
+/// One connection slot to a binary-protocol gateway, on its shard's thread: writes frames
+/// (rewound ones read again from their sources first, then new ones from the staging ring),
+/// reads error responses, settles by the error wait and drains at the end. The slot's
+/// connections themselves (connect, standby, close, stalls) and the settling's effects are
+/// `SlotConnection`'s.
+final class GatewayConnection: SlotConnection<InFlightWindow> {
+    private let frames: FrameBuilder
     private var rebuild: RebuildChunk
     private var sendBuffer: SendBufferLimit
     private var settleTimer: TimerID?
     private var settleDeadline: UInt64 = .max
     private var flushTimer: TimerID?
-    private var stallTimer: TimerID?
-    /// What the last stall check saw on the active connection: the bytes the gateway's TCP
-    /// had acknowledged, and whether bytes were waiting for it.
-    private var stallCheck: (acknowledged: UInt64?, waiting: Bool) = (nil, false)
     /// Error-response bytes read so far (the gateway's only message is 6 bytes).
     private var response = [UInt8](repeating: 0, count: ErrorResponse.byteCount)
     private var responseCount = 0
-    private var ledger: DeliveryLedger { shard.ledger }
 
-    init(shard: Shard, index: Int, lane: Lane) {
-        self.shard = shard
-        self.index = index
-        self.lane = lane
+    init(shard: Shard, index: Int, lane: Lane, frames: FrameBuilder) {
         let configuration = shard.configuration
-        window = InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8)))
-        machine = ConnectionMachine(
-            window: window,
-            dropPolicy: .init(atMostOnce: configuration.dropPolicy == .atMostOnce, retryBudget: configuration.retryBudget),
-            usesStandby: configuration.usesStandbyConnections, maximumAttempts: configuration.connectAttempts,
-            backoff: configuration.reconnectBackoff, seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
+        self.frames = frames
         sendBuffer = SendBufferLimit(configured: configuration.socketSendBuffer)
-        rebuild = RebuildChunk(capacity: Self.recordSize + shard.builder.encoder.encodedLength(
+        rebuild = RebuildChunk(capacity: Self.recordSize + frames.encoder.encodedLength(
             payloadLength: configuration.maximumPayloadLength))
+        super.init(shard: shard, index: index, lane: lane,
+                   window: InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8))),
+                   usesStandby: configuration.usesStandbyConnections)
     }
 
     /// Whether there is anything to write.
-    var hasWork: Bool { lane.staging.hasUnwritten || window.needsRebuild }
+    override var hasWork: Bool { lane.staging.hasUnwritten || window.needsRebuild }
 
     // MARK: Writing
 
@@ -96,7 +45,7 @@ final class GatewayConnection {
     /// waits up to `coalescingDelay` for more (or goes at once with `flush`). Each record
     /// costs a fixed amount of work (and, in OpenSSL 3.0, a few allocations), so full
     /// records are what keeps the cost per notification low.
-    func pump(flush: Bool = false) {
+    override func pump(flush: Bool = false) {
         shard.loop.assertInLoop()
         if machine.hasGivenUp {
             failUnwritten(.gatewayUnreachable)
@@ -186,7 +135,7 @@ final class GatewayConnection {
                     try shard.replayer.read(run, items: run.skip + done..<run.skip + run.count, retained: lane.retained) {
                         notification throws(ReplayError) in
                         do {
-                            try rebuild.append(notification, index: max(rebuild.nextIndex, run.first), builder: shard.builder)
+                            try rebuild.append(notification, index: max(rebuild.nextIndex, run.first), builder: frames)
                         } catch {
                             throw ReplayError(description: "it no longer encodes: \(error)")
                         }
@@ -207,64 +156,17 @@ final class GatewayConnection {
 
     // MARK: Events
 
-    func handleEvents(_ events: IOEvents, on link: Link) {
-        shard.loop.assertInLoop()
-        if !link.isHandshakeComplete {
-            do {
-                if events.contains(.write) { try link.stream.socket.finishConnect() }
-                advanceHandshake(link)
-            } catch {
-                perform(machine.connectFailed(link, "\(error)", permanent: false))
-            }
-        } else if machine.activeTransport === link {
-            if events.contains(.read) || events.contains(.hangup) { readResponse(link) }
-            if machine.openTransport === link, events.contains(.write) { pump() }
-        } else {
-            watchStandby(link)
-        }
+    override func linkEvents(_ events: IOEvents, on link: Link) {
+        if events.contains(.read) || events.contains(.hangup) { readResponse(link) }
+        if machine.openTransport === link, events.contains(.write) { pump() }
     }
 
-    private func advanceHandshake(_ link: Link) {
-        do {
-            switch try link.stream.handshake() {
-            case .complete:
-                link.isHandshakeComplete = true
-                cancelConnectTimer(link)
-                setInterest(link, .read)  // for a ready standby, only its end is news
-                perform(machine.handshakeCompleted(link))
-            case .wantRead: setInterest(link, .read)
-            case .wantWrite: setInterest(link, .write)
-            }
-        } catch {
-            perform(machine.connectFailed(link, "\(error)", permanent: isPermanent(error)))
-        }
-    }
-
-    /// `link` became the active connection.
-    private func activated(_ link: Link) {
-        if machine.opened > 1 {
-            ledger.reconnects.add(1, ordering: .relaxed)
-            if link.stream.isResumed { ledger.resumedReconnects.add(1, ordering: .relaxed) }
-        }
-        // What the last connection had half written or read is void: the window rewound.
+    /// The new connection starts with a clean slate: what the last one had half written or
+    /// read is void (the window rewound).
+    override func didActivate(_ link: Link) {
         rebuild.reset(nextIndex: window.written)
         responseCount = 0
         if let limit = sendBuffer.current { link.stream.socket.setBufferSizes(send: limit, receive: nil) }
-        stallCheck = (nil, false)
-        if stallTimer == nil {
-            stallTimer = shard.loop.schedule(at: shard.loop.now + shard.configuration.stallTimeout, stallAction)
-        }
-        shard.emit(.connected(shard: shard.index, connection: index, resumed: link.stream.isResumed,
-                              kernelTLS: link.stream.isKernelTLSSending))
-        pump()
-    }
-
-    /// A ready standby said something: the gateway closed it (or speaks out of turn).
-    private func watchStandby(_ link: Link) {
-        var scratch = (UInt64(0), UInt64(0))
-        let result = withUnsafeMutableBytes(of: &scratch) { buffer in Result { () throws(TLSError) in try link.stream.read(into: buffer) } }
-        if case .success(.wouldBlock) = result { return }
-        perform(machine.connectionLost(link, "the standby connection ended", permanentReason: nil))
     }
 
     /// Reads whatever the gateway sent: an error response, or the end of the stream.
@@ -322,227 +224,20 @@ final class GatewayConnection {
         }
     }
 
-    private func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
-        perform(machine.connectionLost(link, reason, permanentReason: permanent))
-    }
-
-    // MARK: Actions
-
-    private func perform(_ actions: [ConnectionMachine<Link>.Action]) {
-        for action in actions {
-            switch action {
-            case .connect:
-                startConnect(standby: false)
-            case .connectStandby:
-                startConnect(standby: true)
-            case .close(let link, let reason, let how):
-                close(link, reason: reason, how: how)
-            case .reconnect(let delay):
-                shard.loop.schedule(after: delay) { [weak self] in
-                    guard let self, let action = self.machine.reconnectTimerFired() else { return }
-                    self.perform([action])
-                }
-            case .openStandby(let delay):
-                shard.loop.schedule(after: delay) { [weak self] in
-                    guard let self, let action = self.machine.standbyTimerFired() else { return }
-                    self.perform([action])
-                }
-            case .activated(let link):
-                activated(link)
-            case .finishWriting(let link):
-                link.stream.shutdown(notifyingPeer: true)
-                link.stream.socket.shutdownWrite()
-            case .settle(let settlement):
-                apply(settlement)
-            case .giveUp(let reason):
-                shard.emit(.unreachable(reason: reason))
-                failUnwritten(.gatewayUnreachable)
-            }
-        }
-    }
-
-    private func startConnect(standby: Bool) {
-        let configuration = shard.configuration
-        let link: Link
-        do {
-            let address = try shard.nextAddress()
-            // Resume the session kept when the last connection closed, once (TLS 1.3 tickets
-            // are single-use); lacking one, the active connection's (TLS 1.2 has it at once;
-            // a TLS 1.3 server sends its ticket after the handshake).
-            let resuming = session ?? machine.activeTransport?.stream.resumableSession
-            session = nil
-            let (socket, connected) = try Socket.startConnect(to: address)
-            if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
-            link = Link(stream: try TLSStream(context: shard.tlsContext, socket: socket,
-                                              serverName: configuration.serverName ?? configuration.host, resuming: resuming),
-                        owner: self)
-            if standby { machine.standbyStarted(link) } else { machine.connectStarted(link) }
-            armConnectTimer(link)
-            if connected {
-                advanceHandshake(link)
-                return
-            }
-        } catch {
-            perform(standby ? machine.standbyCouldNotStart("\(error)")
-                            : machine.connectFailed(nil, "\(error)", permanent: isPermanent(error)))
-            return
-        }
-        do {
-            link.registration = try shard.loop.register(link.stream.socket.fd, interest: .write, handler: link)
-        } catch {
-            perform(machine.connectFailed(link, "\(error)", permanent: false))
-        }
-    }
-
-    private func close(_ link: Link, reason: String, how: ConnectionMachine<Link>.Closing) {
-        if let registration = link.registration { shard.loop.deregister(registration) }
-        link.registration = nil
-        cancelConnectTimer(link)
-        guard how != .unopened else {
-            shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
-            return
-        }
-        // Shut down before taking the session: OpenSSL marks the session of a connection
-        // freed otherwise as not resumable. A gateway that answered an error has closed its
-        // side already: a close_notify would only cost a write and wake it.
-        link.stream.shutdown(notifyingPeer: how == .withCloseNotify)
-        session = link.stream.resumableSession ?? session
-        shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
+    override func finishWriting(on link: Link) {
+        link.stream.shutdown(notifyingPeer: true)
+        link.stream.socket.shutdownWrite()
     }
 
     /// Drains the open connection once it has nothing more to write, nothing more will come
     /// (every source was read to its end, or the sender is finishing) and what it wrote is
     /// past its error wait: see `ConnectionMachine.finishWriting`.
-    func finishWritingIfDone() {
+    override func finishWritingIfDone() {
         shard.loop.assertInLoop()
         // The window first: false at the end of nearly every pump, and the registry locks.
         guard !hasWork, !window.isEmpty, window.isAllPresumed,
               shard.isFinishing || shard.sources.areAllExhausted else { return }
         perform(machine.finishWriting())
-    }
-
-    /// Fails the attempt on `link` if it is still connecting after `connectTimeout`.
-    private func armConnectTimer(_ link: Link) {
-        let timeout = shard.configuration.connectTimeout
-        link.connectTimer = shard.loop.schedule(after: timeout) { [weak self, weak link] in
-            guard let self, let link else { return }
-            link.connectTimer = nil
-            guard machine.isConnecting(link) else { return }
-            perform(machine.connectFailed(link, "TCP connect and TLS handshake not complete after \(timeout)", permanent: false))
-        }
-    }
-
-    private func cancelConnectTimer(_ link: Link) {
-        if let timer = link.connectTimer { shard.loop.cancel(timer) }
-        link.connectTimer = nil
-    }
-
-    /// Certificate problems do not heal by retrying.
-    private func isPermanent(_ error: any Error) -> Bool {
-        guard let tls = error as? TLSError else { return false }
-        return tls.stage == .configuration || tls.reason.contains("certificate")
-    }
-
-    private func setInterest(_ link: Link, _ interest: IOEvents) {
-        guard let registration = link.registration else { return }
-        try? shard.loop.setInterest(registration, interest)
-    }
-
-    /// Fails what waits in the staging ring and refuses more: the slot gave up, or the
-    /// sender is cancelling.
-    func failUnwritten(_ reason: FailureReason) {
-        shard.loop.assertInLoop()
-        var settlement = Settlement()
-        var failed = 0
-        lane.staging.refuseAndTakeUnwritten { _, origin, frame in
-            ledger.noteFailed(sequence: origin.position.sequence)
-            settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
-            failed += 1
-            if let token = shard.builder.token(inFrame: frame) {
-                shard.emit(.failed(token: token, reason: reason, sequence: origin.position.sequence))
-            }
-        }
-        guard failed > 0 else { return }
-        window.skipNew(to: lane.staging.written)
-        ledger.recordFailed(reason, count: failed)
-        apply(settlement)
-    }
-
-    /// Fails everything not final (the sender gave up waiting).
-    func cancel() {
-        perform(machine.cancel())
-        failUnwritten(.cancelled)
-    }
-
-    // MARK: Settling
-
-    /// Applies what the window decided: the one place where notifications become final
-    /// for the ledger, the events, the sources and the retained store.
-    private func apply(_ settlement: Settlement, unreadable: String? = nil) {
-        if settlement.accepted > 0 { ledger.accepted.add(settlement.accepted, ordering: .relaxed) }
-        if let rejection = settlement.rejection {
-            ledger.recordRejected(rejection.status)
-            if let (token, sequence) = try? shard.replayer.name(rejection.run, item: rejection.item, retained: lane.retained) {
-                shard.reportRejection(token: token, status: rejection.status, sequence: sequence)
-            }
-        }
-        for (run, reason) in settlement.failures {
-            ledger.recordFailed(reason, count: run.count)
-            if let unreadable {
-                ledger.noteFailed(sequence: run.position.sequence)
-                shard.emit(.failedUnnamed(count: run.count, reason: reason, firstSequence: run.position.sequence,
-                                          detail: unreadable))
-            } else {
-                reportFailures(of: run, reason: reason)
-            }
-        }
-        if settlement.resent > 0 { ledger.resent.add(settlement.resent, ordering: .relaxed) }
-        if settlement.possibleDuplicates > 0 { ledger.possibleDuplicates.add(settlement.possibleDuplicates, ordering: .relaxed) }
-        if settlement.isBeyondWindow {
-            ledger.windowOverruns.add(1, ordering: .relaxed)
-            if settlement.acceptedToUnknown > 0 {
-                ledger.reclassifyAcceptedAsUnknown(settlement.acceptedToUnknown)
-                shard.emit(.failedUnnamed(
-                    count: settlement.acceptedToUnknown, reason: .deliveryUnknown, firstSequence: nil,
-                    detail: "an error response named a notification written before every record kept; the "
-                        + "notifications between it and the oldest record were released as accepted too early"))
-            }
-        }
-        if settlement.errorLatency != nil || settlement.isBeyondWindow,
-           let raise = ledger.recordErrorResponse(latency: settlement.errorLatency, isLate: settlement.isLateError) {
-            shard.emit(.errorWaitRaised(raise))
-        }
-        publishOldestSequence()
-        let finalsAwaited = shard.sources.noteFinals(settlement.finals)
-        if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
-        // Whoever waits (for staging or retained space, or for the last finals of a source)
-        // is woken when it can get on; a producer waiting for staging space while the ring
-        // is still full would only go back to sleep.
-        if finalsAwaited || lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
-            shard.notifyProgress()
-        }
-    }
-
-    private func publishOldestSequence() {
-        lane.oldestSequenceInWindow.store(window.oldestSequence ?? .max, ordering: .releasing)
-    }
-
-    /// One failure event per notification of `run`, named by reading it again; the first
-    /// one's sequence holds back the checkpoint.
-    private func reportFailures(of run: Run, reason: FailureReason) {
-        var named = 0
-        do {
-            try shard.replayer.read(run, items: run.skip..<run.skip + run.count, retained: lane.retained) { notification in
-                if named == 0 { ledger.noteFailed(sequence: notification.position.sequence) }
-                shard.emit(.failed(token: notification.token, reason: reason, sequence: notification.position.sequence))
-                named += 1
-                return true
-            }
-        } catch {
-            if named == 0 { ledger.noteFailed(sequence: run.position.sequence) }
-            shard.emit(.failedUnnamed(count: run.count - named, reason: reason, firstSequence: run.position.sequence,
-                                      detail: "\(error)"))
-        }
     }
 
     private func settlePolicy() -> SettlePolicy {
@@ -555,7 +250,7 @@ final class GatewayConnection {
     /// Arms the settle timer for the next time the window has something to settle,
     /// unless one is armed for earlier. With `again`, re-derives the deadline (urgency or
     /// the error wait changed).
-    func armSettleTimer(again: Bool = false) {
+    override func armSettleTimer(again: Bool = false) {
         shard.loop.assertInLoop()
         if again, let settleTimer {
             shard.loop.cancel(settleTimer)
@@ -578,26 +273,6 @@ final class GatewayConnection {
         self.pump(flush: true)
     }
     private lazy var settleAction = TimerAction { [unowned self] in self.settleTimerFired() }
-    private lazy var stallAction = TimerAction { [unowned self] in self.stallTimerFired() }
-
-    /// Every `stallTimeout` while a connection is open: when bytes waited for the gateway
-    /// at the last check and still do, and its TCP acknowledged none of them since, the
-    /// gateway has stopped taking them, and the connection is dropped.
-    private func stallTimerFired() {
-        stallTimer = nil
-        guard let link = machine.activeTransport else { return }  // the next connection to open checks again
-        let socket = link.stream.socket
-        let waiting = socket.unacknowledgedBytes
-        let acknowledged = socket.acknowledgedBytes
-        let timeout = shard.configuration.stallTimeout
-        if waiting > 0, stallCheck.waiting, let acknowledged, acknowledged == stallCheck.acknowledged {
-            perform(machine.connectionLost(link, "the gateway took no bytes for \(timeout) (\(waiting) waiting)",
-                                           permanentReason: nil, stalled: true))
-            return
-        }
-        stallCheck = (acknowledged, waiting > 0)
-        stallTimer = shard.loop.schedule(at: shard.loop.now + timeout, stallAction)
-    }
 
     private func settleTimerFired() {
         settleTimer = nil

@@ -11,21 +11,23 @@ final class Shard: @unchecked Sendable {
     let tlsContext: TLSContext
     let ledger: DeliveryLedger
     let sources: SourceRegistry
-    let builder: FrameBuilder
+    let builder: RecordBuilder
+    /// The team's provider token, with token authentication over HTTP/2.
+    let tokens: ProviderTokenSigner?
     /// Reads rewound notifications again; this shard's own readers.
     let replayer: Replayer
     private let thread: LoopThread
     private let addresses: [SocketAddress]
     private var nextAddressIndex = 0
-    private var connections: [GatewayConnection] = []
+    private var connections: [any LaneConnection] = []
     private let observer: SenderObserver
     private let finishing: Atomic<Bool>
 
     var loop: EventLoop { thread.loop }
 
     init(index: Int, lanes: [Lane], configuration: SenderConfiguration, tlsContext: TLSContext,
-         addresses: [SocketAddress], ledger: DeliveryLedger, sources: SourceRegistry, builder: FrameBuilder,
-         observer: SenderObserver) throws(IOError) {
+         addresses: [SocketAddress], ledger: DeliveryLedger, sources: SourceRegistry, builder: RecordBuilder,
+         tokens: ProviderTokenSigner? = nil, observer: SenderObserver) throws(IOError) {
         self.index = index
         self.configuration = configuration
         self.tlsContext = tlsContext
@@ -33,6 +35,7 @@ final class Shard: @unchecked Sendable {
         self.ledger = ledger
         self.sources = sources
         self.builder = builder
+        self.tokens = tokens
         self.observer = observer
         replayer = Replayer(sources: sources)
         finishing = Atomic(false)
@@ -40,7 +43,7 @@ final class Shard: @unchecked Sendable {
         thread = try LoopThread(name: "salvo-shard-\(index)", cpu: cpu)
         // Connections are made and wired on the loop thread: they belong to it.
         thread.loop.execute { [self] in
-            connections = lanes.enumerated().map { GatewayConnection(shard: self, index: $0.offset, lane: $0.element) }
+            connections = lanes.enumerated().map { makeConnection(index: $0.offset, lane: $0.element) }
             loop.onWakeUp = { [unowned self] in
                 for connection in connections {
                     if connection.hasWork { connection.pump() }
@@ -48,6 +51,14 @@ final class Shard: @unchecked Sendable {
                     if connection.lane.retained.isUnderPressure.load(ordering: .relaxed) { connection.armSettleTimer(again: true) }
                 }
             }
+        }
+    }
+
+    /// A binary slot for binary frames, an HTTP/2 slot for request records.
+    private func makeConnection(index: Int, lane: Lane) -> any LaneConnection {
+        switch builder {
+        case .frame(let frames): GatewayConnection(shard: self, index: index, lane: lane, frames: frames)
+        case .request(let requests): ProviderConnection(shard: self, index: index, lane: lane, requests: requests)
         }
     }
 
@@ -59,7 +70,7 @@ final class Shard: @unchecked Sendable {
     var turns = WriteTurns()
 
     /// Whether a connection other than `connection` has something to write.
-    func hasWork(besides connection: GatewayConnection) -> Bool {
+    func hasWork(besides connection: any LaneConnection) -> Bool {
         connections.contains { $0 !== connection && $0.hasWork }
     }
 
@@ -107,8 +118,8 @@ final class Shard: @unchecked Sendable {
         observer.emit(event)
     }
 
-    func reportRejection(token: DeviceToken, status: Status, sequence: UInt64) {
-        observer.rejected(token: token, status: status, sequence: sequence)
+    func reportRejection(token: DeviceToken, rejection: Rejection, sequence: UInt64) {
+        observer.rejected(token: token, rejection: rejection, sequence: sequence)
     }
 
     func notifyProgress() { observer.progress() }
@@ -117,6 +128,6 @@ final class Shard: @unchecked Sendable {
 /// Where shards report to the sender (any thread).
 protocol SenderObserver: AnyObject, Sendable {
     func emit(_ event: SenderEvent)
-    func rejected(token: DeviceToken, status: Status, sequence: UInt64)
+    func rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64)
     func progress()
 }

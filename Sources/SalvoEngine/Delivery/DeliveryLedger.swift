@@ -16,7 +16,7 @@ final class DeliveryLedger: Sendable {
     let possibleDuplicates = Atomic<Int>(0)
     /// Monotonic nanoseconds of the last write to any connection.
     let lastWrite = Atomic<UInt64>(0)
-    private let rejectedByStatus = Locked<[Status: Int]>([:])
+    private let rejectedByReason = Locked<[String: Int]>([:])
     private let failedByReason = Locked<[FailureReason: Int]>([:])
 
     /// How long after a write an error can still arrive, in nanoseconds: raised for the
@@ -46,7 +46,7 @@ final class DeliveryLedger: Sendable {
     /// retention, and at least twice the error wait.
     var retention: UInt64 { max(configuredRetention, 2 * errorWait) }
 
-    func recordRejected(_ status: Status) { rejectedByStatus.withLock { $0[status, default: 0] += 1 } }
+    func recordRejected(_ rejection: Rejection) { rejectedByReason.withLock { $0[rejection.reasonName, default: 0] += 1 } }
 
     func recordFailed(_ reason: FailureReason, count: Int = 1) {
         failedByReason.withLock { $0[reason, default: 0] += count }
@@ -107,14 +107,14 @@ final class DeliveryLedger: Sendable {
     /// Everything settled so far.
     var settledCount: Int {
         accepted.load(ordering: .relaxed)
-            + rejectedByStatus.withLock { $0.values.reduce(0, +) }
+            + rejectedByReason.withLock { $0.values.reduce(0, +) }
             + failedByReason.withLock { $0.values.reduce(0, +) }
     }
 
     /// The report, given how many notifications were submitted (the lanes count those)
     /// and when the run started.
     func report(submitted: Int, connections: Int, started: UInt64, now: UInt64) -> SenderReport {
-        let rejected = rejectedByStatus.withLock { $0 }
+        let rejected = rejectedByReason.withLock { $0 }
         let failed = failedByReason.withLock { $0 }
         let (latencySummary, raises) = latencies.withLock { state in
             (state.histogram.totalCount == 0 ? nil : ErrorLatencySummary(state.histogram), state.raises)
@@ -137,7 +137,7 @@ final class DeliveryLedger: Sendable {
             errorWait: .nanoseconds(errorWait),
             errorWaitRaises: raises,
             errorLatency: latencySummary,
-            rejectedByStatus: Dictionary(uniqueKeysWithValues: rejected.map { ($0.key.name, $0.value) }),
+            rejectedByReason: rejected,
             failedByReason: Dictionary(uniqueKeysWithValues: failed.map { ($0.key.rawValue, $0.value) }))
     }
 }
@@ -207,8 +207,9 @@ public struct SenderReport: Sendable, Hashable, Codable {
     public var errorWaitRaises: [ErrorWaitRaise]
     /// Error-response latencies; nil when no error response arrived.
     public var errorLatency: ErrorLatencySummary?
-    /// Rejections by status name (`invalid_token`: 12).
-    public var rejectedByStatus: [String: Int]
+    /// Rejections by reason: the binary status's name (`invalid_token`: 12), or Apple's
+    /// reason over HTTP/2 (`Unregistered`: 3). See `Rejection.reasonName`.
+    public var rejectedByReason: [String: Int]
     /// Failures by reason (`gateway_unreachable`: 3).
     public var failedByReason: [String: Int]
 
@@ -233,6 +234,8 @@ public struct SenderReport: Sendable, Hashable, Codable {
         case errorLatency = "error_latency"
         case ratePerSecond = "rate_per_s"
         case sendRatePerSecond = "send_rate_per_s"
+        case rejectedByReason = "rejected_by_reason"
+        /// What reports written before HTTP/2 called `rejected_by_reason` (status names only).
         case rejectedByStatus = "rejected_by_status"
         case failedByReason = "failed_by_reason"
     }
@@ -242,7 +245,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
                 lateErrors: Int = 0, seconds: Double,
                 sendingSeconds: Double = 0, errorWait: Duration = .seconds(1), errorWaitRaises: [ErrorWaitRaise] = [],
                 errorLatency: ErrorLatencySummary? = nil,
-                rejectedByStatus: [String: Int] = [:], failedByReason: [String: Int] = [:]) {
+                rejectedByReason: [String: Int] = [:], failedByReason: [String: Int] = [:]) {
         self.submitted = submitted
         self.accepted = accepted
         self.rejected = rejected
@@ -259,7 +262,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         self.errorWait = errorWait
         self.errorWaitRaises = errorWaitRaises
         self.errorLatency = errorLatency
-        self.rejectedByStatus = rejectedByStatus
+        self.rejectedByReason = rejectedByReason
         self.failedByReason = failedByReason
     }
 
@@ -281,7 +284,8 @@ public struct SenderReport: Sendable, Hashable, Codable {
         errorWait = .milliseconds(try container.decodeIfPresent(Double.self, forKey: .errorWaitMilliseconds) ?? 1000)
         errorWaitRaises = try container.decodeIfPresent([ErrorWaitRaise].self, forKey: .errorWaitRaises) ?? []
         errorLatency = try container.decodeIfPresent(ErrorLatencySummary.self, forKey: .errorLatency)
-        rejectedByStatus = try container.decodeIfPresent([String: Int].self, forKey: .rejectedByStatus) ?? [:]
+        rejectedByReason = try container.decodeIfPresent([String: Int].self, forKey: .rejectedByReason)
+            ?? container.decodeIfPresent([String: Int].self, forKey: .rejectedByStatus) ?? [:]
         failedByReason = try container.decodeIfPresent([String: Int].self, forKey: .failedByReason) ?? [:]
     }
 
@@ -305,7 +309,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         try container.encodeIfPresent(errorLatency, forKey: .errorLatency)
         try container.encode(ratePerSecond, forKey: .ratePerSecond)
         try container.encode(sendRatePerSecond, forKey: .sendRatePerSecond)
-        try container.encode(rejectedByStatus, forKey: .rejectedByStatus)
+        try container.encode(rejectedByReason, forKey: .rejectedByReason)
         try container.encode(failedByReason, forKey: .failedByReason)
     }
 }
@@ -335,8 +339,8 @@ extension ErrorWaitRaise: Codable {
 /// Something a sender reports while it runs.
 public enum SenderEvent: Sendable, Hashable {
     /// The gateway rejected a notification. Drop the token from your database when
-    /// `status.isTokenProblem`.
-    case rejected(token: DeviceToken, status: Status, sequence: UInt64)
+    /// `rejection.isTokenProblem`.
+    case rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64)
     /// Salvo gave up on a notification.
     case failed(token: DeviceToken, reason: FailureReason, sequence: UInt64)
     /// Notifications Salvo cannot name failed together: a source could not be read again

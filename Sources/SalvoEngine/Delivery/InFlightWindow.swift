@@ -1,105 +1,6 @@
 import DequeModule
 import SalvoWire
 
-/// Consecutive notifications of one lane that were read one after the other from one
-/// source: reading them again is a seek to `position`, `skip` notifications passed over,
-/// then `count` read.
-struct Run: Equatable {
-    /// The lane index of its first notification (identifier = index + 1).
-    var first: UInt64
-    var count: Int
-    var source: SourceID
-    /// Silent drops it was in flight for.
-    var drops: UInt8
-    /// Notifications at `position` that precede this run (it was split there).
-    var skip: Int
-    var position: SourcePosition
-    /// When its first frame was written: runs close after a short span so that one run's
-    /// notifications share one write time closely enough.
-    var openedAt: UInt64
-    /// When its newest frame was last written (ns): error latencies are measured from here.
-    var writtenAt: UInt64
-    /// When its error wait started: `writtenAt`, or later while its bytes sat unacknowledged.
-    var waitFrom: UInt64
-    /// The connection's stream bytes up to the end of its newest written frame.
-    var streamEnd: UInt64
-
-    var end: UInt64 { first + UInt64(count) }
-
-    /// Whether the notification at lane index `index`, read from `source` right after this
-    /// run's last one, may join it at `now`.
-    @inline(__always)
-    func canTake(index: UInt64, source: SourceID, now: UInt64, maximumSpan: UInt64) -> Bool {
-        self.source == source && end == index && count < InFlightWindow.maximumRunLength && now &- openedAt < maximumSpan
-    }
-
-    /// Adds the next notification, written at `writtenAt` up to stream byte `streamEnd`.
-    @inline(__always)
-    mutating func take(writtenAt: UInt64, streamEnd: UInt64) {
-        count += 1
-        self.writtenAt = writtenAt
-        waitFrom = writtenAt
-        self.streamEnd = streamEnd
-    }
-}
-
-/// What a change to the window decided: everything the ledger, the events and the sources
-/// need to hear, applied in one place by the connection.
-struct Settlement {
-    /// A notification named by an error response.
-    struct Rejection {
-        /// The run it was in, and its place in that run's reading (`skip` included).
-        var run: Run
-        var item: Int
-        var status: Status
-    }
-
-    /// Released as accepted.
-    var accepted = 0
-    var rejection: Rejection?
-    /// Runs released as failed, each whole.
-    var failures: [(run: Run, reason: FailureReason)] = []
-    /// Notifications that reached a final state, per source (accepted, rejected and failed).
-    var finals: [(source: SourceID, count: Int)] = []
-    /// Rewound to be written again.
-    var resent = 0
-    /// Of `resent`: those whose first copy may have been delivered (after a silent drop).
-    var possibleDuplicates = 0
-    /// Notifications released as accepted earlier that an error response showed the
-    /// gateway discarded: they are failed as `deliveryUnknown` now.
-    var acceptedToUnknown = 0
-    /// Write-to-arrival time of the error response, when the named notification's run was known.
-    var errorLatency: UInt64?
-    /// The error response arrived after its notification's error wait had passed.
-    var isLateError = false
-    /// The error response named a notification older than every record.
-    var isBeyondWindow = false
-    /// The retained-notification entry index through which everything of source 0 is final.
-    var retainedFinalEnd: UInt64?
-
-    var isEmpty: Bool {
-        accepted == 0 && rejection == nil && failures.isEmpty && resent == 0 && acceptedToUnknown == 0
-            && errorLatency == nil && !isBeyondWindow
-    }
-
-    /// `count` notifications of `run`, from the start of what is left of it, are final.
-    mutating func noteFinal(_ run: Run, count: Int) {
-        noteFinal(source: run.source, position: run.position, count: count, skip: run.skip)
-    }
-
-    /// `count` notifications read from `position` on (after `skip`) are final.
-    mutating func noteFinal(source: SourceID, position: SourcePosition, count: Int, skip: Int = 0) {
-        if let last = finals.indices.last, finals[last].source == source {
-            finals[last].count += count
-        } else {
-            finals.append((source, count))
-        }
-        if source == RetainedStore.sourceID {
-            retainedFinalEnd = max(retainedFinalEnd ?? 0, position.offset + UInt64(skip + count))
-        }
-    }
-}
-
 /// When the window may release notifications, and how long it waits for errors.
 struct SettlePolicy {
     /// How long after a notification was written (and acknowledged) an error can still name it.
@@ -111,9 +12,10 @@ struct SettlePolicy {
     var isUrgent: (SourceID) -> Bool
 }
 
-/// One connection slot's in-flight window: a record per run of notifications that were
-/// written and are not final yet, from which every one of them can be read and encoded
-/// again. Loop thread only; pure (time is passed in), so it is tested without sockets.
+/// The binary protocol's settling of a connection slot's window, on the runs of a
+/// `RunLog`: a notification is presumed accepted once its error wait has passed, an error
+/// response rejects the one it names and rewinds everything after it, a drain proves the
+/// rest. Loop thread only; pure (time is passed in), so it is tested without sockets.
 ///
 /// Lane indices, in order:
 ///
@@ -131,11 +33,12 @@ struct SettlePolicy {
 /// A notification counts as accepted only when its run is released; an error response
 /// naming one that is still in the window, however late, rejects it and rewinds
 /// everything after it, none of it counted.
-final class InFlightWindow {
-    /// At most this many notifications per run: bounds the reading needed to find one.
-    static let maximumRunLength = 256
-
-    private(set) var runs: Deque<Run> = []
+final class InFlightWindow: SlotWindow {
+    private(set) var log = RunLog()
+    private var runs: Deque<Run> {
+        _read { yield log.runs }
+        _modify { yield &log.runs }
+    }
     /// The next index to write on this connection.
     private(set) var written: UInt64 = 0
     /// The index just past the newest run (the next new notification's index).
@@ -190,7 +93,7 @@ final class InFlightWindow {
     var oldestSequence: UInt64? { runs.first?.position.sequence }
 
     /// Notifications in the window.
-    var count: Int { runs.reduce(0) { $0 + $1.count } }
+    var count: Int { log.notificationCount }
 
     /// How many more notifications the in-flight limit lets the connection write now.
     var writeBudget: Int {
@@ -211,14 +114,7 @@ final class InFlightWindow {
     @inline(__always)
     func recordNew(index: UInt64, origin: Origin, length: Int, now: UInt64) {
         streamBytes &+= UInt64(length)
-        // One read and one modify of the newest run: this runs for every frame written.
-        if origin.continuesRun, let last = runs.indices.last,
-           runs[last].canTake(index: index, source: origin.source, now: now, maximumSpan: maximumRunSpan) {
-            runs[last].take(writtenAt: now, streamEnd: streamBytes)
-        } else {
-            runs.append(Run(first: index, count: 1, source: origin.source, drops: 0, skip: 0, position: origin.position,
-                            openedAt: now, writtenAt: now, waitFrom: now, streamEnd: streamBytes))
-        }
+        log.append(index: index, origin: origin, now: now, maximumSpan: maximumRunSpan, streamEnd: streamBytes)
         written = index + 1
         end = index + 1
     }
@@ -332,7 +228,7 @@ final class InFlightWindow {
                 settlement.accepted += 1
                 acceptedOnConnection += 1
             } else {
-                settlement.rejection = .init(run: front, item: front.skip, status: response.status)
+                settlement.refused.append(.init(run: front, item: front.skip, rejection: .binary(response.status)))
             }
             settlement.noteFinal(front, count: 1)
             front.first += 1
@@ -361,7 +257,7 @@ final class InFlightWindow {
     /// once, it fails as `deliveryUnknown`; at least once, it is rewound to be written
     /// again (possible duplicates), and what was in flight on more than `retryBudget`
     /// dropped connections fails as `retryBudgetExhausted`.
-    func connectionLost(atMostOnce: Bool, retryBudget: Int) -> Settlement {
+    func connectionLost(_ policy: DropHandling) -> Settlement {
         var settlement = Settlement()
         inFlightLimit = max(Self.smallestInFlightLimit, min(inFlightLimit, inFlight(from: presumed, before: written)) / 2)
         releaseAccepted(before: presumed, into: &settlement)
@@ -370,9 +266,7 @@ final class InFlightWindow {
         while at < runs.count, runs[at].first < written {
             var run = runs[at]
             run.drops &+= 1
-            let reason: FailureReason? = atMostOnce ? .deliveryUnknown
-                : Int(run.drops) > retryBudget ? .retryBudgetExhausted : nil
-            if let reason {
+            if let reason = policy.verdict(drops: Int(run.drops)) {
                 runs.remove(at: at)
                 settlement.failures.append((run, reason))
                 settlement.noteFinal(run, count: run.count)
@@ -435,18 +329,6 @@ final class InFlightWindow {
         }
     }
 
-    /// Splits the run that holds `index` so that a run starts there.
-    private func splitRun(at index: UInt64) {
-        guard let at = runIndex(containing: index), runs[at].first < index else { return }
-        var tail = runs[at]
-        let head = Int(index - tail.first)
-        runs[at].count = head
-        tail.first = index
-        tail.count -= head
-        tail.skip += head
-        runs.insert(tail, at: at + 1)
-    }
-
     /// Notifications in runs within `lower..<upper`.
     private func inFlight(from lower: UInt64 = 0, before upper: UInt64) -> Int {
         var total = 0
@@ -464,19 +346,7 @@ final class InFlightWindow {
         presumed = written
     }
 
-    /// The position in `runs` of the run holding `index`.
-    private func runIndex(containing index: UInt64) -> Int? {
-        guard let at = runIndex(atOrAfter: index), runs[at].first <= index else { return nil }
-        return at
-    }
-
-    /// The position in `runs` of the first run that ends after `index` (binary search).
-    private func runIndex(atOrAfter index: UInt64) -> Int? {
-        var low = 0, high = runs.count
-        while low < high {
-            let middle = (low + high) / 2
-            if runs[middle].end <= index { low = middle + 1 } else { high = middle }
-        }
-        return low < runs.count ? low : nil
-    }
+    private func splitRun(at index: UInt64) { log.split(at: index) }
+    private func runIndex(containing index: UInt64) -> Int? { log.runIndex(containing: index) }
+    private func runIndex(atOrAfter index: UInt64) -> Int? { log.runIndex(atOrAfter: index) }
 }

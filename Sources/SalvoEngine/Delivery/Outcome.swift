@@ -2,11 +2,13 @@ import SalvoWire
 
 /// How a notification ended.
 public enum Outcome: Sendable, Hashable {
-    /// No error named it (or anything before it) while its record was kept; or a later
-    /// error, or a shutdown naming it, proved it was processed.
+    /// HTTP/2: the gateway answered 200. Binary: no error named it (or anything before it)
+    /// while its record was kept; or a later error, or a shutdown naming it, proved it was
+    /// processed.
     case accepted
-    /// The gateway named it in an error response.
-    case rejected(Status)
+    /// The gateway refused it: named it in an error response (binary), or answered its
+    /// stream with an error status (HTTP/2).
+    case rejected(Rejection)
     /// Salvo gave up on it.
     case failed(FailureReason)
 }
@@ -17,8 +19,19 @@ public enum FailureReason: String, Sendable, Hashable, CaseIterable {
     /// in flight and the drop policy is at-most-once; or an error response arrived after
     /// its record was released, naming a notification written before it.
     case deliveryUnknown = "delivery_unknown"
-    /// It was in flight on more dropped connections than the retry budget allows.
+    /// It was in flight on more dropped connections than the retry budget allows (or, over
+    /// HTTP/2, the gateway refused its stream more often than a working gateway would).
     case retryBudgetExhausted = "retry_budget_exhausted"
+    /// HTTP/2: the gateway answered 429 TooManyRequests (too many notifications for its
+    /// device token) every time it was tried, with backoff, up to the retry limit.
+    case throttled
+    /// HTTP/2: the gateway answered 500 or 503 every time it was tried, each time on another
+    /// connection, up to the retry limit.
+    case serverError = "server_error"
+    /// The gateway refused the provider's credentials (HTTP/2 403: an invalid or missing
+    /// provider token, a certificate it does not accept): the run stopped, and what was not
+    /// sent fails with this. Fix the key, key id, team or certificate and resume.
+    case authenticationFailed = "authentication_failed"
     /// No connection to the gateway could be made (refused, TLS verification failed, ...).
     case gatewayUnreachable = "gateway_unreachable"
     /// It had to be sent again, and its source could not be read again (the file changed

@@ -15,43 +15,9 @@ struct Origin {
     var continuesRun: Bool
 }
 
-/// Encodes notifications the way the sender was configured to, in one place: the first
-/// write and every rebuild of a frame must produce the same bytes.
-struct FrameBuilder: Sendable {
-    let encoder: FrameEncoder
-    let defaultExpiry: UInt32?
-    let defaultPriority: UInt8?
-
-    func length(of notification: SourceNotification) -> Int {
-        encoder.encodedLength(payloadLength: notification.payload.count,
-                              hasExpiry: (notification.expiry ?? defaultExpiry) != nil,
-                              hasPriority: (notification.priority ?? defaultPriority) != nil)
-    }
-
-    /// Encodes at the start of `buffer`, which holds at least `length(of:)` bytes.
-    @inline(__always)
-    func encode(_ notification: SourceNotification, identifier: UInt32,
-                into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
-        guard case .written = try encoder.encode(
-            token: notification.token, payload: notification.payload, identifier: identifier,
-            expiry: notification.expiry ?? defaultExpiry, priority: notification.priority ?? defaultPriority, into: buffer)
-        else { preconditionFailure("the buffer is shorter than the frame") }
-    }
-
-    /// The device token inside an encoded frame.
-    func token(inFrame frame: UnsafeRawBufferPointer) -> DeviceToken? {
-        let offset = switch encoder.format {
-        case .simple: 3  // 00 len:u16
-        case .enhanced: 11  // 01 id:u32 expiry:u32 len:u16
-        case .frame: 8  // 02 frameLength:u32 itemId:u8 itemLen:u16 (the encoder writes the token item first)
-        }
-        guard frame.count >= offset + DeviceToken.byteCount else { return nil }
-        return try? DeviceToken(bytes: UnsafeRawBufferPointer(rebasing: frame[offset..<offset + DeviceToken.byteCount]))
-    }
-}
-
-/// A connection's write queue: frames encoded by producers (any thread, serialized by a
-/// lock) and handed to `SSL_write` by the loop thread in contiguous slices. A frame's
+/// A connection's write queue: records (binary frames, or HTTP/2 request records; see
+/// `RecordBuilder`) encoded by producers (any thread, serialized by a lock) and taken by
+/// the loop thread in contiguous slices. A frame's
 /// bytes are free again the moment `SSL_write` has taken them: what a resend needs is
 /// kept by the in-flight window as source positions, not as bytes, so this ring only
 /// has to absorb the producer's bursts.
@@ -143,7 +109,7 @@ final class StagingRing: @unchecked Sendable {
 
     /// Encodes one notification into the ring and publishes it to the loop.
     func publish(_ notification: SourceNotification, source: SourceID, continuesRun: Bool,
-                 builder: FrameBuilder) throws(FrameEncodingError) -> PublishResult {
+                 builder: RecordBuilder) throws(FrameEncodingError) -> PublishResult {
         let length = builder.length(of: notification)
         return try producerLock.withLock { _ throws(FrameEncodingError) -> PublishResult in
             // Checked under the lock that `refuseAndTakeUnwritten` takes to set it: a frame

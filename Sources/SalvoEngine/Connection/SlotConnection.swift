@@ -1,0 +1,422 @@
+import SalvoIO
+import SalvoWire
+import Synchronization
+
+/// What producers and a connection share: the staging ring new records are encoded into,
+/// and the store of notifications sent one at a time.
+final class Lane: Sendable {
+    let staging: StagingRing
+    let retained: RetainedStore
+    /// The sequence of the oldest notification in the connection's window (`.max`: none),
+    /// published by the loop before the staging ring lets go of what it moves there, so
+    /// that a checkpoint reading the ring first and then this misses nothing.
+    let oldestSequenceInWindow = Atomic<UInt64>(.max)
+
+    init(staging: StagingRing, retained: RetainedStore) {
+        self.staging = staging
+        self.retained = retained
+    }
+}
+
+/// What a shard asks of each connection slot it runs, whatever the protocol. On the
+/// shard's thread.
+protocol LaneConnection: AnyObject {
+    var lane: Lane { get }
+    /// Whether anything waits to be written.
+    var hasWork: Bool { get }
+    /// New records were published, or something waits to be written again: connect if
+    /// needed, then write (`flush`: do not wait for a fuller TLS record).
+    func pump(flush: Bool)
+    /// When the window next needs the loop has changed (the error wait, urgency, the end
+    /// of the input): look again.
+    func armSettleTimer(again: Bool)
+    /// Nothing more will be published: finish what can be finished now.
+    func finishWritingIfDone()
+    /// Fails everything not final (the sender gave up waiting).
+    func cancel()
+}
+
+extension LaneConnection {
+    func pump() { pump(flush: false) }
+    func armSettleTimer() { armSettleTimer(again: false) }
+}
+
+/// One socket of a slot, the active connection or the standby, as the event loop sees it.
+final class Link: EventHandler {
+    let stream: TLSStream
+    fileprivate(set) var registration: Registration?
+    fileprivate var isHandshakeComplete = false
+    /// Fails the attempt if the handshake is not complete by then.
+    fileprivate var connectTimer: TimerID?
+    private unowned let owner: any LinkOwner
+
+    fileprivate init(stream: TLSStream, owner: any LinkOwner) {
+        self.stream = stream
+        self.owner = owner
+    }
+
+    func handleEvents(_ events: IOEvents) { owner.handleEvents(events, on: self) }
+}
+
+private protocol LinkOwner: AnyObject {
+    func handleEvents(_ events: IOEvents, on link: Link)
+}
+
+/// The part of a connection slot that is the same for both protocols, on its shard's
+/// thread (debug builds check): performs what the `ConnectionMachine` decides with real
+/// sockets, TLS streams and timers, and applies every settlement of the window to the
+/// ledger, the events and the sources in one place (`apply`).
+///
+/// A protocol subclasses it (`GatewayConnection`: binary frames and error responses;
+/// `ProviderConnection`: HTTP/2 streams) and overrides the hooks marked as such.
+class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
+    let lane: Lane
+    unowned let shard: Shard
+    let index: Int
+    var machine: ConnectionMachine<Link, Window>
+    /// The machine's window, held here too: the write path touches it for every record.
+    let window: Window
+    /// The last closed connection's TLS session: the next connection resumes it and skips
+    /// the certificate work of a full handshake.
+    private var session: TLSSession?
+    private var stallTimer: TimerID?
+    /// What the last stall check saw on the active connection: the bytes the gateway's TCP
+    /// had acknowledged, and whether bytes were waiting for it.
+    private var stallCheck: (acknowledged: UInt64?, waiting: Bool) = (nil, false)
+    var ledger: DeliveryLedger { shard.ledger }
+
+    init(shard: Shard, index: Int, lane: Lane, window: Window, usesStandby: Bool) {
+        self.shard = shard
+        self.index = index
+        self.lane = lane
+        self.window = window
+        let configuration = shard.configuration
+        machine = ConnectionMachine(
+            window: window,
+            dropPolicy: DropHandling(atMostOnce: configuration.dropPolicy == .atMostOnce,
+                                     retryBudget: configuration.retryBudget),
+            usesStandby: usesStandby, maximumAttempts: configuration.connectAttempts,
+            backoff: configuration.reconnectBackoff, seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
+    }
+
+    // MARK: Hooks for the protocol
+
+    /// Whether anything waits to be written. Override.
+    var hasWork: Bool { preconditionFailure("a protocol's connection says what it has to write") }
+
+    /// Writes what waits. Override.
+    func pump(flush: Bool = false) { preconditionFailure("a protocol's connection writes") }
+
+    /// Readiness on the active connection once it is open (or draining). Override.
+    func linkEvents(_ events: IOEvents, on link: Link) { preconditionFailure("a protocol's connection reads") }
+
+    /// `link` became the active connection and the slot's bookkeeping is done: start the
+    /// protocol, then write. Override.
+    func didActivate(_ link: Link) {}
+
+    /// Why a completed handshake is no use to this protocol (the gateway did not agree to
+    /// HTTP/2), or nil. Override where it matters.
+    func handshakeProblem(_ link: Link) -> String? { nil }
+
+    /// Send the gateway the end of what this connection writes (binary: TLS close_notify).
+    func finishWriting(on link: Link) {}
+
+    func armSettleTimer(again: Bool = false) {}
+    func finishWritingIfDone() {}
+
+    // MARK: Events
+
+    func handleEvents(_ events: IOEvents, on link: Link) {
+        shard.loop.assertInLoop()
+        if !link.isHandshakeComplete {
+            do {
+                if events.contains(.write) { try link.stream.socket.finishConnect() }
+                advanceHandshake(link)
+            } catch {
+                perform(machine.connectFailed(link, "\(error)", permanent: false))
+            }
+        } else if machine.activeTransport === link {
+            linkEvents(events, on: link)
+        } else {
+            watchStandby(link)
+        }
+    }
+
+    private func advanceHandshake(_ link: Link) {
+        do {
+            switch try link.stream.handshake() {
+            case .complete:
+                link.isHandshakeComplete = true
+                cancelConnectTimer(link)
+                setInterest(link, .read)  // for a ready standby, only its end is news
+                if let problem = handshakeProblem(link) {
+                    perform(machine.connectFailed(link, problem, permanent: true))
+                    return
+                }
+                perform(machine.handshakeCompleted(link))
+            case .wantRead: setInterest(link, .read)
+            case .wantWrite: setInterest(link, .write)
+            }
+        } catch {
+            perform(machine.connectFailed(link, "\(error)", permanent: isPermanent(error)))
+        }
+    }
+
+    /// `link` became the active connection.
+    private func activated(_ link: Link) {
+        if machine.opened > 1 {
+            ledger.reconnects.add(1, ordering: .relaxed)
+            if link.stream.isResumed { ledger.resumedReconnects.add(1, ordering: .relaxed) }
+        }
+        stallCheck = (nil, false)
+        if stallTimer == nil {
+            stallTimer = shard.loop.schedule(at: shard.loop.now + shard.configuration.stallTimeout, stallAction)
+        }
+        shard.emit(.connected(shard: shard.index, connection: index, resumed: link.stream.isResumed,
+                              kernelTLS: link.stream.isKernelTLSSending))
+        didActivate(link)
+        pump()
+    }
+
+    /// A ready standby said something: the gateway closed it (or speaks out of turn).
+    private func watchStandby(_ link: Link) {
+        var scratch = (UInt64(0), UInt64(0))
+        let result = withUnsafeMutableBytes(of: &scratch) { buffer in Result { () throws(TLSError) in try link.stream.read(into: buffer) } }
+        if case .success(.wouldBlock) = result { return }
+        perform(machine.connectionLost(link, "the standby connection ended", permanentReason: nil))
+    }
+
+    func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
+        perform(machine.connectionLost(link, reason, permanentReason: permanent))
+    }
+
+    // MARK: Actions
+
+    func perform(_ actions: [ConnectionMachine<Link, Window>.Action]) {
+        for action in actions {
+            switch action {
+            case .connect:
+                startConnect(standby: false)
+            case .connectStandby:
+                startConnect(standby: true)
+            case .close(let link, let reason, let how):
+                close(link, reason: reason, how: how)
+            case .reconnect(let delay):
+                shard.loop.schedule(after: delay) { [weak self] in
+                    guard let self, let action = self.machine.reconnectTimerFired() else { return }
+                    self.perform([action])
+                }
+            case .openStandby(let delay):
+                shard.loop.schedule(after: delay) { [weak self] in
+                    guard let self, let action = self.machine.standbyTimerFired() else { return }
+                    self.perform([action])
+                }
+            case .activated(let link):
+                activated(link)
+            case .finishWriting(let link):
+                finishWriting(on: link)
+            case .settle(let settlement):
+                apply(settlement)
+            case .giveUp(let reason, let failing):
+                shard.emit(.unreachable(reason: reason))
+                failUnwritten(failing)
+            }
+        }
+    }
+
+    private func startConnect(standby: Bool) {
+        let configuration = shard.configuration
+        let link: Link
+        do {
+            let address = try shard.nextAddress()
+            // Resume the session kept when the last connection closed, once (TLS 1.3 tickets
+            // are single-use); lacking one, the active connection's (TLS 1.2 has it at once;
+            // a TLS 1.3 server sends its ticket after the handshake).
+            let resuming = session ?? machine.activeTransport?.stream.resumableSession
+            session = nil
+            let (socket, connected) = try Socket.startConnect(to: address)
+            if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
+            link = Link(stream: try TLSStream(context: shard.tlsContext, socket: socket,
+                                              serverName: configuration.serverName ?? configuration.host, resuming: resuming),
+                        owner: self)
+            if standby { machine.standbyStarted(link) } else { machine.connectStarted(link) }
+            armConnectTimer(link)
+            if connected {
+                advanceHandshake(link)
+                return
+            }
+        } catch {
+            perform(standby ? machine.standbyCouldNotStart("\(error)")
+                            : machine.connectFailed(nil, "\(error)", permanent: isPermanent(error)))
+            return
+        }
+        do {
+            link.registration = try shard.loop.register(link.stream.socket.fd, interest: .write, handler: link)
+        } catch {
+            perform(machine.connectFailed(link, "\(error)", permanent: false))
+        }
+    }
+
+    private func close(_ link: Link, reason: String, how: ConnectionMachine<Link, Window>.Closing) {
+        if let registration = link.registration { shard.loop.deregister(registration) }
+        link.registration = nil
+        cancelConnectTimer(link)
+        guard how != .unopened else {
+            shard.emit(.connectionFailed(shard: shard.index, connection: index, reason: reason))
+            return
+        }
+        // Shut down before taking the session: OpenSSL marks the session of a connection
+        // freed otherwise as not resumable. A gateway that answered an error has closed its
+        // side already: a close_notify would only cost a write and wake it.
+        link.stream.shutdown(notifyingPeer: how == .withCloseNotify)
+        session = link.stream.resumableSession ?? session
+        shard.emit(.disconnected(shard: shard.index, connection: index, reason: reason))
+    }
+
+    /// Fails the attempt on `link` if it is still connecting after `connectTimeout`.
+    private func armConnectTimer(_ link: Link) {
+        let timeout = shard.configuration.connectTimeout
+        link.connectTimer = shard.loop.schedule(after: timeout) { [weak self, weak link] in
+            guard let self, let link else { return }
+            link.connectTimer = nil
+            guard machine.isConnecting(link) else { return }
+            perform(machine.connectFailed(link, "TCP connect and TLS handshake not complete after \(timeout)", permanent: false))
+        }
+    }
+
+    private func cancelConnectTimer(_ link: Link) {
+        if let timer = link.connectTimer { shard.loop.cancel(timer) }
+        link.connectTimer = nil
+    }
+
+    /// Certificate problems do not heal by retrying.
+    func isPermanent(_ error: any Error) -> Bool {
+        guard let tls = error as? TLSError else { return false }
+        return tls.stage == .configuration || tls.reason.contains("certificate")
+    }
+
+    func setInterest(_ link: Link, _ interest: IOEvents) {
+        guard let registration = link.registration else { return }
+        try? shard.loop.setInterest(registration, interest)
+    }
+
+    /// Fails what waits in the staging ring and refuses more: the slot gave up, or the
+    /// sender is cancelling.
+    func failUnwritten(_ reason: FailureReason) {
+        shard.loop.assertInLoop()
+        var settlement = Settlement()
+        var failed = 0
+        lane.staging.refuseAndTakeUnwritten { _, origin, record in
+            ledger.noteFailed(sequence: origin.position.sequence)
+            settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
+            failed += 1
+            if let token = shard.builder.token(inRecord: record) {
+                shard.emit(.failed(token: token, reason: reason, sequence: origin.position.sequence))
+            }
+        }
+        guard failed > 0 else { return }
+        window.skipNew(to: lane.staging.written)
+        ledger.recordFailed(reason, count: failed)
+        apply(settlement)
+    }
+
+    func cancel() {
+        perform(machine.cancel())
+        failUnwritten(.cancelled)
+    }
+
+    // MARK: Settling
+
+    /// Applies what the window decided: the one place where notifications become final
+    /// for the ledger, the events, the sources and the retained store.
+    func apply(_ settlement: Settlement, unreadable: String? = nil) {
+        if settlement.accepted > 0 { ledger.accepted.add(settlement.accepted, ordering: .relaxed) }
+        for refused in settlement.refused {
+            ledger.recordRejected(refused.rejection)
+            if let (token, sequence) = refused.named
+                ?? (try? shard.replayer.name(refused.run, item: refused.item, retained: lane.retained)) {
+                shard.reportRejection(token: token, rejection: refused.rejection, sequence: sequence)
+            }
+        }
+        for (run, reason) in settlement.failures {
+            ledger.recordFailed(reason, count: run.count)
+            if let unreadable {
+                ledger.noteFailed(sequence: run.position.sequence)
+                shard.emit(.failedUnnamed(count: run.count, reason: reason, firstSequence: run.position.sequence,
+                                          detail: unreadable))
+            } else {
+                reportFailures(of: run, reason: reason)
+            }
+        }
+        if settlement.resent > 0 { ledger.resent.add(settlement.resent, ordering: .relaxed) }
+        if settlement.possibleDuplicates > 0 { ledger.possibleDuplicates.add(settlement.possibleDuplicates, ordering: .relaxed) }
+        if settlement.isBeyondWindow {
+            ledger.windowOverruns.add(1, ordering: .relaxed)
+            if settlement.acceptedToUnknown > 0 {
+                ledger.reclassifyAcceptedAsUnknown(settlement.acceptedToUnknown)
+                shard.emit(.failedUnnamed(
+                    count: settlement.acceptedToUnknown, reason: .deliveryUnknown, firstSequence: nil,
+                    detail: "an error response named a notification written before every record kept; the "
+                        + "notifications between it and the oldest record were released as accepted too early"))
+            }
+        }
+        if settlement.errorLatency != nil || settlement.isBeyondWindow,
+           let raise = ledger.recordErrorResponse(latency: settlement.errorLatency, isLate: settlement.isLateError) {
+            shard.emit(.errorWaitRaised(raise))
+        }
+        publishOldestSequence()
+        let finalsAwaited = shard.sources.noteFinals(settlement.finals)
+        if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
+        // Whoever waits (for staging or retained space, or for the last finals of a source)
+        // is woken when it can get on; a producer waiting for staging space while the ring
+        // is still full would only go back to sleep.
+        if finalsAwaited || lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
+            shard.notifyProgress()
+        }
+    }
+
+    func publishOldestSequence() {
+        lane.oldestSequenceInWindow.store(window.oldestSequence ?? .max, ordering: .releasing)
+    }
+
+    /// One failure event per notification of `run`, named by reading it again; the first
+    /// one's sequence holds back the checkpoint.
+    private func reportFailures(of run: Run, reason: FailureReason) {
+        var named = 0
+        do {
+            try shard.replayer.read(run, items: run.skip..<run.skip + run.count, retained: lane.retained) { notification in
+                if named == 0 { ledger.noteFailed(sequence: notification.position.sequence) }
+                shard.emit(.failed(token: notification.token, reason: reason, sequence: notification.position.sequence))
+                named += 1
+                return true
+            }
+        } catch {
+            if named == 0 { ledger.noteFailed(sequence: run.position.sequence) }
+            shard.emit(.failedUnnamed(count: run.count - named, reason: reason, firstSequence: run.position.sequence,
+                                      detail: "\(error)"))
+        }
+    }
+
+    // MARK: Stalls
+
+    private lazy var stallAction = TimerAction { [unowned self] in self.stallTimerFired() }
+
+    /// Every `stallTimeout` while a connection is open: when bytes waited for the gateway
+    /// at the last check and still do, and its TCP acknowledged none of them since, the
+    /// gateway has stopped taking them, and the connection is dropped.
+    private func stallTimerFired() {
+        stallTimer = nil
+        guard let link = machine.activeTransport else { return }  // the next connection to open checks again
+        let socket = link.stream.socket
+        let waiting = socket.unacknowledgedBytes
+        let acknowledged = socket.acknowledgedBytes
+        let timeout = shard.configuration.stallTimeout
+        if waiting > 0, stallCheck.waiting, let acknowledged, acknowledged == stallCheck.acknowledged {
+            perform(machine.connectionLost(link, "the gateway took no bytes for \(timeout) (\(waiting) waiting)",
+                                           permanentReason: nil, stalled: true))
+            return
+        }
+        stallCheck = (acknowledged, waiting > 0)
+        stallTimer = shard.loop.schedule(at: shard.loop.now + timeout, stallAction)
+    }
+}

@@ -1,0 +1,294 @@
+import DequeModule
+import SalvoWire
+
+/// What a notification went through before this attempt, per kind: each kind has its own
+/// limit (`StreamWindow.Limits`).
+struct Attempts: Equatable {
+    /// Silent drops it was in flight for.
+    var drops: UInt8 = 0
+    /// 429 TooManyRequests answers.
+    var throttled: UInt8 = 0
+    /// 500 and 503 answers.
+    var serverErrors: UInt8 = 0
+    /// Streams the gateway refused (REFUSED_STREAM, or above a GOAWAY's last stream).
+    var refusals: UInt8 = 0
+    /// 403 ExpiredProviderToken answers.
+    var expiredTokens: UInt8 = 0
+}
+
+/// Why a stream's notification is to be sent again.
+enum RetryCause: Equatable {
+    /// The gateway never processed it: REFUSED_STREAM, a stream above a GOAWAY's last
+    /// stream id, or a request the session could not send. Not a possible duplicate.
+    case refused
+    /// The connection dropped while it was open: it may have been delivered; `drops` decides.
+    case dropped(DropHandling)
+    /// 429 TooManyRequests: again after `after` nanoseconds.
+    case throttled(after: UInt64)
+    /// 500 InternalServerError or 503 ServiceUnavailable: again on another connection.
+    case serverError
+    /// 403 ExpiredProviderToken: again with a newer provider token.
+    case expiredToken
+}
+
+/// A notification waiting to be sent again, one at a time: read again from `position`.
+struct Retry: Equatable {
+    var index: UInt64
+    var source: SourceID
+    var position: SourcePosition
+    var attempts: Attempts
+    /// Not before this time (ns): a throttled notification waits out its backoff.
+    var notBefore: UInt64 = 0
+    /// Not on this connection (its number): one that answered 500 or 503.
+    var avoiding: UInt32?
+
+    /// The one-notification run the `Replayer` reads it from.
+    var run: Run { Run(single: index, source: source, position: position) }
+}
+
+/// One open request stream: which notification it carries and what it went through.
+struct OpenStream {
+    var index: UInt64
+    var source: SourceID
+    var position: SourcePosition
+    var token: DeviceToken
+    var attempts: Attempts
+    /// The provider token it was sent with (`ProviderTokenSigner.generation`), 0 for none.
+    var tokenGeneration: UInt32
+}
+
+/// The HTTP/2 settling of a connection slot's window. Every stream gets its own answer,
+/// in any order, so a notification is final the moment its answer arrives, and one that
+/// must be tried again (refused, throttled, a server error, a drop) is sent again alone.
+/// Loop thread only; pure (time is passed in), tested without sockets.
+///
+/// Two structures, both bounded:
+/// - `streams`: one entry per open stream, found through the slot number nghttp2 keeps as
+///   the stream's user data; never more than the connection's stream limit.
+/// - `records`: one per notification from the oldest not final to the newest, in lane
+///   order, each with its exact source position. Released from the front as soon as the
+///   front is final, so the checkpoint stops right before the lowest unanswered
+///   notification, and the retained store gets space back in order. It spans the streams
+///   in flight plus the answered ones behind the oldest unanswered; a full window stops
+///   taking new notifications (backpressure).
+///
+/// The binary protocol keeps runs instead (`RunLog`): there an error rewinds everything
+/// after it, and a run is what is read again. Here nothing is read again but single
+/// notifications, and a record per notification makes every answer O(1) and the
+/// checkpoint exact. Both share the settlement, the drop handling and the `Replayer`.
+final class StreamWindow: SlotWindow {
+    /// How often each kind of retry may happen to one notification before it fails.
+    struct Limits {
+        var throttled: Int
+        var serverErrors: Int
+        /// A gateway that refuses the same notification this often is broken.
+        var refusals = 16
+        /// A token refreshed this often and still called expired: the clock is wrong.
+        var expiredTokens = 2
+    }
+
+    private struct Record {
+        var source: SourceID
+        var position: SourcePosition
+        var isFinal: Bool
+        /// A lane index no stream carries (its notification failed while staged).
+        var isHole = false
+
+        static let hole = Record(source: 0, position: SourcePosition(offset: 0, sequence: 0), isFinal: true, isHole: true)
+    }
+
+    let limits: Limits
+    /// The most records; a full window takes no new notifications.
+    let capacity: Int
+    /// `records[i]` is lane index `base + i`.
+    private var records: Deque<Record> = []
+    private var base: UInt64 = 0
+    /// The lane index the next new notification gets.
+    private(set) var end: UInt64 = 0
+    private var streams: [OpenStream?] = []
+    private var freeSlots: [Int32] = []
+    /// Streams open now.
+    private(set) var openCount = 0
+    /// Retries due now, oldest first.
+    private var ready: Deque<Retry> = []
+    /// Throttled retries, each due at its `notBefore`.
+    private var delayed: [Retry] = []
+    /// Connections opened so far; the current one's number.
+    private(set) var connection: UInt32 = 0
+
+    init(limits: Limits, capacity: Int = 1 << 16) {
+        self.limits = limits
+        self.capacity = capacity
+    }
+
+    // MARK: SlotWindow
+
+    var isEmpty: Bool { records.isEmpty }
+    var oldestSequence: UInt64? { records.first?.position.sequence }
+    func connectionOpened() { connection &+= 1 }
+
+    func skipNew(to index: UInt64) {
+        precondition(index >= end)
+        // Lane indices that were staged and failed there belong to no stream: final holes.
+        if !records.isEmpty {
+            for _ in end..<index { records.append(.hole) }
+        } else {
+            base = index
+        }
+        end = index
+    }
+
+    /// Whether the window takes no new notifications.
+    var isFull: Bool { records.count >= capacity }
+
+    /// Whether notifications wait to be sent again (due now or later).
+    var hasRetries: Bool { !ready.isEmpty || !delayed.isEmpty }
+
+    // MARK: Streams
+
+    /// A new notification from the staging ring (lane index `index`) is being sent.
+    func recordNew(index: UInt64, origin: Origin) {
+        precondition(index >= end, "new notifications come in lane order")
+        if records.isEmpty { base = index } else { skipNew(to: index) }
+        records.append(Record(source: origin.source, position: origin.position, isFinal: false))
+        end = index + 1
+    }
+
+    /// A stream opens for the notification at `index` (new, or a retry): returns its slot.
+    func open(_ stream: OpenStream) -> Int32 {
+        openCount += 1
+        if let slot = freeSlots.popLast() {
+            streams[Int(slot)] = stream
+            return slot
+        }
+        streams.append(stream)
+        return Int32(streams.count - 1)
+    }
+
+    func stream(_ slot: Int32) -> OpenStream? { streams[Int(slot)] }
+
+    /// The gateway answered 200.
+    func accepted(_ slot: Int32, into settlement: inout Settlement) {
+        let stream = close(slot)
+        settlement.accepted += 1
+        final(stream.index, source: stream.source, into: &settlement)
+    }
+
+    /// The gateway refused the notification for good.
+    func rejected(_ slot: Int32, _ rejection: Rejection, into settlement: inout Settlement) {
+        let stream = close(slot)
+        settlement.refused.append(.init(run: Run(single: stream.index, source: stream.source, position: stream.position),
+                                        item: 0, rejection: rejection,
+                                        named: (stream.token, stream.position.sequence)))
+        final(stream.index, source: stream.source, into: &settlement)
+    }
+
+    /// Salvo gives up on the notification.
+    func failed(_ slot: Int32, _ reason: FailureReason, into settlement: inout Settlement) {
+        let stream = close(slot)
+        fail(stream.index, source: stream.source, position: stream.position, reason, into: &settlement)
+    }
+
+    /// The notification is to be sent again; it fails instead once its cause has reached
+    /// its limit. `now` in nanoseconds.
+    func retry(_ slot: Int32, _ cause: RetryCause, now: UInt64, into settlement: inout Settlement) {
+        let stream = close(slot)
+        var attempts = stream.attempts
+        let failure: FailureReason?
+        var retry = Retry(index: stream.index, source: stream.source, position: stream.position, attempts: attempts)
+        switch cause {
+        case .refused:
+            attempts.refusals &+= 1
+            failure = Int(attempts.refusals) > limits.refusals ? .retryBudgetExhausted : nil
+        case .dropped(let drops):
+            attempts.drops &+= 1
+            failure = drops.verdict(drops: Int(attempts.drops))
+        case .throttled(let delay):
+            attempts.throttled &+= 1
+            failure = Int(attempts.throttled) > limits.throttled ? .throttled : nil
+            retry.notBefore = now &+ delay
+        case .serverError:
+            attempts.serverErrors &+= 1
+            failure = Int(attempts.serverErrors) > limits.serverErrors ? .serverError : nil
+            retry.avoiding = connection
+        case .expiredToken:
+            attempts.expiredTokens &+= 1
+            failure = Int(attempts.expiredTokens) > limits.expiredTokens ? .authenticationFailed : nil
+        }
+        if let failure {
+            fail(stream.index, source: stream.source, position: stream.position, failure, into: &settlement)
+            return
+        }
+        retry.attempts = attempts
+        settlement.resent += 1
+        if case .dropped = cause { settlement.possibleDuplicates += 1 }
+        if retry.notBefore > now { delayed.append(retry) } else { ready.append(retry) }
+    }
+
+    /// The next notification to send again on the current connection at `now`, if one is due.
+    func nextRetry(now: UInt64) -> Retry? {
+        if let due = delayed.firstIndex(where: { $0.notBefore <= now }) { ready.append(delayed.remove(at: due)) }
+        guard let first = ready.first, first.avoiding != connection else { return nil }
+        return ready.removeFirst()
+    }
+
+    /// When the earliest throttled retry is due (ns), if one waits.
+    var nextRetryTime: UInt64? { delayed.map(\.notBefore).min() }
+
+    /// Whether retries wait for a connection other than the current one (after a 500 or
+    /// 503): the connection should make way.
+    var retriesAvoidThisConnection: Bool { ready.first?.avoiding == connection }
+
+    // MARK: Connection ends
+
+    /// The connection ended without answering its open streams: each one's fate is unknown,
+    /// and the drop handling decides (sent again, or failed as `deliveryUnknown`).
+    func connectionLost(_ drops: DropHandling) -> Settlement {
+        var settlement = Settlement()
+        for slot in streams.indices where streams[slot] != nil {
+            retry(Int32(slot), .dropped(drops), now: 0, into: &settlement)
+        }
+        return settlement
+    }
+
+    func failAll(reason: FailureReason) -> Settlement {
+        var settlement = Settlement()
+        for slot in streams.indices where streams[slot] != nil {
+            failed(Int32(slot), reason, into: &settlement)
+        }
+        for retry in ready + delayed {
+            fail(retry.index, source: retry.source, position: retry.position, reason, into: &settlement)
+        }
+        ready.removeAll()
+        delayed.removeAll()
+        return settlement
+    }
+
+    // MARK: Internals
+
+    private func close(_ slot: Int32) -> OpenStream {
+        guard let stream = streams[Int(slot)] else { preconditionFailure("stream slot \(slot) is not open") }
+        streams[Int(slot)] = nil
+        freeSlots.append(slot)
+        openCount -= 1
+        return stream
+    }
+
+    private func fail(_ index: UInt64, source: SourceID, position: SourcePosition, _ reason: FailureReason,
+                      into settlement: inout Settlement) {
+        settlement.failures.append((Run(single: index, source: source, position: position), reason))
+        final(index, source: source, into: &settlement)
+    }
+
+    /// The notification at `index` is final: counted now, released once everything before
+    /// it is final too.
+    private func final(_ index: UInt64, source: SourceID, into settlement: inout Settlement) {
+        settlement.countFinal(source: source, count: 1)
+        records[Int(index - base)].isFinal = true
+        while let front = records.first, front.isFinal {
+            records.removeFirst()
+            base += 1
+            if !front.isHole { settlement.noteReleased(source: front.source, position: front.position, count: 1) }
+        }
+    }
+}
