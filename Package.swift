@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
         // C: jemalloc, linked by the executables only (the library leaves the allocator to its host).
         .systemLibrary(name: "CJemalloc", providers: [.apt(["libjemalloc-dev"])]),
-        // C: libnghttp2 from Debian's libnghttp2-dev, the HTTP/2 machinery of the h2 mock.
+        // C: libnghttp2 from Debian's libnghttp2-dev, the HTTP/2 machinery of the sender and the mock.
         .systemLibrary(
             name: "CNghttp2",
             pkgConfig: "libnghttp2",
@@ -50,11 +50,11 @@ let package = Package(
             name: "SalvoIO",
             dependencies: ["CLinuxShim", "COpenSSL", "COpenSSLShims"]
         ),
-        // The sender: shards, connections, send rings, accounting, campaign sources.
+        // The sender: shards, connections (binary and HTTP/2), send rings, accounting, campaign sources.
         .target(
             name: "SalvoEngine",
             dependencies: [
-                "SalvoWire", "SalvoIO",
+                "SalvoWire", "SalvoIO", "CNghttp2",
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

@@ -162,15 +162,23 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// The token as 64 lowercase hexadecimal characters.
     public var hex: String {
         String(unsafeUninitializedCapacity: 2 * Self.byteCount) { output in
-            self.withUnsafeBytes { bytes in
-                let digits: StaticString = "0123456789abcdef"
-                let table = digits.utf8Start
-                for (i, byte) in bytes.enumerated() {
-                    output[2 * i] = table[Int(byte >> 4)]
-                    output[2 * i + 1] = table[Int(byte & 0x0F)]
-                }
-            }
+            writeHex(into: UnsafeMutableRawBufferPointer(output))
             return 2 * Self.byteCount
+        }
+    }
+
+    /// Writes the 64 lowercase hexadecimal digits at the start of `destination` (an HTTP/2
+    /// request's `:path` ends with them), without allocating.
+    @inlinable
+    public func writeHex(into destination: UnsafeMutableRawBufferPointer) {
+        precondition(destination.count >= 2 * Self.byteCount, "a token's hex needs \(2 * Self.byteCount) bytes")
+        withUnsafeBytes { bytes in
+            let digits: StaticString = "0123456789abcdef"
+            let table = digits.utf8Start
+            for (i, byte) in bytes.enumerated() {
+                destination[2 * i] = table[Int(byte >> 4)]
+                destination[2 * i + 1] = table[Int(byte & 0x0F)]
+            }
         }
     }
 

@@ -394,3 +394,32 @@ extension ConnectionMachine where Window == InFlightWindow {
         return [.settle(settlement), close] + takeOver()
     }
 }
+
+// MARK: - HTTP/2 settling
+
+extension ConnectionMachine where Window == StreamWindow {
+    /// The open connection goes away: the gateway said GOAWAY, or the sender makes way for
+    /// another connection (after a 500 or 503). No new streams start on it; the open ones
+    /// are answered (or refused), and then it closes (`streamsAnswered`).
+    mutating func goingAway(_ transport: Transport) -> [Action] {
+        guard case .open(let open) = state, open === transport else { return [] }
+        state = .draining(transport)
+        return streamsAnswered("went away")
+    }
+
+    /// A stream was answered: a connection going away closes once it has no open stream,
+    /// and the next work connects anew.
+    mutating func streamsAnswered(_ reason: String) -> [Action] {
+        guard case .draining(let transport) = state, window.openCount == 0 else { return [] }
+        state = .idle
+        return [.close(transport, reason: "\(reason): every stream answered", how: .withCloseNotify)]
+    }
+
+    /// The gateway refuses the provider's credentials (a 403 other than an expired token):
+    /// nothing sent with them can succeed, so the slot stops, and everything not final
+    /// fails as `authenticationFailed` (not as a million rejections).
+    mutating func credentialsRefused(_ reason: String) -> [Action] {
+        guard !hasGivenUp else { return [] }
+        return giveUp(reason, failing: .authenticationFailed)
+    }
+}

@@ -121,6 +121,9 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     /// Send the gateway the end of what this connection writes (binary: TLS close_notify).
     func finishWriting(on link: Link) {}
 
+    /// `link` is about to close: let go of what belongs to it.
+    func willClose(_ link: Link) {}
+
     func armSettleTimer(again: Bool = false) {}
     func finishWritingIfDone() {}
 
@@ -258,6 +261,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     }
 
     private func close(_ link: Link, reason: String, how: ConnectionMachine<Link, Window>.Closing) {
+        willClose(link)
         if let registration = link.registration { shard.loop.deregister(registration) }
         link.registration = nil
         cancelConnectTimer(link)

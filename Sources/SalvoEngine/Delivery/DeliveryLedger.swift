@@ -359,6 +359,9 @@ public enum SenderEvent: Sendable, Hashable {
     case disconnected(shard: Int, connection: Int, reason: String)
     /// A connection attempt failed; it will be retried after a backoff unless it gave up.
     case connectionFailed(shard: Int, connection: Int, reason: String)
-    /// A connection gave up: the gateway is out of reach.
+    /// A connection gave up: the gateway is out of reach, or refuses the credentials.
     case unreachable(reason: String)
+    /// HTTP/2: the gateway's SETTINGS allow this many open streams on a connection (APNs:
+    /// one until it has seen a valid provider token, then 1000).
+    case streamLimit(shard: Int, connection: Int, limit: Int)
 }

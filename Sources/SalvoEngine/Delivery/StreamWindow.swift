@@ -189,6 +189,11 @@ final class StreamWindow: SlotWindow {
         fail(stream.index, source: stream.source, position: stream.position, reason, into: &settlement)
     }
 
+    /// A notification waiting to be sent again cannot be (its source cannot be read again).
+    func failed(_ retry: Retry, _ reason: FailureReason, into settlement: inout Settlement) {
+        fail(retry.index, source: retry.source, position: retry.position, reason, into: &settlement)
+    }
+
     /// The notification is to be sent again; it fails instead once its cause has reached
     /// its limit. `now` in nanoseconds.
     func retry(_ slot: Int32, _ cause: RetryCause, now: UInt64, into settlement: inout Settlement) {
@@ -225,19 +230,27 @@ final class StreamWindow: SlotWindow {
         if retry.notBefore > now { delayed.append(retry) } else { ready.append(retry) }
     }
 
-    /// The next notification to send again on the current connection at `now`, if one is due.
+    /// The next notification to send again on the current connection at `now`, if one is
+    /// due: the oldest that does not avoid this connection.
     func nextRetry(now: UInt64) -> Retry? {
-        if let due = delayed.firstIndex(where: { $0.notBefore <= now }) { ready.append(delayed.remove(at: due)) }
-        guard let first = ready.first, first.avoiding != connection else { return nil }
-        return ready.removeFirst()
+        promoteDueRetries(now: now)
+        guard let next = ready.firstIndex(where: { $0.avoiding != connection }) else { return nil }
+        return ready.remove(at: next)
     }
 
-    /// When the earliest throttled retry is due (ns), if one waits.
-    var nextRetryTime: UInt64? { delayed.map(\.notBefore).min() }
+    /// When the earliest throttled retry that is not yet due will be (ns), if one waits.
+    /// Those due by `now` join the retries due now, so a wake-up is never asked for a time
+    /// already past (it would fire again and again while no stream is free to take them).
+    func nextRetryTime(now: UInt64) -> UInt64? {
+        promoteDueRetries(now: now)
+        return delayed.lazy.map(\.notBefore).min()
+    }
 
-    /// Whether retries wait for a connection other than the current one (after a 500 or
-    /// 503): the connection should make way.
-    var retriesAvoidThisConnection: Bool { ready.first?.avoiding == connection }
+    private func promoteDueRetries(now: UInt64) {
+        guard delayed.contains(where: { $0.notBefore <= now }) else { return }
+        ready.append(contentsOf: delayed.lazy.filter { $0.notBefore <= now })
+        delayed.removeAll { $0.notBefore <= now }
+    }
 
     // MARK: Connection ends
 

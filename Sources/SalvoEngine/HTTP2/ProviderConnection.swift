@@ -1,8 +1,538 @@
 import SalvoIO
 import SalvoWire
 
-final class ProviderConnection: SlotConnection<InFlightWindow> {
-    init(shard: Shard, index: Int, lane: Lane, requests: RequestRecordBuilder) {
-        super.init(shard: shard, index: index, lane: lane, window: InFlightWindow(), usesStandby: false)
+/// One connection slot to Apple's HTTP/2 provider API, on its shard's thread: turns staged
+/// request records into streams (HEADERS and DATA, through an nghttp2 client session),
+/// settles each notification by its stream's answer, and sends again, one at a time, what
+/// must be tried again (refused streams, 429, 500/503, drops, an expired provider token).
+///
+/// In flight per connection: at most the gateway's SETTINGS_MAX_CONCURRENT_STREAMS (one
+/// until APNs has seen a valid provider token) and `HTTP2Options.maximumConcurrentStreams`.
+/// The slot's connections themselves (connect, close, stalls, backoff, giving up) and the
+/// effects of settling are `SlotConnection`'s; how the window settles is `StreamWindow`'s.
+final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDelegate {
+    private let requests: RequestRecordBuilder
+    private let options: HTTP2Options
+    private var session: ClientSession?
+    /// The link the session runs on.
+    private weak var sessionLink: Link?
+    /// Frames nghttp2 produced, waiting for `SSL_write`.
+    private var output = OutputBuffer(capacity: 1 << 16)
+    private var bodies: BodyArena
+    private var fields = HeaderFields(capacity: 12)
+    /// Per stream slot (`StreamWindow`'s): the answer so far, and its body in the arena.
+    private var answers: [StreamAnswer] = []
+    private var bodyNumbers: [UInt64] = []
+    /// What the answers of one read decided, applied once the read is done.
+    private var settlement = Settlement()
+    /// Set inside nghttp2's callbacks, acted on once nghttp2 has returned (closing a
+    /// connection inside a callback would free the session under it).
+    private var pending = PendingActions()
+    private let readBuffer: UnsafeMutableRawBufferPointer
+    /// Header values of the request being submitted: `:path`, `apns-id`, the expiration.
+    private let values: UnsafeMutableRawBufferPointer
+    /// A notification read again from its source, encoded as a record.
+    private let rebuilt: UnsafeMutableRawBufferPointer
+    private let authority: [UInt8]
+    /// `apns-topic` per push type (the bundle id with the type's suffix); empty: none.
+    private let topics: [[UInt8]]
+    private let pushTypeNames: [[UInt8]]
+    /// `bearer <provider token>`, and the token's generation; empty with certificates.
+    private var authorization: [UInt8] = []
+    private var tokenGeneration: UInt32 = 0
+    /// Makes the `apns-id`s of notifications that name none: the same notification gets the
+    /// same id each time it is sent, within a run.
+    private let idSeed: UInt64
+    private var random: SplitMix64
+    private var lastStreamLimit = 0
+    private var lastHeard: Instant = .now()
+    private var pingOutstanding = false
+    private var flushTimer: TimerID?
+    private var pingTimer: TimerID?
+    private var retryTimer: TimerID?
+    private var retryDeadline: UInt64 = .max
+
+    private struct PendingActions {
+        var goAway = false
+        var retire = false
+        var credentialsFault: String?
+        var goAwayReason = "the gateway sent GOAWAY"
     }
+
+    /// The most bytes of frames gathered before they are written: a few TLS records.
+    private static let outputBatch = 4 * GatewayConnection.recordSize
+    /// How long a partial record may wait for more requests.
+    private static let coalescingDelay: Duration = .milliseconds(1)
+    /// Reads per readiness event before the loop's other connections get a turn.
+    private static let readBudget = 16
+
+    init(shard: Shard, index: Int, lane: Lane, requests: RequestRecordBuilder) {
+        let configuration = shard.configuration
+        guard let options = configuration.http2 else { preconditionFailure("an HTTP/2 slot needs HTTP/2 options") }
+        self.requests = requests
+        self.options = options
+        bodies = BodyArena(capacity: max(256 << 10, 4 * requests.maximumLength))
+        readBuffer = .allocate(byteCount: 4 * GatewayConnection.recordSize, alignment: 64)
+        values = .allocate(byteCount: 256, alignment: 16)
+        rebuilt = .allocate(byteCount: requests.maximumLength, alignment: 16)
+        authority = Array((configuration.serverName ?? configuration.host).utf8)
+        topics = APNsPushType.allCases.map { type in options.topic.map { Array(($0 + (type.topicSuffix ?? "")).utf8) } ?? [] }
+        pushTypeNames = APNsPushType.allCases.map { Array($0.name.utf8) }
+        idSeed = configuration.seed ^ UInt64.random(in: 0...UInt64.max)
+        random = SplitMix64(seed: configuration.seed &+ UInt64(shard.index * 1000 + index) &+ 0x4832)
+        super.init(shard: shard, index: index, lane: lane,
+                   window: StreamWindow(limits: .init(throttled: options.throttleRetries,
+                                                      serverErrors: options.serverErrorRetries)),
+                   usesStandby: false)
+    }
+
+    deinit {
+        readBuffer.deallocate()
+        values.deallocate()
+        rebuilt.deallocate()
+    }
+
+    override var hasWork: Bool { lane.staging.hasUnwritten || window.hasRetries }
+
+    // MARK: Connecting
+
+    override func handshakeProblem(_ link: Link) -> String? {
+        let agreed = link.stream.negotiatedApplicationProtocol
+        guard agreed != "h2" else { return nil }
+        return "the gateway does not speak HTTP/2: ALPN offered h2, the gateway chose " + (agreed.map { "'\($0)'" } ?? "none")
+    }
+
+    override func didActivate(_ link: Link) {
+        do {
+            session = try ClientSession(delegate: self)
+        } catch {
+            connectionLost(link, "\(error)", permanent: nil)
+            return
+        }
+        sessionLink = link
+        output.consume(output.count)
+        bodies = BodyArena(capacity: bodies.capacity)
+        pending = PendingActions()
+        lastStreamLimit = 0
+        lastHeard = shard.loop.now
+        pingOutstanding = false
+        if pingTimer == nil { pingTimer = shard.loop.schedule(at: shard.loop.now + options.pingInterval, pingAction) }
+    }
+
+    override func willClose(_ link: Link) {
+        guard link === sessionLink else { return }
+        // The window settled the open streams already (the machine's connection-lost), or
+        // none were open; what the session still held goes with it.
+        session = nil
+        sessionLink = nil
+    }
+
+    // MARK: Writing
+
+    /// Opens streams for what waits (retries first, then new notifications from the
+    /// staging ring), as many as the stream limit and the body arena allow, and writes
+    /// whatever nghttp2 has to send (requests, SETTINGS and PING answers, WINDOW_UPDATEs).
+    override func pump(flush: Bool = false) {
+        shard.loop.assertInLoop()
+        if machine.hasGivenUp {
+            failUnwritten(.gatewayUnreachable)
+            return
+        }
+        guard let link = machine.activeTransport, link === sessionLink, let session else {
+            if hasWork { perform(machine.start()) }
+            return
+        }
+        var written = 0
+        defer { if written > 0 && lane.staging.hasRoomForProducers { shard.notifyProgress() } }
+        do {
+            while true {
+                if machine.openTransport === link { written += try openStreams(on: session, flush: flush) }
+                try session.send(into: &output, limit: Self.outputBatch)
+                guard !output.isEmpty else { break }
+                guard try writeOutput(link) else { return }
+            }
+            setInterest(link, .read)
+            armRetryTimer()
+            // A request nghttp2 could not send is settled as it found out.
+            if !settlement.isEmpty {
+                apply(settlement)
+                settlement.reset()
+            }
+        } catch {
+            connectionLost(link, "\(error)", permanent: isPermanent(error) ? "\(error)" : nil)
+        }
+    }
+
+    /// Submits requests while streams and arena space are free; returns how many.
+    private func openStreams(on session: ClientSession, flush: Bool) throws -> Int {
+        refreshProviderToken()
+        var budget = min(options.maximumConcurrentStreams, session.remoteStreamLimit) - window.openCount
+        var opened = 0
+        let now = shard.loop.now.nanoseconds
+        while budget > 0, bodies.hasRoom(for: requests.maximumLength), let retry = window.nextRetry(now: now) {
+            try resubmit(retry, on: session)
+            budget -= 1
+            opened += 1
+        }
+        // A partial record waits (at most `coalescingDelay`) for more requests.
+        if !flush && lane.staging.unwrittenBytes < GatewayConnection.recordSize && lane.staging.hasUnwritten
+            && budget > 0 && output.isEmpty {
+            if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
+            return opened
+        }
+        while budget > 0, !window.isFull, bodies.hasRoom(for: requests.maximumLength) {
+            guard let slice = lane.staging.nextSlice(limit: .max, frames: 1) else {
+                // Producers wake the loop for the next one (unless it came meanwhile).
+                if lane.staging.loopWentIdle() { break }
+                continue
+            }
+            var failure: (any Error)?
+            lane.staging.markWritten(slice.count) { index, origin, _ in
+                let wasEmpty = window.isEmpty
+                window.recordNew(index: index, origin: origin)
+                if wasEmpty { publishOldestSequence() }
+                do {
+                    try submit(RequestRecord(slice), index: index, source: origin.source, position: origin.position,
+                               attempts: Attempts(), on: session)
+                } catch {
+                    failure = error
+                }
+            }
+            if let failure { throw failure }
+            budget -= 1
+            opened += 1
+        }
+        return opened
+    }
+
+    /// Reads a notification to try again from its source and submits it.
+    private func resubmit(_ retry: Retry, on session: ClientSession) throws {
+        var length = 0
+        do {
+            try shard.replayer.read(retry.run, items: 0..<1, retained: lane.retained) { notification throws(ReplayError) in
+                do {
+                    length = requests.length(of: notification)
+                    try requests.encode(notification, into: rebuilt)
+                } catch {
+                    throw ReplayError(description: "it no longer encodes: \(error)")
+                }
+                return false
+            }
+        } catch {
+            settlement.reset()
+            window.failed(retry, .sourceUnreadable, into: &settlement)
+            apply(settlement, unreadable: "\(error)")
+            settlement.reset()
+            return
+        }
+        try submit(RequestRecord(UnsafeRawBufferPointer(rebasing: rebuilt[..<length])), index: retry.index,
+                   source: retry.source, position: retry.position, attempts: retry.attempts, on: session)
+    }
+
+    /// Opens a stream for `record`: its header fields, its body in the arena.
+    private func submit(_ record: RequestRecord, index: UInt64, source: SourceID, position: SourcePosition,
+                        attempts: Attempts, on session: ClientSession) throws(HTTP2SessionError) {
+        let token = record.token
+        let slot = window.open(OpenStream(index: index, source: source, position: position, token: token,
+                                          attempts: attempts, tokenGeneration: tokenGeneration))
+        prepareSlot(slot)
+        // The arena has room: the caller checked.
+        bodyNumbers[Int(slot)] = bodies.store(record.payload)!
+        answers[Int(slot)] = StreamAnswer()
+        headerFields(for: record, token: token, position: position, source: source)
+        _ = try session.submit(fields, bodyLength: record.payload.count, slot: slot)
+    }
+
+    /// The request's header fields. Values that vary are written into `values`, which
+    /// lives until nghttp2 has copied them (when the request is submitted).
+    private func headerFields(for record: RequestRecord, token: DeviceToken, position: SourcePosition, source: SourceID) {
+        fields.removeAll()
+        fields.add(":method", "POST")
+        fields.add(":scheme", "https")
+        authority.withUnsafeBytes { fields.add(":authority", $0) }
+        let prefix = APNsRequestHeader.devicePathPrefix
+        let pathLength = prefix.utf8CodeUnitCount + 2 * DeviceToken.byteCount
+        values.copyMemory(from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
+        token.writeHex(into: UnsafeMutableRawBufferPointer(rebasing: values[prefix.utf8CodeUnitCount..<pathLength]))
+        fields.addUnique(":path", UnsafeRawBufferPointer(rebasing: values[..<pathLength]))
+        if !authorization.isEmpty { authorization.withUnsafeBytes { fields.add("authorization", $0) } }
+        let pushType = record.pushType
+        if let topic = record.topic {
+            fields.add("apns-topic", topic)
+        } else if !topics[Int(pushType.rawValue)].isEmpty {
+            topics[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-topic", $0) }
+        }
+        pushTypeNames[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-push-type", $0) }
+        let idStart = pathLength
+        let id = record.apnsID ?? APNsID(random: SplitMix64.draw(seed: idSeed, key: position.sequence),
+                                         SplitMix64.draw(seed: idSeed ^ 0x1D, key: position.offset ^ UInt64(source) << 48))
+        id.write(into: UnsafeMutableRawBufferPointer(rebasing: values[idStart..<idStart + APNsID.textLength]))
+        fields.addUnique("apns-id", UnsafeRawBufferPointer(rebasing: values[idStart..<idStart + APNsID.textLength]))
+        if let expiry = record.expiry {
+            let start = idStart + APNsID.textLength
+            let count = writeDecimal(expiry, into: UnsafeMutableRawBufferPointer(rebasing: values[start...]))
+            fields.add("apns-expiration", UnsafeRawBufferPointer(rebasing: values[start..<start + count]))
+        }
+        switch record.priority {
+        case 10?: fields.add("apns-priority", "10")
+        case 5?: fields.add("apns-priority", "5")
+        case 1?: fields.add("apns-priority", "1")
+        default: break
+        }
+        if let collapse = record.collapseID { fields.add("apns-collapse-id", collapse) }
+    }
+
+    /// Writes what nghttp2 produced; false when the socket is full (write interest armed).
+    private func writeOutput(_ link: Link) throws -> Bool {
+        while !output.isEmpty {
+            let chunk = UnsafeRawBufferPointer(rebasing: output.readable.prefix(GatewayConnection.recordSize))
+            switch try link.stream.write(chunk) {
+            case .wrote(let count):
+                output.consume(count)
+                ledger.noteWrite(at: shard.loop.now.nanoseconds)
+            case .wouldBlock:
+                setInterest(link, [.read, .write])
+                return false
+            }
+        }
+        return true
+    }
+
+    private func prepareSlot(_ slot: Int32) {
+        while answers.count <= Int(slot) {
+            answers.append(StreamAnswer())
+            bodyNumbers.append(0)
+        }
+    }
+
+    /// With token authentication: the team's current token, refreshed when it is due.
+    private func refreshProviderToken() {
+        guard let tokens = shard.tokens else { return }
+        tokens.refreshIfDue()
+        guard tokens.generation != tokenGeneration || authorization.isEmpty else { return }
+        let current = tokens.token()
+        authorization = Array("bearer ".utf8) + current.text
+        tokenGeneration = current.generation
+    }
+
+    // MARK: Reading
+
+    override func linkEvents(_ events: IOEvents, on link: Link) {
+        guard link === sessionLink else { return }
+        if events.contains(.read) || events.contains(.hangup) { readAnswers(link) }
+        pump()
+    }
+
+    /// Feeds what the gateway sent to the session and settles its answers.
+    private func readAnswers(_ link: Link) {
+        guard let session else { return }
+        var reads = 0
+        var ended: String?
+        reading: while true {
+            let result: TLSReadResult
+            do {
+                result = try link.stream.read(into: readBuffer)
+            } catch {
+                ended = "\(error)"
+                break
+            }
+            switch result {
+            case .bytes(let count):
+                lastHeard = shard.loop.now
+                do {
+                    try session.receive(UnsafeRawBufferPointer(rebasing: readBuffer[..<count]))
+                } catch {
+                    ended = "\(error)"
+                    break reading
+                }
+                reads += 1
+                // Level-triggered epoll brings us back for bytes still in the socket, but not
+                // for bytes OpenSSL already holds: drain those first.
+                if reads >= Self.readBudget && !link.stream.hasBufferedBytes { break reading }
+            case .wouldBlock:
+                break reading
+            case .closed(let clean):
+                ended = window.openCount == 0 && machine.activeTransport === link && machineIsDraining
+                    ? nil : "the gateway closed the connection" + (clean ? "" : " (no TLS close_notify)")
+                    + " with \(window.openCount) stream(s) unanswered"
+                break reading
+            }
+        }
+        settleAnswers(link)
+        if let ended, machine.activeTransport === link { connectionLost(link, ended, permanent: nil) }
+    }
+
+    private var machineIsDraining: Bool { machine.activeTransport != nil && machine.openTransport == nil }
+
+    /// Applies what the answers of a read decided, then what they asked of the connection.
+    private func settleAnswers(_ link: Link) {
+        if !settlement.isEmpty {
+            apply(settlement)
+            settlement.reset()
+        }
+        let limit = session?.remoteStreamLimit ?? 0
+        if limit != lastStreamLimit, session != nil {
+            lastStreamLimit = limit
+            shard.emit(.streamLimit(shard: shard.index, connection: index, limit: limit))
+        }
+        let actions = pending
+        pending = PendingActions()
+        if let fault = actions.credentialsFault {
+            perform(machine.credentialsRefused(fault))
+            return
+        }
+        if actions.retire || actions.goAway {
+            if actions.retire, !actions.goAway { session?.goAway() }
+            perform(machine.goingAway(link))
+        }
+        perform(machine.streamsAnswered(actions.goAway ? actions.goAwayReason : "made way after a server error"))
+    }
+
+    // MARK: Session callbacks (inside `ClientSession.receive` and `send`)
+
+    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        answers[Int(slot)].header(name: name, value: value)
+    }
+
+    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {
+        answers[Int(slot)].body(chunk)
+    }
+
+    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        let taken = bodies.take(bodyNumbers[Int(slot)], into: destination)
+        if taken.isLast { bodies.done(bodyNumbers[Int(slot)]) }
+        return taken
+    }
+
+    func requestNotSent(slot: Int32) {
+        bodies.done(bodyNumbers[Int(slot)])
+        window.retry(slot, .refused, now: shard.loop.now.nanoseconds, into: &settlement)
+    }
+
+    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {
+        guard window.stream(slot) != nil else { return }
+        bodies.done(bodyNumbers[Int(slot)])
+        let now = shard.loop.now.nanoseconds
+        let answer = answers[Int(slot)]
+        guard answer.status != 0 else {
+            // No answer: never processed (refused), or reset midway with its fate unknown.
+            window.retry(slot, refused ? .refused : .dropped(machine.dropPolicy), now: now, into: &settlement)
+            return
+        }
+        switch answer.verdict {
+        case .accepted:
+            window.accepted(slot, into: &settlement)
+        case .rejected(let rejection):
+            window.rejected(slot, rejection, into: &settlement)
+        case .throttled:
+            let attempt = Int(window.stream(slot)!.attempts.throttled) + 1
+            let delay = options.throttleBackoff.delay(attempt: attempt, random: &random)
+            window.retry(slot, .throttled(after: delay.nanosecondsClamped), now: now, into: &settlement)
+        case .serverError:
+            window.retry(slot, .serverError, now: now, into: &settlement)
+            pending.retire = true
+        case .expiredProviderToken:
+            expiredProviderToken(slot, now: now)
+        case .credentialsRefused(let rejection):
+            // Left open: giving up fails it with everything else not final.
+            pending.credentialsFault = pending.credentialsFault ?? credentialsFault(rejection)
+        }
+    }
+
+    func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
+        pending.goAway = true
+        var answer = StreamAnswer()
+        answer.body(debugData)
+        let reason = answer.reason
+        pending.goAwayReason = "the gateway sent GOAWAY (last stream \(lastStreamID), error \(errorCode)"
+            + (reason.isEmpty ? ")" : ", \(reason))")
+    }
+
+    func pingAcknowledged() { pingOutstanding = false }
+
+    /// 403 ExpiredProviderToken for a request sent with the token of `generation`.
+    private func expiredProviderToken(_ slot: Int32, now: UInt64) {
+        guard let tokens = shard.tokens, let stream = window.stream(slot) else {
+            pending.credentialsFault = "the gateway answered 403 ExpiredProviderToken, but this sender authenticates with a "
+                + "certificate and sends no provider token"
+            return
+        }
+        switch tokens.expired(generation: stream.tokenGeneration) {
+        case .retry:
+            window.retry(slot, .expiredToken, now: now, into: &settlement)
+        case .clockSkew(let age):
+            pending.credentialsFault = "the gateway says a provider token signed \(age / 60) minute(s) ago has expired "
+                + "(key id \(tokens.credentials.keyID), team \(tokens.credentials.teamID)): is this machine's clock right?"
+        }
+    }
+
+    /// What the user reads when the gateway refuses the credentials.
+    private func credentialsFault(_ rejection: Rejection) -> String {
+        if let tokens = shard.tokens {
+            return "the gateway refused the provider token (\(rejection)) for key id \(tokens.credentials.keyID), "
+                + "team \(tokens.credentials.teamID): check the .p8 key, --key-id and --team-id"
+        }
+        return "the gateway refused this sender's credentials (\(rejection)): check the client certificate "
+            + "and its environment (production or sandbox)"
+    }
+
+    // MARK: Timers
+
+    private lazy var flushAction = TimerAction { [unowned self] in
+        self.flushTimer = nil
+        self.pump(flush: true)
+    }
+
+    private lazy var retryAction = TimerAction { [unowned self] in
+        self.retryTimer = nil
+        self.retryDeadline = .max
+        self.pump()
+    }
+
+    private lazy var pingAction = TimerAction { [unowned self] in self.pingTimerFired() }
+
+    /// Every `pingInterval`: a connection the gateway said nothing on for that long gets a
+    /// PING; one that did not answer the last PING within the interval is dropped.
+    private func pingTimerFired() {
+        pingTimer = nil
+        guard let link = sessionLink, machine.activeTransport === link else { return }
+        let now = shard.loop.now
+        let quiet = now.since(lastHeard)
+        if pingOutstanding && quiet >= options.pingInterval {
+            connectionLost(link, "no answer to PING for \(options.pingInterval)", permanent: nil)
+            return
+        }
+        if quiet >= options.pingInterval {
+            session?.ping()
+            pingOutstanding = true
+            pump(flush: true)
+        }
+        pingTimer = shard.loop.schedule(at: now + options.pingInterval, pingAction)
+    }
+
+    /// Wakes the slot when the earliest throttled notification is due.
+    private func armRetryTimer() {
+        guard let due = window.nextRetryTime(now: shard.loop.now.nanoseconds), due < retryDeadline else { return }
+        if let retryTimer { shard.loop.cancel(retryTimer) }
+        retryDeadline = due
+        retryTimer = shard.loop.schedule(at: Instant(nanoseconds: due), retryAction)
+    }
+
+    override func armSettleTimer(again: Bool = false) { armRetryTimer() }
+}
+
+/// Writes `value` in decimal at the start of `destination`; returns the digit count.
+private func writeDecimal(_ value: UInt32, into destination: UnsafeMutableRawBufferPointer) -> Int {
+    var digits = 1
+    var rest = value / 10
+    while rest > 0 {
+        digits += 1
+        rest /= 10
+    }
+    var remaining = value
+    for place in stride(from: digits - 1, through: 0, by: -1) {
+        destination[place] = UInt8(ascii: "0") + UInt8(remaining % 10)
+        remaining /= 10
+    }
+    return digits
 }

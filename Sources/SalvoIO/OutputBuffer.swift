@@ -1,35 +1,36 @@
 /// Bytes waiting for the socket: appended at the end, written from the front. Grows when
-/// a burst needs it and keeps its size, so steady traffic allocates nothing.
-struct OutputBuffer: ~Copyable {
+/// a burst needs it and keeps its size, so steady traffic allocates nothing. Shared by the
+/// HTTP/2 mock and the HTTP/2 sender, which gather nghttp2's frames here before `SSL_write`.
+package struct OutputBuffer: ~Copyable {
     private var storage: UnsafeMutableRawBufferPointer
     private var start = 0
     private var end = 0
 
-    init(capacity: Int) { storage = .allocate(byteCount: capacity, alignment: 16) }
+    package init(capacity: Int) { storage = .allocate(byteCount: capacity, alignment: 16) }
 
     deinit { storage.deallocate() }
 
     /// Bytes waiting.
-    var count: Int { end - start }
-    var isEmpty: Bool { start == end }
+    package var count: Int { end - start }
+    package var isEmpty: Bool { start == end }
 
     /// The waiting bytes; valid until the next mutation.
-    var readable: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[start..<end]) }
+    package var readable: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[start..<end]) }
 
-    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if storage.count - end < bytes.count { makeRoom(for: bytes.count) }
         UnsafeMutableRawBufferPointer(rebasing: storage[end..<end + bytes.count]).copyMemory(from: bytes)
         end += bytes.count
     }
 
     /// Drops the first `n` waiting bytes (they were written).
-    mutating func consume(_ n: Int) {
+    package mutating func consume(_ n: Int) {
         start += n
         if start == end { start = 0; end = 0 }
     }
 
     /// Takes everything waiting, leaving the buffer empty.
-    mutating func takeAll() -> [UInt8] {
+    package mutating func takeAll() -> [UInt8] {
         defer { consume(count) }
         return Array(readable)
     }
