@@ -180,69 +180,79 @@ public enum JSONScanner {
     }
 
     /// Decodes the string value in `range` (quotes included), resolving escapes.
-    /// Allocates the `String`; for hot paths prefer `plainString`.
+    /// Allocates the `String`; for hot paths prefer `plainString`, or `decodeString(_:range:into:)`.
     ///
     /// - Throws: `.expected("a string")` when the value is not a string; escape errors.
     public static func string(_ json: UnsafeRawBufferPointer, range: Range<Int>) throws(JSONScanError) -> String {
-        guard range.count >= 2, json[range.lowerBound] == UInt8(ascii: "\""),
-            json[range.upperBound - 1] == UInt8(ascii: "\"")
-        else { throw JSONScanError(.expected("a string"), at: range.lowerBound) }
         var failure: JSONScanError?
         // Decoding never lengthens text (an escape is always longer than what it makes),
         // so the raw length is enough room.
         let result = String(unsafeUninitializedCapacity: range.count) { output in
-            var written = 0
-            var index = range.lowerBound + 1
-            let end = range.upperBound - 1
-            while index < end {
-                let byte = json[index]
-                if byte != UInt8(ascii: "\\") {
-                    output[written] = byte
-                    written += 1
-                    index += 1
-                    continue
-                }
-                guard index + 1 < end else {
-                    failure = JSONScanError(.invalidEscape, at: index)
-                    return 0
-                }
-                let escaped = json[index + 1]
-                var simple: UInt8?
-                switch escaped {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): simple = escaped
-                case UInt8(ascii: "b"): simple = 0x08
-                case UInt8(ascii: "f"): simple = 0x0C
-                case UInt8(ascii: "n"): simple = 0x0A
-                case UInt8(ascii: "r"): simple = 0x0D
-                case UInt8(ascii: "t"): simple = 0x09
-                case UInt8(ascii: "u"): simple = nil
-                default:
-                    failure = JSONScanError(.invalidEscape, at: index)
-                    return 0
-                }
-                if let simple {
-                    output[written] = simple
-                    written += 1
-                    index += 2
-                    continue
-                }
-                var cursor = Cursor(json, range: index..<end)
-                do throws(JSONScanError) {
-                    let scalar = try cursor.unicodeEscape()
-                    for unit in UTF8.encode(scalar)! {
-                        output[written] = unit
-                        written += 1
-                    }
-                    index = cursor.position
-                } catch {
-                    failure = error
-                    return 0
-                }
+            do throws(JSONScanError) {
+                return try decodeString(json, range: range, into: UnsafeMutableRawBufferPointer(output))
+            } catch {
+                failure = error
+                return 0
             }
-            return written
         }
         if let failure { throw failure }
         return result
+    }
+
+    /// Decodes the string value in `range` (quotes included), resolving escapes, into
+    /// `destination`, and returns the decoded length in bytes. Allocates nothing.
+    ///
+    /// Writes what fits: a length above `destination.count` means the text was cut (pass
+    /// an empty buffer to learn the length alone). Decoding never lengthens text, so
+    /// `range.count - 2` bytes are always enough.
+    ///
+    /// - Throws: `.expected("a string")` when the value is not a string; escape errors.
+    public static func decodeString(
+        _ json: UnsafeRawBufferPointer, range: Range<Int>, into destination: UnsafeMutableRawBufferPointer
+    ) throws(JSONScanError) -> Int {
+        guard range.count >= 2, json[range.lowerBound] == UInt8(ascii: "\""),
+            json[range.upperBound - 1] == UInt8(ascii: "\"")
+        else { throw JSONScanError(.expected("a string"), at: range.lowerBound) }
+        let capacity = destination.count
+        var written = 0
+        var index = range.lowerBound + 1
+        let end = range.upperBound - 1
+        while index < end {
+            let byte = json[index]
+            if byte != UInt8(ascii: "\\") {
+                if written < capacity { destination[written] = byte }
+                written += 1
+                index += 1
+                continue
+            }
+            guard index + 1 < end else { throw JSONScanError(.invalidEscape, at: index) }
+            let escaped = json[index + 1]
+            var simple: UInt8?
+            switch escaped {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): simple = escaped
+            case UInt8(ascii: "b"): simple = 0x08
+            case UInt8(ascii: "f"): simple = 0x0C
+            case UInt8(ascii: "n"): simple = 0x0A
+            case UInt8(ascii: "r"): simple = 0x0D
+            case UInt8(ascii: "t"): simple = 0x09
+            case UInt8(ascii: "u"): simple = nil
+            default: throw JSONScanError(.invalidEscape, at: index)
+            }
+            if let simple {
+                if written < capacity { destination[written] = simple }
+                written += 1
+                index += 2
+                continue
+            }
+            var cursor = Cursor(json, range: index..<end)
+            let scalar = try cursor.unicodeEscape()
+            for unit in UTF8.encode(scalar)! {
+                if written < capacity { destination[written] = unit }
+                written += 1
+            }
+            index = cursor.position
+        }
+        return written
     }
 
     /// Reads the integer value in `range`.

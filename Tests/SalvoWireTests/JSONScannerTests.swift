@@ -234,6 +234,28 @@ struct JSONScannerTests {
         }
     }
 
+    @Test func stringDecodingIntoABufferWritesWhatFitsAndCountsAll() throws {
+        let text = #""a\n\u00e9\ud83d\udc4d""#  // a, LF, é (2 bytes), 👍 (4 bytes): 8 bytes
+        let expected = Array("a\né👍".utf8)
+        try withJSON(text) { json throws in
+            var buffer = [UInt8](repeating: 0, count: 16)
+            let whole = try buffer.withUnsafeMutableBytes { try JSONScanner.decodeString(json, range: 0..<json.count, into: $0) }
+            #expect(whole == 8)
+            #expect(Array(buffer[..<whole]) == expected)
+            var short = [UInt8](repeating: 0, count: 3)
+            let cut = try short.withUnsafeMutableBytes { try JSONScanner.decodeString(json, range: 0..<json.count, into: $0) }
+            #expect(cut == 8)
+            #expect(short == Array(expected[..<3]))
+            #expect(try JSONScanner.decodeString(json, range: 0..<json.count, into: UnsafeMutableRawBufferPointer(start: nil, count: 0)) == 8)
+        }
+        withJSON("12") { json in
+            let nowhere = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+            #expect(throws: JSONScanError(.expected("a string"), at: 0)) {
+                try JSONScanner.decodeString(json, range: 0..<2, into: nowhere)
+            }
+        }
+    }
+
     @Test(arguments: JSONWriterTests.hostileStrings)
     func writerOutputScansAndDecodesBack(_ input: String) throws {
         let json = writeJSON { $0.string(input) }

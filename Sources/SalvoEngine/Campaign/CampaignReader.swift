@@ -5,11 +5,15 @@ import SalvoWire
 ///
 /// - `jsonl`: one JSON object per line,
 ///   `{"token": "<64 hex>", "payload": {...}, "expiry": 1735689600, "priority": 10, "id": ...}`.
-///   `token` and `payload` (a JSON object) are required; `expiry` (UNIX seconds, a u32),
-///   `priority` (5 or 10) and `id` (any JSON value, carried through for reports) are
-///   optional, and `null` counts as absent. Other keys are ignored, so files made for
-///   other tools work; a key given twice is an error, since which one wins would be a guess.
-///   Blank lines are skipped.
+///   `token` and `payload` (a JSON object) are required; `expiry` (UNIX seconds, a u32;
+///   `expiration`, its HTTP/2 name, is the same field), `priority` and `id` (any JSON
+///   value, carried through for reports) are optional, and `null` counts as absent. Read
+///   for HTTP/2 (`CampaignProtocol.http2`), a line may also set its request's headers:
+///   `push_type` (an `APNsPushType` name), `topic` (the whole apns-topic), `collapse_id`
+///   (at most 64 bytes) and `apns_id` (a UUID); read for the binary protocol, these are
+///   ignored. Other keys are ignored, so files made for other tools work; a key given
+///   twice is an error, since which one wins would be a guess, and so are `expiry` and
+///   `expiration` together. Blank lines are skipped.
 /// - `tokens`: one hex device token per line, all sent the same payload. Surrounding
 ///   whitespace is ignored; blank lines and lines whose first non-blank character is `#`
 ///   (comments) are skipped.
@@ -32,11 +36,48 @@ public enum CampaignSource: Sendable, Hashable {
     }
 }
 
+/// The protocol a campaign is read for: it sets the payload limit, the priorities a line
+/// may ask for, and whether a JSONL line's HTTP/2 request fields are read.
+public enum CampaignProtocol: Sendable, Hashable {
+    /// The binary protocol: payloads up to `maximumPayloadLength` (2048 for Apple's
+    /// gateways; 1...65535), priority 5 or 10. A JSONL line's HTTP/2 keys are ignored like
+    /// any other key the reader does not know.
+    case binary(maximumPayloadLength: Int)
+    /// The HTTP/2 provider API: payloads up to the push type's limit (4096; 5120 for voip),
+    /// priority 10, 5 or 1 (a background push must have 5), and a JSONL line's request
+    /// fields. A line that names no push type, and every line of a token list, is read as a
+    /// `defaultPushType` push: make it the sender's default push type.
+    case http2(defaultPushType: APNsPushType)
+
+    /// The largest payload a campaign read for this protocol can yield, in bytes: the
+    /// binary limit, or 5120 (voip's limit) for HTTP/2, since any JSONL line may be a voip
+    /// push. `CampaignReader.maximumPayloadLength` is the figure for one source.
+    public var largestPayloadLength: Int {
+        switch self {
+        case .binary(let maximumPayloadLength): maximumPayloadLength
+        case .http2: Self.largestHTTP2PayloadLength
+        }
+    }
+
+    /// The largest payload any push type takes.
+    private static let largestHTTP2PayloadLength = APNsPushType.allCases.map(\.payloadLimit).max()!
+
+    /// The largest payload read from `source`: for a token list read for HTTP/2, the
+    /// default push type's limit, since every line is one.
+    func largestPayloadLength(for source: CampaignSource) -> Int {
+        switch (self, source) {
+        case (.http2(let defaultPushType), .tokens): defaultPushType.payloadLimit
+        default: largestPayloadLength
+        }
+    }
+}
+
 /// One notification read from a campaign file.
 ///
-/// `payload` and `id` point into the reader's buffers: they are valid only until the next
-/// call to `nextItem()` or `skip(throughLine:)`, and the reader must stay alive meanwhile. Copy
-/// them (the send path copies them into a frame) before reading on.
+/// `payload`, `id` and the request's `topic` and `collapseID` point into the reader's
+/// buffers: they are valid only until the next call to `nextItem()` or
+/// `skip(throughLine:)`, and the reader must stay alive meanwhile. Copy them (the send
+/// path copies them into a frame or a staged request) before reading on.
 public struct CampaignItem {
     /// The line this notification came from (1-based).
     public var line: Int
@@ -44,18 +85,22 @@ public struct CampaignItem {
     public var offset: UInt64
     /// The device token.
     public var token: DeviceToken
-    /// The payload, minified JSON, at most the reader's `maximumPayloadLength` bytes.
+    /// The payload, minified JSON, at most the reader's `maximumPayloadLength` bytes (for
+    /// HTTP/2, at most its push type's limit).
     public var payload: UnsafeRawBufferPointer
-    /// UNIX seconds after which APNs may discard the notification, when given.
+    /// UNIX seconds after which APNs may discard the notification (`expiry` or
+    /// `expiration`), when given.
     public var expiry: UInt32?
-    /// 10 (immediate) or 5 (power-saving), when given.
+    /// 10 (immediate) or 5 (power-saving), or 1 (lowest) for HTTP/2, when given.
     public var priority: UInt8?
     /// The JSONL line's `id` value exactly as written (a string keeps its quotes), when given.
     public var id: UnsafeRawBufferPointer?
+    /// The HTTP/2 headers the line sets for itself; all nil when read for the binary protocol.
+    public var request: RequestFields
 
     public init(
         line: Int, offset: UInt64 = 0, token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil,
-        priority: UInt8? = nil, id: UnsafeRawBufferPointer? = nil
+        priority: UInt8? = nil, id: UnsafeRawBufferPointer? = nil, request: RequestFields = RequestFields()
     ) {
         self.line = line
         self.offset = offset
@@ -64,6 +109,7 @@ public struct CampaignItem {
         self.expiry = expiry
         self.priority = priority
         self.id = id
+        self.request = request
     }
 }
 
@@ -121,25 +167,35 @@ public enum CampaignError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Reads a campaign file one notification at a time, in constant memory.
 ///
-/// The file goes through one fixed read buffer (`maximumLineLength` plus two bytes), and
-/// each payload is minified into one fixed payload buffer: memory does not depend on the
-/// file's size, and in steady state `nextItem()` allocates nothing (no `String`s are made
-/// for good lines). Not thread-safe: use a reader from one thread at a time.
+/// The file goes through one fixed read buffer (`maximumLineLength` plus two bytes), each
+/// payload is minified into one fixed payload buffer, and a JSONL line's escaped request
+/// strings are decoded into fixed scratch buffers (255 bytes for the topic, 64 for the
+/// collapse id); unescaped ones are handed out where they lie in the line. Memory does not
+/// depend on the file's size, and in steady state `nextItem()` allocates nothing (no
+/// `String`s are made for good lines). Not thread-safe: use a reader from one thread at a
+/// time.
+///
+/// What a line may hold depends on the protocol it is read for (`CampaignProtocol`): for
+/// HTTP/2, priority 1 and the request fields, and the payload limit of the line's push type.
 ///
 /// ```swift
-/// let reader = try CampaignReader(.jsonl("campaign.jsonl"), onBadLine: .skip)
-/// while let item = try reader.nextItem() { /* encode item.token, item.payload ... */ }
+/// let reader = try CampaignReader(.jsonl("campaign.jsonl"), for: .http2(defaultPushType: .alert), onBadLine: .skip)
+/// while let item = try reader.nextItem() { /* encode item.token, item.payload, item.request ... */ }
 /// print(reader.skippedLineCount, "lines skipped")
 /// ```
 public final class CampaignReader {
-    /// The default longest line: 1 MiB, far beyond any notification (payloads are ≤ 4 KiB).
+    /// The default longest line: 1 MiB, far beyond any notification (payloads are ≤ 5 KiB).
     public static let defaultMaximumLineLength = 1 << 20
     /// How many bad lines `skippedLines` keeps; `skippedLineCount` counts them all.
     public static let skippedLinesKept = 10_000
 
     /// The file being read.
     public let source: CampaignSource
-    /// The longest payload accepted (after minifying), in bytes.
+    /// The protocol the file is read for.
+    public let campaignProtocol: CampaignProtocol
+    /// The largest payload this reader yields (after minifying), in bytes: size payload
+    /// buffers with it. The binary limit; for HTTP/2, the default push type's limit for a
+    /// token list, and 5120 (voip's) for JSONL, whose lines may name their push type.
     public let maximumPayloadLength: Int
     /// What happens to unusable lines.
     public let badLinePolicy: BadLinePolicy
@@ -153,31 +209,68 @@ public final class CampaignReader {
     /// Holds the payload `nextItem()` hands out: rewritten per line for JSONL, written once
     /// (the shared payload) for a token list.
     private let payloadStorage: UnsafeMutableRawBufferPointer
+    /// Where a JSONL line's escaped request strings are decoded (see `Scratch`); empty
+    /// unless the file is JSONL read for HTTP/2.
+    private let scratch: UnsafeMutableRawBufferPointer
 
     private enum Format {
         case jsonl
         case tokens(payloadLength: Int)
     }
 
+    /// The parts of `scratch`, each as large as the longest value it must hold: decoding
+    /// never needs more, and a longer value is a bad line whatever it holds.
+    private enum Scratch {
+        /// An apns-topic: at most 255 bytes.
+        static let topic = 0..<topicLimit
+        /// An apns-collapse-id: at most 64 bytes.
+        static let collapseID = topic.upperBound..<(topic.upperBound + APNsRequestHeader.collapseIdLimit)
+        /// A push type name or an apns-id, each turned into a value before the next is read:
+        /// 36 bytes, the length of a UUID, longer than any push type name.
+        static let word = collapseID.upperBound..<(collapseID.upperBound + APNsID.textLength)
+        static let size = word.upperBound
+
+        static let topicLimit = 255
+    }
+
+    /// Opens a campaign for the binary protocol: `CampaignReader(source, for:
+    /// .binary(maximumPayloadLength:), ...)`.
+    ///
+    /// - Parameters:
+    ///   - maximumPayloadLength: the largest payload accepted, after minifying; 2048 for
+    ///     the binary interface. 1...65535.
+    ///   - the others: as for `init(_:for:onBadLine:maximumLineLength:)`.
+    public convenience init(
+        _ source: CampaignSource, maximumPayloadLength: Int = 2048, onBadLine: BadLinePolicy = .abort,
+        maximumLineLength: Int = CampaignReader.defaultMaximumLineLength
+    ) throws(CampaignError) {
+        try self.init(source, for: .binary(maximumPayloadLength: maximumPayloadLength), onBadLine: onBadLine,
+                      maximumLineLength: maximumLineLength)
+    }
+
     /// Opens a campaign.
     ///
     /// - Parameters:
     ///   - source: the file and its format.
-    ///   - maximumPayloadLength: the largest payload accepted, after minifying; 2048 for
-    ///     the binary interface. 1...65535.
+    ///   - campaignProtocol: the protocol its notifications are sent with, which decides
+    ///     what a line may hold: `.binary(maximumPayloadLength: 2048)`, or
+    ///     `.http2(defaultPushType:)` with the sender's default push type.
     ///   - onBadLine: stop at the first unusable line (default), or skip and record it.
     ///   - maximumLineLength: the longest line, in bytes; the read buffer is this size.
     /// - Throws: `CampaignError.io` when the file cannot be opened; `.invalidPayload` when
     ///   a token list's payload is not a JSON object or is too long.
     public init(
-        _ source: CampaignSource, maximumPayloadLength: Int = 2048, onBadLine: BadLinePolicy = .abort,
+        _ source: CampaignSource, for campaignProtocol: CampaignProtocol, onBadLine: BadLinePolicy = .abort,
         maximumLineLength: Int = CampaignReader.defaultMaximumLineLength
     ) throws(CampaignError) {
-        precondition(
-            (1...Int(UInt16.max)).contains(maximumPayloadLength),
-            "maximumPayloadLength must be 1...65535, got \(maximumPayloadLength)")
+        if case .binary(let maximumPayloadLength) = campaignProtocol {
+            precondition(
+                (1...Int(UInt16.max)).contains(maximumPayloadLength),
+                "maximumPayloadLength must be 1...65535, got \(maximumPayloadLength)")
+        }
         self.source = source
-        self.maximumPayloadLength = maximumPayloadLength
+        self.campaignProtocol = campaignProtocol
+        maximumPayloadLength = campaignProtocol.largestPayloadLength(for: source)
         self.badLinePolicy = onBadLine
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: maximumPayloadLength, alignment: 16)
         switch source {
@@ -185,22 +278,29 @@ public final class CampaignReader {
             format = .jsonl
         case .tokens(_, let payload):
             do throws(CampaignError) {
-                format = .tokens(payloadLength: try Self.prepareSharedPayload(payload, into: storage))
+                format = .tokens(payloadLength: try Self.prepareSharedPayload(
+                    payload, into: storage, limit: Self.describeLimit(campaignProtocol, storage.count)))
             } catch {
                 storage.deallocate()
                 throw error
             }
         }
         payloadStorage = storage
+        let readsRequestFields = if case .http2 = campaignProtocol, case .jsonl = source { true } else { false }
+        scratch = .allocate(byteCount: readsRequestFields ? Scratch.size : 0, alignment: 1)
         do throws(CampaignError) {
             lines = try LineReader(path: source.path, maximumLineLength: maximumLineLength)
         } catch {
             storage.deallocate()
+            scratch.deallocate()
             throw error
         }
     }
 
-    deinit { payloadStorage.deallocate() }
+    deinit {
+        payloadStorage.deallocate()
+        scratch.deallocate()
+    }
 
     /// The number of lines read so far (the last line returned or skipped).
     public var linesRead: Int { lines.lineNumber }
@@ -272,9 +372,12 @@ public final class CampaignReader {
 
     private func parseJSONLine(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> CampaignItem? {
         guard Self.firstNonBlank(line) != nil else { return nil }
+        // Read for HTTP/2: the push type the line is sent as, which sets its payload limit
+        // and its priorities. Nil for the binary protocol.
+        let defaultPushType: APNsPushType? = if case .http2(let type) = campaignProtocol { type } else { nil }
         let fields: JSONLineFields
         do throws(JSONScanError) {
-            fields = try JSONLineFields(scanning: line)
+            fields = try JSONLineFields(scanning: line, requestFields: defaultPushType != nil)
         } catch {
             throw LineProblem(reason: error.description)
         }
@@ -283,38 +386,40 @@ public final class CampaignReader {
         guard let tokenMember = fields.token else { throw LineProblem(reason: "missing \"token\"") }
         let token = try Self.token(tokenMember, in: line)
 
+        var request = RequestFields()
+        var pushType: APNsPushType?
+        if let defaultPushType {
+            request.pushType = try pushTypeField(fields.pushType, in: line)
+            pushType = request.pushType ?? defaultPushType
+        }
+
         guard let payloadMember = fields.payload, payloadMember.kind != .null else {
             throw LineProblem(reason: "missing \"payload\"")
         }
         guard payloadMember.kind == .object else {
             throw LineProblem(reason: "\"payload\" must be a JSON object, not \(Self.describe(payloadMember.kind))")
         }
-        guard let payloadLength = JSONScanner.minify(line, range: payloadMember.valueRange, into: payloadStorage) else {
+        let payloadLimit = pushType?.payloadLimit ?? maximumPayloadLength
+        let payloadRoom = UnsafeMutableRawBufferPointer(rebasing: payloadStorage[..<payloadLimit])
+        guard let payloadLength = JSONScanner.minify(line, range: payloadMember.valueRange, into: payloadRoom) else {
             let length = JSONScanner.minifiedCount(line, range: payloadMember.valueRange)
-            throw LineProblem(reason: "payload is \(length) bytes; the limit is \(maximumPayloadLength)")
+            let limit = pushType.map { "the limit for \($0) is \(payloadLimit)" } ?? "the limit is \(payloadLimit)"
+            throw LineProblem(reason: "payload is \(length) bytes; \(limit)")
         }
 
-        var expiry: UInt32?
-        if let member = fields.expiry, member.kind != .null {
-            guard let value = Self.integer(member, in: line), let fitting = UInt32(exactly: value) else {
-                throw LineProblem(reason:
-                    "\"expiry\" must be an integer from 0 to \(UInt32.max) (UNIX seconds), not \(Self.excerpt(member, in: line))")
-            }
-            expiry = fitting
-        }
-        var priority: UInt8?
-        if let member = fields.priority, member.kind != .null {
-            guard let value = Self.integer(member, in: line), value == 5 || value == 10 else {
-                throw LineProblem(reason: "\"priority\" must be 5 or 10, not \(Self.excerpt(member, in: line))")
-            }
-            priority = UInt8(value)
+        let expiry = try expiryField(fields, in: line)
+        let priority = try priorityField(fields.priority, pushType: pushType, in: line)
+        if defaultPushType != nil {
+            request.topic = try topicField(fields.topic, in: line)
+            request.collapseID = try collapseIDField(fields.collapseID, in: line)
+            request.apnsID = try apnsIDField(fields.apnsID, in: line)
         }
         let id = fields.id.flatMap { $0.kind == .null ? nil : $0.value(in: line) }
 
         return CampaignItem(
             line: lines.lineNumber, offset: lines.lineOffset, token: token,
             payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]),
-            expiry: expiry, priority: priority, id: id)
+            expiry: expiry, priority: priority, id: id, request: request)
     }
 
     private static func token(_ member: JSONMember, in line: UnsafeRawBufferPointer) throws(LineProblem) -> DeviceToken {
@@ -333,6 +438,164 @@ public final class CampaignReader {
             throw LineProblem(reason: error.description)
         }
     }
+
+    /// `expiry`, or `expiration` (its HTTP/2 name), when one of them is given.
+    private func expiryField(_ fields: JSONLineFields, in line: UnsafeRawBufferPointer) throws(LineProblem) -> UInt32? {
+        let expiry = fields.expiry.flatMap { $0.kind == .null ? nil : $0 }
+        let expiration = fields.expiration.flatMap { $0.kind == .null ? nil : $0 }
+        if expiry != nil, expiration != nil {
+            throw LineProblem(reason: "\"expiry\" and \"expiration\" are the same field; give one of them")
+        }
+        guard let member = expiry ?? expiration else { return nil }
+        guard let value = Self.integer(member, in: line), let fitting = UInt32(exactly: value) else {
+            let key = expiry != nil ? "expiry" : "expiration"
+            throw LineProblem(reason:
+                "\"\(key)\" must be an integer from 0 to \(UInt32.max) (UNIX seconds), not \(Self.excerpt(member, in: line))")
+        }
+        return fitting
+    }
+
+    /// `priority`: 5 or 10 for the binary protocol; 10, 5 or 1 for HTTP/2 (`pushType` set),
+    /// and 5 for a background push, which APNs refuses at any other priority.
+    private func priorityField(_ member: JSONMember?, pushType: APNsPushType?, in line: UnsafeRawBufferPointer)
+        throws(LineProblem) -> UInt8?
+    {
+        guard let member, member.kind != .null else { return nil }
+        let value = Self.integer(member, in: line)
+        guard let pushType else {
+            guard let value, value == 5 || value == 10 else {
+                throw LineProblem(reason: "\"priority\" must be 5 or 10, not \(Self.excerpt(member, in: line))")
+            }
+            return UInt8(value)
+        }
+        guard let value, value == 10 || value == 5 || value == 1 else {
+            throw LineProblem(reason: "\"priority\" must be 10, 5 or 1, not \(Self.excerpt(member, in: line))")
+        }
+        if pushType == .background, value != 5 {
+            throw LineProblem(reason: "\"priority\" must be 5 for a background push, not \(value)")
+        }
+        return UInt8(value)
+    }
+
+    private func pushTypeField(_ member: JSONMember?, in line: UnsafeRawBufferPointer) throws(LineProblem) -> APNsPushType? {
+        guard let member, member.kind != .null else { return nil }
+        if let name = try text(member, in: line, scratch: Scratch.word), let type = Self.pushType(named: name) {
+            return type
+        }
+        let names = APNsPushType.allCases.map(\.name).joined(separator: ", ")
+        throw LineProblem(reason: "\"push_type\" must be one of \(names); not \(Self.excerpt(member, in: line))")
+    }
+
+    /// `topic`: the whole apns-topic, checked as APNs checks it (see `isTopic`).
+    private func topicField(_ member: JSONMember?, in line: UnsafeRawBufferPointer) throws(LineProblem) -> UnsafeRawBufferPointer? {
+        guard let member, member.kind != .null else { return nil }
+        guard member.kind == .string else {
+            throw LineProblem(reason: "\"topic\" must be a string, not \(Self.describe(member.kind))")
+        }
+        guard let topic = try text(member, in: line, scratch: Scratch.topic) else {
+            throw LineProblem(reason: "\"topic\" is \(try Self.decodedLength(member, in: line)) bytes; the limit is \(Scratch.topicLimit)")
+        }
+        guard !topic.isEmpty else { throw LineProblem(reason: "\"topic\" is empty") }
+        guard Self.isTopic(topic) else {
+            throw LineProblem(reason:
+                "\"topic\" must be a bundle id: dot-separated parts of letters, digits, '-' and '_'; not \(Self.excerpt(member, in: line))")
+        }
+        return topic
+    }
+
+    /// `collapse_id`: at most 64 bytes, and a valid HTTP/2 header value.
+    private func collapseIDField(_ member: JSONMember?, in line: UnsafeRawBufferPointer) throws(LineProblem) -> UnsafeRawBufferPointer? {
+        guard let member, member.kind != .null else { return nil }
+        guard member.kind == .string else {
+            throw LineProblem(reason: "\"collapse_id\" must be a string, not \(Self.describe(member.kind))")
+        }
+        guard let id = try text(member, in: line, scratch: Scratch.collapseID) else {
+            throw LineProblem(reason:
+                "\"collapse_id\" is \(try Self.decodedLength(member, in: line)) bytes; the limit is \(APNsRequestHeader.collapseIdLimit)")
+        }
+        guard !id.isEmpty else { throw LineProblem(reason: "\"collapse_id\" is empty") }
+        // Escapes can make what an HTTP/2 field value must not hold (RFC 9113, 8.2.1); the
+        // gateway would reset the stream, so the line is refused here, saying why.
+        for index in 0..<id.count {
+            let byte = id[index]
+            if byte == 0x00 || byte == 0x0A || byte == 0x0D {
+                throw LineProblem(reason: "\"collapse_id\" must not contain NUL, CR or LF (an HTTP/2 header value cannot)")
+            }
+        }
+        if Self.isSpaceOrTab(id[0]) || Self.isSpaceOrTab(id[id.count - 1]) {
+            throw LineProblem(reason: "\"collapse_id\" must not start or end with a space or tab (an HTTP/2 header value cannot)")
+        }
+        return id
+    }
+
+    private func apnsIDField(_ member: JSONMember?, in line: UnsafeRawBufferPointer) throws(LineProblem) -> APNsID? {
+        guard let member, member.kind != .null else { return nil }
+        if let text = try text(member, in: line, scratch: Scratch.word), let id = APNsID(text: text) { return id }
+        throw LineProblem(reason: "\"apns_id\" must be a UUID (8-4-4-4-12 hex digits); not \(Self.excerpt(member, in: line))")
+    }
+
+    /// A string member's text: where it lies in the line when it has no escapes, else
+    /// decoded into `scratch[part]`. Nil when it does not fit that part (or is no string).
+    private func text(_ member: JSONMember, in line: UnsafeRawBufferPointer, scratch part: Range<Int>)
+        throws(LineProblem) -> UnsafeRawBufferPointer?
+    {
+        guard member.kind == .string else { return nil }
+        if let plain = JSONScanner.plainString(line, range: member.valueRange) {
+            return plain.count <= part.count ? plain : nil
+        }
+        let room = UnsafeMutableRawBufferPointer(rebasing: scratch[part])
+        let length: Int
+        do throws(JSONScanError) {
+            length = try JSONScanner.decodeString(line, range: member.valueRange, into: room)
+        } catch {
+            throw LineProblem(reason: error.description)  // the scanner validated the line: not expected
+        }
+        return length <= room.count ? UnsafeRawBufferPointer(rebasing: room[..<length]) : nil
+    }
+
+    /// A string member's length after decoding, for an error message.
+    private static func decodedLength(_ member: JSONMember, in line: UnsafeRawBufferPointer) throws(LineProblem) -> Int {
+        do throws(JSONScanError) {
+            return try JSONScanner.decodeString(line, range: member.valueRange, into: UnsafeMutableRawBufferPointer(start: nil, count: 0))
+        } catch {
+            throw LineProblem(reason: error.description)
+        }
+    }
+
+    /// The push type named exactly `name`. A loop over raw values rather than
+    /// `APNsPushType(name:)`, which allocates per call in debug builds (its `allCases`
+    /// array among others): good lines allocate nothing in any build.
+    private static func pushType(named name: UnsafeRawBufferPointer) -> APNsPushType? {
+        var raw: UInt8 = 0
+        while let type = APNsPushType(rawValue: raw) {
+            if type.name.utf8.elementsEqual(name) { return type }
+            raw += 1
+        }
+        return nil
+    }
+
+    /// Whether `topic` is an apns-topic as the gateway takes it: dot-separated parts, none
+    /// empty, of letters, digits, `-` and `_` (the rule `checkTopic` in SalvoMock's
+    /// RequestValidation applies). Its length is checked before.
+    private static func isTopic(_ topic: UnsafeRawBufferPointer) -> Bool {
+        var previous = UInt8(ascii: ".")
+        for index in 0..<topic.count {
+            let byte = topic[index]
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                break
+            case UInt8(ascii: "."):
+                if previous == UInt8(ascii: ".") { return false }
+            default:
+                return false
+            }
+            previous = byte
+        }
+        return previous != UInt8(ascii: ".")
+    }
+
+    private static func isSpaceOrTab(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 
     /// The member's integer value, or nil when it is not an integer.
     private static func integer(_ member: JSONMember, in line: UnsafeRawBufferPointer) -> Int64? {
@@ -372,9 +635,18 @@ public final class CampaignReader {
 
     // MARK: - The shared payload
 
-    /// Validates a token list's payload and minifies it into `storage`; returns its length.
+    /// How a payload limit is told: `the limit is 2048`, `the limit for alert is 4096`.
+    private static func describeLimit(_ campaignProtocol: CampaignProtocol, _ limit: Int) -> String {
+        switch campaignProtocol {
+        case .binary: "the limit is \(limit)"
+        case .http2(let defaultPushType): "the limit for \(defaultPushType) is \(limit)"
+        }
+    }
+
+    /// Validates a token list's payload and minifies it into `storage`, whose size is the
+    /// limit (`limit` says it in words); returns its length.
     private static func prepareSharedPayload(
-        _ payload: [UInt8], into storage: UnsafeMutableRawBufferPointer
+        _ payload: [UInt8], into storage: UnsafeMutableRawBufferPointer, limit: String
     ) throws(CampaignError) -> Int {
         let result: Result<Int, CampaignError> = payload.withUnsafeBytes { json in
             let kind: JSONKind
@@ -389,8 +661,7 @@ public final class CampaignReader {
             }
             guard let length = JSONScanner.minify(json, range: range, into: storage) else {
                 let length = JSONScanner.minifiedCount(json, range: range)
-                return .failure(.invalidPayload(
-                    reason: "is \(length) bytes after minifying; the limit is \(storage.count)"))
+                return .failure(.invalidPayload(reason: "is \(length) bytes after minifying; \(limit)"))
             }
             return .success(length)
         }
@@ -412,31 +683,52 @@ private struct JSONLineFields {
     var token: JSONMember?
     var payload: JSONMember?
     var expiry: JSONMember?
+    /// `expiry` by its HTTP/2 name; accepted for both protocols.
+    var expiration: JSONMember?
     var priority: JSONMember?
     var id: JSONMember?
+    /// The request fields, looked for only when the line is read for HTTP/2: for the
+    /// binary protocol they are keys like any other the reader does not know.
+    var pushType: JSONMember?
+    var topic: JSONMember?
+    var collapseID: JSONMember?
+    var apnsID: JSONMember?
     /// The first known key that appeared twice.
     var duplicateKey: StaticString?
 
-    init(scanning line: UnsafeRawBufferPointer) throws(JSONScanError) {
+    init(scanning line: UnsafeRawBufferPointer, requestFields: Bool) throws(JSONScanError) {
         var members = JSONObjectMembers(line)
         while let member = try members.next() {
             if member.keyEquals("token", in: line) {
-                if token != nil { noteDuplicate("token") }
-                token = member
+                if Self.take(member, into: &token) { noteDuplicate("token") }
             } else if member.keyEquals("payload", in: line) {
-                if payload != nil { noteDuplicate("payload") }
-                payload = member
+                if Self.take(member, into: &payload) { noteDuplicate("payload") }
             } else if member.keyEquals("expiry", in: line) {
-                if expiry != nil { noteDuplicate("expiry") }
-                expiry = member
+                if Self.take(member, into: &expiry) { noteDuplicate("expiry") }
+            } else if member.keyEquals("expiration", in: line) {
+                if Self.take(member, into: &expiration) { noteDuplicate("expiration") }
             } else if member.keyEquals("priority", in: line) {
-                if priority != nil { noteDuplicate("priority") }
-                priority = member
+                if Self.take(member, into: &priority) { noteDuplicate("priority") }
             } else if member.keyEquals("id", in: line) {
-                if id != nil { noteDuplicate("id") }
-                id = member
+                if Self.take(member, into: &id) { noteDuplicate("id") }
+            } else if !requestFields {
+                continue
+            } else if member.keyEquals("push_type", in: line) {
+                if Self.take(member, into: &pushType) { noteDuplicate("push_type") }
+            } else if member.keyEquals("topic", in: line) {
+                if Self.take(member, into: &topic) { noteDuplicate("topic") }
+            } else if member.keyEquals("collapse_id", in: line) {
+                if Self.take(member, into: &collapseID) { noteDuplicate("collapse_id") }
+            } else if member.keyEquals("apns_id", in: line) {
+                if Self.take(member, into: &apnsID) { noteDuplicate("apns_id") }
             }
         }
+    }
+
+    /// Stores `member` in `slot`; true when the slot already held one (the key is repeated).
+    private static func take(_ member: JSONMember, into slot: inout JSONMember?) -> Bool {
+        defer { slot = member }
+        return slot != nil
     }
 
     private mutating func noteDuplicate(_ key: StaticString) {
@@ -451,18 +743,27 @@ private struct JSONLineFields {
 /// being kept in memory. Positions are byte offsets of lines; sequences are line numbers.
 public struct CampaignFile: NotificationSource {
     public let source: CampaignSource
-    public let maximumPayloadLength: Int
+    /// The protocol the file is read for.
+    public let campaignProtocol: CampaignProtocol
     public let badLinePolicy: BadLinePolicy
 
-    /// - Parameters: as for `CampaignReader.init`.
+    /// The largest payload its readers yield: see `CampaignReader.maximumPayloadLength`.
+    public var maximumPayloadLength: Int { campaignProtocol.largestPayloadLength(for: source) }
+
+    /// A campaign read for the binary protocol. Parameters: as for `CampaignReader.init`.
     public init(_ source: CampaignSource, maximumPayloadLength: Int = 2048, onBadLine: BadLinePolicy = .abort) {
+        self.init(source, for: .binary(maximumPayloadLength: maximumPayloadLength), onBadLine: onBadLine)
+    }
+
+    /// A campaign read for `campaignProtocol`. Parameters: as for `CampaignReader.init`.
+    public init(_ source: CampaignSource, for campaignProtocol: CampaignProtocol, onBadLine: BadLinePolicy = .abort) {
         self.source = source
-        self.maximumPayloadLength = maximumPayloadLength
+        self.campaignProtocol = campaignProtocol
         badLinePolicy = onBadLine
     }
 
     public func makeReader() throws(CampaignError) -> CampaignReader {
-        try CampaignReader(source, maximumPayloadLength: maximumPayloadLength, onBadLine: badLinePolicy)
+        try CampaignReader(source, for: campaignProtocol, onBadLine: badLinePolicy)
     }
 }
 
@@ -470,7 +771,8 @@ extension CampaignReader: NotificationReader {
     public func next() throws(CampaignError) -> SourceNotification? {
         guard let item = try nextItem() else { return nil }
         return SourceNotification(token: item.token, payload: item.payload, expiry: item.expiry, priority: item.priority,
-                                  position: SourcePosition(offset: item.offset, sequence: UInt64(item.line)))
+                                  position: SourcePosition(offset: item.offset, sequence: UInt64(item.line)),
+                                  request: item.request)
     }
 
     /// Moves to the line that starts at `position.offset`, numbered `position.sequence`.
