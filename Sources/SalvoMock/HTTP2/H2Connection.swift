@@ -76,7 +76,7 @@ final class H2Connection: ServerConnection {
         self.counters = counters
         self.ordinal = ordinal
         streamLimitRaised = state.verifier == nil
-        super.init(loop: loop.eventLoop, stream: stream, registry: loop.registry, buffer: loop.buffer)
+        super.init(stream: stream, loop: loop)
     }
 
     deinit {
@@ -117,18 +117,10 @@ final class H2Connection: ServerConnection {
         readAvailable()
     }
 
-    override func handshakeDidFail(_ error: TLSError) {
-        state.count { $0.handshakeFailures += 1 }
-    }
-
     private func readAvailable() {
         var reads = 0
         reading: while phase == .established && !isStalled && output.count < Self.outputLimit {
-            let result: TLSReadResult
-            do { result = try stream.read(into: buffer) } catch {
-                clientWentAway()
-                return
-            }
+            guard let result = readClient() else { return clientWentAway() }
             switch result {
             case .bytes(let count):
                 now = Int64(time(nil))

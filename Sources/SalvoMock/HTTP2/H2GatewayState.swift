@@ -17,19 +17,12 @@ final class H2GatewayState: Sendable {
     let usesOrdinal: Bool
     /// Gateway-wide ordinal of valid requests, for the gateway-wide rules.
     let ordinal = Atomic<Int>(0)
-    let events = Locked(EventCounts())
+    /// The rare events (refusals, GOAWAYs, drops, stalls), counted where the statistics
+    /// report them; the loops' counters are added to a copy.
+    let events = Locked(H2Statistics())
     let accepted = AcceptedRecord()
     /// The `iat` of the team's current token, once one was seen.
     private let teamTokenIssuedAt = Locked<Int64?>(nil)
-
-    struct EventCounts {
-        var connections = 0
-        var handshakeFailures = 0
-        var refusedWithoutH2 = 0
-        var goaways = 0
-        var droppedConnections = 0
-        var flowControlStalls = 0
-    }
 
     init(_ configuration: H2MockGateway.Configuration) {
         plan = configuration.failurePlan
@@ -41,7 +34,7 @@ final class H2GatewayState: Sendable {
         usesOrdinal = plan.rejectEvery != nil || plan.throttleEvery != nil || plan.unavailableEvery != nil
     }
 
-    func count(_ update: (inout EventCounts) -> Void) { events.withLock { update(&$0) } }
+    func count(_ update: (inout H2Statistics) -> Void) { events.withLock { update(&$0) } }
 
     /// Takes a valid token issued at `issuedAt` as the team's current one, or refuses it
     /// when it replaces the current one less than `ProviderToken.minimumRefreshInterval`
