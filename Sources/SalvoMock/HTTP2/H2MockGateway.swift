@@ -26,6 +26,8 @@ public final class H2MockGateway: Sendable {
     public let configuration: Configuration
     /// The port it listens on (the one picked when `configuration.port` was 0).
     public var port: Int { core.runtime.port }
+    /// The most accepted requests `Configuration.recordRequests` keeps.
+    public static let recordedRequestLimit = 100_000
     let core: GatewayCore<H2GatewayState, H2LoopCounters>
 
     /// Starts listening and the loop threads.
@@ -67,6 +69,7 @@ public final class H2MockGateway: Sendable {
             snapshot.rejectedByStatus[String(reason.status), default: 0] += count
         }
         core.complete(&snapshot, record: configuration.recordAccepted ? core.state.accepted : nil)
+        if configuration.recordRequests { snapshot.acceptedRequests = core.state.recordedRequests.withLock { $0 } }
         return snapshot
     }
 
@@ -111,11 +114,17 @@ extension H2MockGateway {
         /// device token and the payload) and count duplicates. A hash per request and a
         /// lock per read; off for throughput runs.
         public var recordAccepted: Bool
+        /// Keep each accepted request's token and APNs headers (`H2RecordedRequest`), the
+        /// first `H2MockGateway.recordedRequestLimit`, for `H2Statistics.acceptedRequests`:
+        /// what a test of a sender checks its headers against. Allocates per request; off
+        /// for throughput runs.
+        public var recordRequests: Bool
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, tokenVerifier: ProviderTokenVerifier? = nil,
             maximumConcurrentStreams: UInt32 = 1000, environment: Environment = .production, allowedTopics: [String] = [],
-            loops: Int = availableCores, failurePlan: H2FailurePlan = H2FailurePlan(), recordAccepted: Bool = false
+            loops: Int = availableCores, failurePlan: H2FailurePlan = H2FailurePlan(), recordAccepted: Bool = false,
+            recordRequests: Bool = false
         ) {
             server = MockServerSettings(host: host, port: port, tls: tls, loops: loops)
             self.tokenVerifier = tokenVerifier
@@ -124,6 +133,7 @@ extension H2MockGateway {
             self.allowedTopics = allowedTopics
             self.failurePlan = failurePlan
             self.recordAccepted = recordAccepted
+            self.recordRequests = recordRequests
         }
     }
 }
