@@ -23,6 +23,13 @@ struct FailurePlanOptions: ParsableArguments {
     @Option(name: .customLong("stall-ms"), help: ArgumentHelp("Length of each stall.", valueName: "ms"))
     var stallMilliseconds = 100
 
+    // Unconditional: `--error-delay-ms -1` reaches the range check (and its message)
+    // instead of reading as a missing value.
+    @Option(name: .customLong("error-delay-ms"), parsing: .unconditional,
+            help: ArgumentHelp("Hold back each error answer this long (0...600000): binary, discarding what arrives meanwhile; h2, instead of --response-delay-ms.",
+                               valueName: "ms"))
+    var errorDelayMilliseconds: Int?
+
     @Option(help: "Seed for the randomized rules.")
     var seed: UInt64 = 0
 
@@ -46,12 +53,6 @@ struct FailurePlanOptions: ParsableArguments {
     @Option(name: .customLong("stall-jitter-ms"), help: ArgumentHelp("binary: up to this much (seeded) is added to each stall.", valueName: "ms"))
     var stallJitterMilliseconds = 0
 
-    // Unconditional: `--error-delay-ms -1` reaches the range check (and its message)
-    // instead of reading as a missing value.
-    @Option(name: .customLong("error-delay-ms"), parsing: .unconditional,
-            help: ArgumentHelp("binary: hold back each error response this long (0...600000), discarding what arrives meanwhile.", valueName: "ms"))
-    var errorDelayMilliseconds = 0
-
     // MARK: HTTP/2 only
 
     @Option(name: .customLong("throttle-every"),
@@ -62,9 +63,18 @@ struct FailurePlanOptions: ParsableArguments {
             help: ArgumentHelp("h2: answer every Nth valid request, gateway-wide, 503 ServiceUnavailable.", valueName: "n"))
     var unavailableEvery: Int?
 
+    @Option(name: .customLong("internal-error-every"),
+            help: ArgumentHelp("h2: answer every Nth valid request, gateway-wide, 500 InternalServerError.", valueName: "n"))
+    var internalErrorEvery: Int?
+
     @Option(name: .customLong("goaway-every"),
-            help: ArgumentHelp("h2: send GOAWAY (Shutdown) once N valid requests on a connection were answered.", valueName: "n"))
+            help: ArgumentHelp("h2: the connection taking every Nth valid request, gateway-wide, sends GOAWAY (Shutdown).", valueName: "n"))
     var goawayEvery: Int?
+
+    // Unconditional, as --error-delay-ms.
+    @Option(name: .customLong("response-delay-ms"), parsing: .unconditional,
+            help: ArgumentHelp("h2: hold each answer D ms plus a seeded uniform jitter of 0...JITTER ms (each 0...600000).", valueName: "D[:JITTER]"))
+    var responseDelay: String?
 
     // MARK: Plans
 
@@ -96,7 +106,7 @@ struct FailurePlanOptions: ParsableArguments {
         }
         plan.stallDuration = .milliseconds(stallMilliseconds)
         plan.stallJitter = .milliseconds(stallJitterMilliseconds)
-        plan.errorDelay = try errorDelay()
+        plan.errorDelay = try errorDelay() ?? .zero
         try Self.validate { () throws(FailurePlanError) in try plan.validate() }
         return plan
     }
@@ -104,27 +114,44 @@ struct FailurePlanOptions: ParsableArguments {
     /// The HTTP/2 gateway's plan; a flag out of range is a usage error that names it.
     func h2Plan() throws(UsageError) -> H2FailurePlan {
         guard stallMilliseconds >= 0 else { throw UsageError("--stall-ms must not be negative") }
+        let (delay, jitter) = try responseDelays()
         let plan = H2FailurePlan(
             seed: seed, rejectEvery: rejectEvery, throttleEvery: throttleEvery, unavailableEvery: unavailableEvery,
-            goawayEvery: goawayEvery, dropEvery: dropEvery, stallEvery: stallEvery,
-            stallDuration: .milliseconds(stallMilliseconds))
+            internalErrorEvery: internalErrorEvery, goawayEvery: goawayEvery, dropEvery: dropEvery, stallEvery: stallEvery,
+            stallDuration: .milliseconds(stallMilliseconds), responseDelay: delay, responseJitter: jitter,
+            errorDelay: try errorDelay())
         try Self.validate { () throws(FailurePlanError) in try plan.validate() }
         return plan
     }
 
-    /// `--error-delay-ms`, checked.
-    private func errorDelay() throws(UsageError) -> Duration {
-        guard (0...600_000).contains(errorDelayMilliseconds) else {
+    /// The longest delay a flag takes, in milliseconds (10 minutes).
+    private static let delayRange = 0...600_000
+
+    /// `--error-delay-ms`, checked; nil when not given.
+    private func errorDelay() throws(UsageError) -> Duration? {
+        guard let errorDelayMilliseconds else { return nil }
+        guard Self.delayRange.contains(errorDelayMilliseconds) else {
             throw UsageError("--error-delay-ms must be 0...600000 (at most 10 minutes), got \(errorDelayMilliseconds)")
         }
         return .milliseconds(errorDelayMilliseconds)
+    }
+
+    /// `--response-delay-ms D[:JITTER]`, checked; zero when not given.
+    private func responseDelays() throws(UsageError) -> (delay: Duration, jitter: Duration) {
+        guard let responseDelay else { return (.zero, .zero) }
+        let parts = responseDelay.split(separator: ":", omittingEmptySubsequences: false).map { Int($0) }
+        guard (1...2).contains(parts.count), parts.allSatisfy({ $0.map(Self.delayRange.contains) == true }) else {
+            throw UsageError("--response-delay-ms wants D or D:JITTER, milliseconds 0...600000 each, got '\(responseDelay)'")
+        }
+        return (.milliseconds(parts[0]!), .milliseconds(parts.count == 2 ? parts[1]! : 0))
     }
 
     /// The flag each plan field comes from, for messages about them.
     private static let flagsByField = [
         ("rejectEvery", "--reject-every"), ("rejectProbability", "--reject-probability"),
         ("shutdownEvery", "--shutdown-every"), ("dropEvery", "--drop-every"), ("stallEvery", "--stall-every"),
-        ("throttleEvery", "--throttle-every"), ("unavailableEvery", "--unavailable-every"), ("goawayEvery", "--goaway-every"),
+        ("throttleEvery", "--throttle-every"), ("unavailableEvery", "--unavailable-every"),
+        ("internalErrorEvery", "--internal-error-every"), ("goawayEvery", "--goaway-every"),
     ]
 
     /// Runs a plan's own check, its message spelling the plan's field names as the flags.
@@ -143,8 +170,7 @@ struct FailurePlanOptions: ParsableArguments {
         Self.firstGiven([
             ("--invalid-token", !invalidTokens.isEmpty), ("--invalid-token-suffix", invalidTokenSuffix != nil),
             ("--reject-status", rejectStatus != 8), ("--reject-probability", rejectProbability != nil),
-            ("--shutdown-every", shutdownEvery != nil), ("--error-delay-ms", errorDelayMilliseconds != 0),
-            ("--stall-jitter-ms", stallJitterMilliseconds != 0),
+            ("--shutdown-every", shutdownEvery != nil), ("--stall-jitter-ms", stallJitterMilliseconds != 0),
         ])
     }
 
@@ -152,7 +178,8 @@ struct FailurePlanOptions: ParsableArguments {
     var h2OnlyFlag: String? {
         Self.firstGiven([
             ("--throttle-every", throttleEvery != nil), ("--unavailable-every", unavailableEvery != nil),
-            ("--goaway-every", goawayEvery != nil),
+            ("--internal-error-every", internalErrorEvery != nil), ("--goaway-every", goawayEvery != nil),
+            ("--response-delay-ms", responseDelay != nil),
         ])
     }
 

@@ -33,10 +33,18 @@ struct MockCommand: AsyncParsableCommand {
             request validated with Apple's statuses and reasons; token authentication with \
             --auth-key, --key-id and --team-id (one stream per connection until a valid \
             token, then --max-streams), or certificates with --require-client-cert; tokens \
-            ending in `dead` get 410 Unregistered; --reject-every N (400 BadDeviceToken), \
+            ending in `dead` get 410 Unregistered, tokens ending in `fade` 410 ExpiredToken \
+            (both with a timestamp); --reject-every N (400 BadDeviceToken), \
             --throttle-every N (429 TooManyRequests), --unavailable-every N (503 \
-            ServiceUnavailable) count valid requests gateway-wide; --goaway-every N, \
-            --drop-every N and --stall-every N count them per connection.
+            ServiceUnavailable), --internal-error-every N (500 InternalServerError) and \
+            --goaway-every N (the connection taking the request goes away) count valid \
+            requests gateway-wide; --drop-every N and --stall-every N count them per \
+            connection. --response-delay-ms D[:JITTER] holds every answer D ms plus a \
+            seeded jitter of up to JITTER ms, as Apple answers once it has processed a \
+            request; --error-delay-ms MS holds error answers MS instead. Answers count in \
+            the report when they are sent; those never sent (the client left first) in \
+            unsentAnswers. --record-requests reports each accepted request's token and \
+            APNs headers (acceptedRequests), for checking what a sender put on the wire.
             """)
 
     @Option(name: .customLong("protocol"), help: "binary (the legacy protocol, default) or h2 (the HTTP/2 provider API).")

@@ -23,11 +23,16 @@ struct H2MockOptions: ParsableArguments {
     @Option(name: .customLong("topic"), help: ArgumentHelp("A bundle id topics may name; repeatable. Others get 400 TopicDisallowed. Default: any.", valueName: "bundle-id"))
     var topics: [String] = []
 
+    @Flag(name: .customLong("record-requests"),
+          help: "Report each accepted request's token and APNs headers (acceptedRequests; the first 100,000).")
+    var recordRequests = false
+
     /// The first of these flags that was given, for refusing it with the binary protocol.
     var givenFlag: String? {
         FailurePlanOptions.firstGiven([
             ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
+            ("--record-requests", recordRequests),
         ])
     }
 
@@ -74,7 +79,8 @@ extension MockCommand {
         var configuration = H2MockGateway.Configuration(
             host: host, port: port ?? 2197, tls: serverTLS, tokenVerifier: try h2.tokenVerifier(),
             maximumConcurrentStreams: try h2.maximumConcurrentStreams(), environment: h2.environment ?? .production,
-            allowedTopics: h2.topics, failurePlan: try failures.h2Plan(), recordAccepted: recordAccepted)
+            allowedTopics: h2.topics, failurePlan: try failures.h2Plan(), recordAccepted: recordAccepted,
+            recordRequests: h2.recordRequests)
         if let loops { configuration.loops = loops }
         let gateway = try H2MockGateway(configuration)
         // Watch the signals before announcing the port: whoever reads the line may signal at once.
