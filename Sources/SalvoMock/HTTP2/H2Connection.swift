@@ -79,6 +79,10 @@ final class H2Connection: ServerConnection {
     private var lastIssuedAt: Int64 = 0
     /// UNIX seconds at the current read.
     private var now: Int64 = 0
+    /// When the current read returned: what a held answer's delay counts from. Not the
+    /// loop's `now`, which dates from before the reads of this wake-up, so that requests
+    /// arriving while the loop works would be held short.
+    private var readAt = Instant(nanoseconds: 0)
     private var isStalled = false
     /// TLS needs to write before it can read again (a read returned WANT_WRITE).
     private var readWantsWrite = false
@@ -144,6 +148,7 @@ final class H2Connection: ServerConnection {
             switch result {
             case .bytes(let count):
                 now = Int64(time(nil))
+                readAt = .now()
                 let consumed = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count)
                 if isDropping {
                     drop()
@@ -395,7 +400,7 @@ final class H2Connection: ServerConnection {
             return
         }
         slots[index].isHeld = true
-        let due = loop.now + .nanoseconds(Int64(holdTime))
+        let due = readAt + .nanoseconds(Int64(holdTime))
         held.insert(due: due, streamID: streamID, slot: Int32(index))
         armReleaseTimer()
     }
