@@ -63,7 +63,7 @@ public final class MockGateway: Sendable {
             snapshot.framesByCommand.frame += loop.frame.load(ordering: .acquiring)
             snapshot.bytesReceived += loop.bytesReceived.load(ordering: .acquiring)
         }
-        core.complete(&snapshot, record: configuration.recordAccepted ? core.state.accepted : nil)
+        core.complete(&snapshot, record: core.state.accepted)
         return snapshot
     }
 
@@ -75,18 +75,14 @@ public final class MockGateway: Sendable {
 }
 
 extension MockGateway {
-    /// How the gateway listens and behaves. `host`, `port`, `tls` and `loops` are its
-    /// `server` settings; set `tls.requireClientCertificate` (with `trustRoots` and
+    /// How the gateway listens and behaves. `host`, `port`, `tls`, `loops` and `recordAccepted`
+    /// are its `server` settings; set `tls.requireClientCertificate` (with `trustRoots` and
     /// `verifyPeer`) to refuse clients without a certificate, as Apple's gateway does.
     public struct Configuration: MockServerConfiguration, Sendable {
-        /// Where and how the gateway listens.
+        /// Where and how the gateway listens, and whether it records what it accepted.
         public var server: MockServerSettings
         /// What fails on purpose; default: nothing.
         public var failurePlan: FailurePlan
-        /// Keep the digest of every accepted notification (see `MockStatistics.digest`) to
-        /// compare with what a sender believes was accepted, and count duplicates. Costs a
-        /// hash per notification and a lock per read; off for throughput runs.
-        public var recordAccepted: Bool
         /// The largest payload accepted; longer ones get status 7. Default 2048.
         public var maximumPayloadLength: Int
         /// Bytes per read (one buffer per loop). Default 64 KiB.
@@ -102,9 +98,8 @@ extension MockGateway {
             failurePlan: FailurePlan = .none, recordAccepted: Bool = false, maximumPayloadLength: Int = 2048,
             readBufferSize: Int = 65536, receiveBuffer: Int? = 256 << 10
         ) {
-            server = MockServerSettings(host: host, port: port, tls: tls, loops: loops)
+            server = MockServerSettings(host: host, port: port, tls: tls, loops: loops, recordAccepted: recordAccepted)
             self.failurePlan = failurePlan
-            self.recordAccepted = recordAccepted
             self.maximumPayloadLength = maximumPayloadLength
             self.readBufferSize = readBufferSize
             self.receiveBuffer = receiveBuffer

@@ -1,8 +1,9 @@
 import SalvoIO
 import Synchronization
 
-/// Where and how a mock gateway listens: what `MockGateway` and `H2MockGateway` are
-/// configured with alike, and start up with alike (on `ServerRuntime`).
+/// Where and how a mock gateway listens, and whether it records what it accepted: what
+/// `MockGateway` and `H2MockGateway` are configured with alike, and start up with alike
+/// (on `ServerRuntime`).
 public struct MockServerSettings: Sendable {
     /// The address to listen on.
     public var host: String
@@ -15,12 +16,18 @@ public struct MockServerSettings: Sendable {
     /// Event-loop threads (at least one is run); default: the number of cores. One listener
     /// is accepted on the first, and connections are handed round-robin to all of them.
     public var loops: Int
+    /// Keep the digest of every accepted notification or request (`MockStatistics.digest`
+    /// of its token and payload) to compare with what a sender believes was accepted, and
+    /// count duplicates. A hash per notification and a lock per read; off for throughput runs.
+    public var recordAccepted: Bool
 
-    public init(host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, loops: Int = availableCores) {
+    public init(host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, loops: Int = availableCores,
+                recordAccepted: Bool = false) {
         self.host = host
         self.port = port
         self.tls = tls
         self.loops = loops
+        self.recordAccepted = recordAccepted
     }
 }
 
@@ -53,6 +60,7 @@ final class GatewayCore<State: Sendable, Counters: Sendable>: Sendable {
     /// One per loop, in the runtime's loop order.
     let counters: [Counters]
     let runtime: ServerRuntime
+    let recordAccepted: Bool
 
     /// Starts listening and the loop threads.
     init(name: String, settings: MockServerSettings, bufferSize: Int, receiveBuffer: Int? = nil, state: State,
@@ -60,6 +68,7 @@ final class GatewayCore<State: Sendable, Counters: Sendable>: Sendable {
         let counters = (0..<max(1, settings.loops)).map { _ in makeCounters() }
         self.state = state
         self.counters = counters
+        recordAccepted = settings.recordAccepted
         runtime = try ServerRuntime(name: name, settings: settings, bufferSize: bufferSize, receiveBuffer: receiveBuffer) {
             stream, ordinal, loop in
             // The runtime hands connection n to loop n % loops, the one these counters are for.
@@ -81,11 +90,11 @@ extension H2Statistics: GatewayStatistics {}
 
 extension GatewayCore {
     /// Fills in what every gateway counts alike: connections and failed handshakes, and,
-    /// when the gateway keeps one, what its accepted record holds.
-    func complete(_ snapshot: inout some GatewayStatistics, record: AcceptedRecord?) {
+    /// with `recordAccepted`, what `record` holds.
+    func complete(_ snapshot: inout some GatewayStatistics, record: AcceptedRecord) {
         snapshot.connections = runtime.counts.accepted.load(ordering: .acquiring)
         snapshot.handshakeFailures = runtime.counts.handshakeFailures.load(ordering: .acquiring)
-        if let record {
+        if recordAccepted {
             (snapshot.acceptedDigests, snapshot.duplicates) = record.snapshot()
         }
     }

@@ -68,7 +68,7 @@ public final class H2MockGateway: Sendable {
             snapshot.rejectedByReason[reason.name] = count
             snapshot.rejectedByStatus[String(reason.status), default: 0] += count
         }
-        core.complete(&snapshot, record: configuration.recordAccepted ? core.state.accepted : nil)
+        core.complete(&snapshot, record: core.state.accepted)
         if configuration.recordRequests { snapshot.acceptedRequests = core.state.recordedRequests.withLock { $0 } }
         return snapshot
     }
@@ -89,12 +89,12 @@ extension H2MockGateway {
         case development
     }
 
-    /// How the gateway listens and behaves. `host`, `port`, `tls` and `loops` are its
-    /// `server` settings; the gateway sets the TLS setup's ALPN list to `h2`. Set
+    /// How the gateway listens and behaves. `host`, `port`, `tls`, `loops` and `recordAccepted`
+    /// are its `server` settings; the gateway sets the TLS setup's ALPN list to `h2`. Set
     /// `tls.requireClientCertificate` (with `trustRoots` and `verifyPeer`) for certificate
     /// authentication, as Apple's gateway does; the topic then comes from each request.
     public struct Configuration: MockServerConfiguration, Sendable {
-        /// Where and how the gateway listens.
+        /// Where and how the gateway listens, and whether it records what it accepted.
         public var server: MockServerSettings
         /// Token authentication: requests must carry `authorization: bearer <token>` that
         /// this verifier accepts, and a connection may open one stream at a time until its
@@ -110,10 +110,6 @@ extension H2MockGateway {
         public var allowedTopics: [String]
         /// What fails on purpose; default: nothing.
         public var failurePlan: H2FailurePlan
-        /// Keep the digest of every accepted request (`MockStatistics.digest` of the
-        /// device token and the payload) and count duplicates. A hash per request and a
-        /// lock per read; off for throughput runs.
-        public var recordAccepted: Bool
         /// Keep each accepted request's token and APNs headers (`H2RecordedRequest`), the
         /// first `H2MockGateway.recordedRequestLimit`, for `H2Statistics.acceptedRequests`:
         /// what a test of a sender checks its headers against. Allocates per request; off
@@ -126,13 +122,12 @@ extension H2MockGateway {
             loops: Int = availableCores, failurePlan: H2FailurePlan = H2FailurePlan(), recordAccepted: Bool = false,
             recordRequests: Bool = false
         ) {
-            server = MockServerSettings(host: host, port: port, tls: tls, loops: loops)
+            server = MockServerSettings(host: host, port: port, tls: tls, loops: loops, recordAccepted: recordAccepted)
             self.tokenVerifier = tokenVerifier
             self.maximumConcurrentStreams = maximumConcurrentStreams
             self.environment = environment
             self.allowedTopics = allowedTopics
             self.failurePlan = failurePlan
-            self.recordAccepted = recordAccepted
             self.recordRequests = recordRequests
         }
     }
