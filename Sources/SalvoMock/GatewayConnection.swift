@@ -39,16 +39,12 @@ final class GatewayConnection: ServerConnection {
         self.ordinal = ordinal
         decoder = FrameDecoder(maximumPayloadLength: maximumPayloadLength)
         nextStall = state.rules.stallEvery
-        super.init(loop: loop.eventLoop, stream: stream, registry: loop.registry, buffer: loop.buffer)
+        super.init(stream: stream, loop: loop)
     }
 
     override func didEstablish() { readAvailable() }
 
     override func connectionEvents(_ events: IOEvents) { readAvailable() }
-
-    override func handshakeDidFail(_ error: TLSError) {
-        state.count { $0.handshakeFailures += 1 }
-    }
 
     private func readAvailable() {
         guard !isStalled else { return }
@@ -57,11 +53,7 @@ final class GatewayConnection: ServerConnection {
         watch(.read)
         var reads = 0
         while phase == .established && !isStalled {
-            let result: TLSReadResult
-            do { result = try stream.read(into: buffer) } catch {
-                clientWentAway()
-                return
-            }
+            guard let result = readClient() else { return clientWentAway() }
             switch result {
             case .bytes(let count):
                 // While a response is held back, what the client sends is read (its writes
@@ -121,7 +113,7 @@ final class GatewayConnection: ServerConnection {
         case .stoppedByCaller?:
             if let verdict = ledger.verdict { carryOut(verdict) }
         case .violation(let violation)?:
-            let count = { (counts: inout GatewayState.EventCounts) in counts.rejectedByStatus[violation.status.rawValue, default: 0] += 1 }
+            let count = { (counts: inout MockStatistics) in counts.countRejection(violation.status) }
             if let response = violation.errorResponse {
                 answer(response, counting: count)
             } else {
@@ -170,7 +162,7 @@ final class GatewayConnection: ServerConnection {
     private func carryOut(_ verdict: Verdict) {
         switch verdict {
         case .reject(let status, let identifier):
-            answer(ErrorResponse(status: status, identifier: identifier)) { $0.rejectedByStatus[status.rawValue, default: 0] += 1 }
+            answer(ErrorResponse(status: status, identifier: identifier)) { $0.countRejection(status) }
         case .shutdown(let lastAccepted):
             answer(ErrorResponse(status: .shutdown, identifier: lastAccepted)) { $0.shutdowns += 1 }
         case .drop:
@@ -181,7 +173,7 @@ final class GatewayConnection: ServerConnection {
 
     /// Counts the event, then writes `response`, close_notify, and closes: at once, or after
     /// the plan's `errorDelay`, draining the client meanwhile as a slow gateway would.
-    private func answer(_ response: ErrorResponse, counting event: (inout GatewayState.EventCounts) -> Void) {
+    private func answer(_ response: ErrorResponse, counting event: (inout MockStatistics) -> Void) {
         let delay = state.rules.plan.errorDelay
         guard delay > .zero else {
             state.count(event)

@@ -9,28 +9,27 @@ final class GatewayState: Sendable {
     let recordAccepted: Bool
     /// Gateway-wide ordinal of judged notifications, for `rejectEvery`/`rejectProbability`.
     let ordinal = Atomic<Int>(0)
-    let events = Locked(EventCounts())
+    /// The rare events (rejections, drops, shutdowns, stalls, delays), counted where the
+    /// statistics report them; the loops' counters are added to a copy.
+    let events = Locked(MockStatistics())
     let accepted = AcceptedRecord()
-
-    struct EventCounts {
-        var rejectedByStatus: [UInt8: Int] = [:]
-        var connections = 0
-        var handshakeFailures = 0
-        var droppedConnections = 0
-        var shutdowns = 0
-        var stalls = 0
-        var delayedResponses = 0
-    }
 
     init(plan: FailurePlan, recordAccepted: Bool) {
         rules = PlanRules(plan)
         self.recordAccepted = recordAccepted
     }
 
-    func count(_ update: (inout EventCounts) -> Void) {
+    func count(_ update: (inout MockStatistics) -> Void) {
         events.withLock { update(&$0) }
     }
+}
 
+extension MockStatistics {
+    /// One more rejection (or refused malformed frame) with `status`.
+    mutating func countRejection(_ status: Status) {
+        rejectedByStatus[status.name, default: 0] += 1
+        rejected += 1
+    }
 }
 
 /// The digests of accepted notifications (`MockStatistics.digest`), and how many were

@@ -51,7 +51,7 @@ public enum IngestProbe {
         let gateway = try MockGateway(.init(tls: server, loops: 1))
         defer { gateway.stop() }
         let stream = try TLSStream.connect(host: "127.0.0.1", port: gateway.port, context: client)
-        let gatewayClock = try gateway.runtime.loops[0].eventLoop.runAndWait { ThreadClock.current() }
+        let gatewayClock = try gateway.core.runtime.loops[0].eventLoop.runAndWait { ThreadClock.current() }
         let senderClock = ThreadClock.current()
 
         // A whole number of frames and of chunks, so every write is a full chunk.

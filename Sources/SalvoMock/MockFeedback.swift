@@ -1,5 +1,6 @@
 import SalvoIO
 import SalvoWire
+import Synchronization
 
 /// An in-process APNs feedback service: on each TLS connection it writes its tuples
 /// (`time:u32 tokenLength:u16=32 token`, 38 bytes each, big endian), sends close_notify and
@@ -37,11 +38,11 @@ public final class MockFeedback: Sendable {
 
     final class Shared: Sendable {
         let clearAfterRead: Bool
-        let state: Locked<(tuples: [FeedbackTuple], served: Int, handshakeFailures: Int)>
+        let state: Locked<(tuples: [FeedbackTuple], served: Int)>
 
         init(_ configuration: Configuration) {
             clearAfterRead = configuration.clearAfterRead
-            state = Locked((configuration.tuples, 0, 0))
+            state = Locked((configuration.tuples, 0))
         }
 
         /// The bytes for one connection; clears the list when configured to.
@@ -62,14 +63,11 @@ public final class MockFeedback: Sendable {
 
     /// Starts listening on its own loop thread.
     public init(_ configuration: Configuration) throws {
-        let context = try TLSContext(configuration.tls, role: .server)
         let shared = Shared(configuration)
         self.shared = shared
-        runtime = try ServerRuntime(
-            name: "mock-fb", host: configuration.host, port: configuration.port, loopCount: 1, bufferSize: 16384
-        ) { socket, _, loop in
-            guard let stream = try? TLSStream(context: context, socket: socket) else { return nil }
-            return FeedbackConnection(stream: stream, loop: loop, shared: shared)
+        let settings = MockServerSettings(host: configuration.host, port: configuration.port, tls: configuration.tls, loops: 1)
+        runtime = try ServerRuntime(name: "mock-fb", settings: settings, bufferSize: 16384) { stream, _, loop in
+            FeedbackConnection(stream: stream, loop: loop, shared: shared)
         }
     }
 
@@ -83,7 +81,7 @@ public final class MockFeedback: Sendable {
     public var connectionsServed: Int { shared.state.withLock { $0.served } }
 
     /// Connections whose TLS handshake failed.
-    public var handshakeFailures: Int { shared.state.withLock { $0.handshakeFailures } }
+    public var handshakeFailures: Int { runtime.counts.handshakeFailures.load(ordering: .acquiring) }
 
     /// Closes the listener and connections and joins the thread. Idempotent.
     public func stop() { runtime.stop() }
@@ -97,12 +95,8 @@ final class FeedbackConnection: ServerConnection {
 
     init(stream: TLSStream, loop: ServerRuntime.Loop, shared: MockFeedback.Shared) {
         self.shared = shared
-        super.init(loop: loop.eventLoop, stream: stream, registry: loop.registry, buffer: loop.buffer)
+        super.init(stream: stream, loop: loop)
     }
 
     override func didEstablish() { respondAndClose(shared.takeBytes()) }
-
-    override func handshakeDidFail(_ error: TLSError) {
-        shared.state.withLock { $0.handshakeFailures += 1 }
-    }
 }

@@ -6,10 +6,10 @@ import SalvoWire
 /// strictly, error responses `08 status identifier` followed by close_notify and a close,
 /// and a `FailurePlan` that rejects, shuts down, drops, stalls or answers late on purpose.
 ///
-/// It runs `Configuration.loops` event-loop threads; one listener is accepted on the first
-/// and connections are handed round-robin to all of them. Each connection reads into its
-/// loop's large buffer and decodes in place; counters are published once per read, so the
-/// per-notification path is a decode, a few compares and stack increments.
+/// It runs `Configuration.loops` event-loop threads (see `MockServerSettings`). Each
+/// connection reads into its loop's large buffer and decodes in place; counters are
+/// published once per read, so the per-notification path is a decode, a few compares and
+/// stack increments.
 ///
 /// ```swift
 /// let pki = try DevelopmentPKI.Bundle()
@@ -20,23 +20,69 @@ import SalvoWire
 /// print(gateway.statistics().accepted)
 /// ```
 public final class MockGateway: Sendable {
-    /// How the gateway listens and behaves.
-    public struct Configuration: Sendable {
-        /// The address to listen on.
-        public var host: String
-        /// The port; 0 picks a free one (read it back from `MockGateway.port`).
-        public var port: Int
-        /// The server's TLS setup. Set `requireClientCertificate` (with `trustRoots` and
-        /// `verifyPeer`) to refuse clients without a certificate, as Apple's gateway does.
-        public var tls: TLSConfiguration
-        /// Event-loop threads; default: the number of cores.
-        public var loops: Int
+    /// The configuration the gateway runs with.
+    public let configuration: Configuration
+    /// The port it listens on (the one picked when `configuration.port` was 0).
+    public var port: Int { core.runtime.port }
+    /// Notifications accepted so far: one atomic read per loop, cheap enough to poll
+    /// (`statistics()` also copies every recorded digest).
+    public var accepted: Int { core.counters.reduce(0) { $0 + $1.accepted.load(ordering: .acquiring) } }
+    let core: GatewayCore<GatewayState, LoopCounters>
+
+    /// Starts listening and the loop threads.
+    ///
+    /// - Throws: `FailurePlanError` for an invalid plan, `TLSError` for unusable
+    ///   certificates or keys, `ConnectError`/`IOError` when the address cannot be bound.
+    public init(_ configuration: Configuration) throws {
+        try configuration.failurePlan.validate()
+        guard (1...Int(UInt16.max)).contains(configuration.maximumPayloadLength) else {
+            throw FailurePlanError.invalid("maximumPayloadLength must be 1...65535")
+        }
+        self.configuration = configuration
+        let maximumPayloadLength = configuration.maximumPayloadLength
+        // Room for at least one whole frame per read keeps the decoder's carry path rare.
+        let bufferSize = max(configuration.readBufferSize, FrameDecoder.largestFrameLength(maximumPayloadLength))
+        core = try GatewayCore(
+            name: "mock-gw", settings: configuration.server, bufferSize: bufferSize, receiveBuffer: configuration.receiveBuffer,
+            state: GatewayState(plan: configuration.failurePlan, recordAccepted: configuration.recordAccepted),
+            counters: LoopCounters.init
+        ) { stream, ordinal, loop, counters, state in
+            GatewayConnection(stream: stream, ordinal: ordinal, loop: loop, counters: counters, state: state,
+                              maximumPayloadLength: maximumPayloadLength)
+        }
+    }
+
+    /// A consistent-enough snapshot: each counter is read atomically; counters are published
+    /// once per read, and always before the gateway answers or closes a connection.
+    public func statistics() -> MockStatistics {
+        var snapshot = core.state.events.withLock { $0 }
+        for loop in core.counters {
+            snapshot.accepted += loop.accepted.load(ordering: .acquiring)
+            snapshot.framesByCommand.simple += loop.simple.load(ordering: .acquiring)
+            snapshot.framesByCommand.enhanced += loop.enhanced.load(ordering: .acquiring)
+            snapshot.framesByCommand.frame += loop.frame.load(ordering: .acquiring)
+            snapshot.bytesReceived += loop.bytesReceived.load(ordering: .acquiring)
+        }
+        core.complete(&snapshot, record: core.state.accepted)
+        return snapshot
+    }
+
+    /// Closes the listener and every connection and joins the loop threads. Idempotent;
+    /// call it from any thread but the gateway's own loops.
+    public func stop() { core.runtime.stop() }
+
+    deinit { stop() }
+}
+
+extension MockGateway {
+    /// How the gateway listens and behaves. `host`, `port`, `tls`, `loops` and `recordAccepted`
+    /// are its `server` settings; set `tls.requireClientCertificate` (with `trustRoots` and
+    /// `verifyPeer`) to refuse clients without a certificate, as Apple's gateway does.
+    public struct Configuration: MockServerConfiguration, Sendable {
+        /// Where and how the gateway listens, and whether it records what it accepted.
+        public var server: MockServerSettings
         /// What fails on purpose; default: nothing.
         public var failurePlan: FailurePlan
-        /// Keep the digest of every accepted notification (see `MockStatistics.digest`) to
-        /// compare with what a sender believes was accepted, and count duplicates. Costs a
-        /// hash per notification and a lock per read; off for throughput runs.
-        public var recordAccepted: Bool
         /// The largest payload accepted; longer ones get status 7. Default 2048.
         public var maximumPayloadLength: Int
         /// Bytes per read (one buffer per loop). Default 64 KiB.
@@ -52,97 +98,11 @@ public final class MockGateway: Sendable {
             failurePlan: FailurePlan = .none, recordAccepted: Bool = false, maximumPayloadLength: Int = 2048,
             readBufferSize: Int = 65536, receiveBuffer: Int? = 256 << 10
         ) {
-            self.host = host
-            self.port = port
-            self.tls = tls
-            self.loops = loops
+            server = MockServerSettings(host: host, port: port, tls: tls, loops: loops, recordAccepted: recordAccepted)
             self.failurePlan = failurePlan
-            self.recordAccepted = recordAccepted
             self.maximumPayloadLength = maximumPayloadLength
             self.readBufferSize = readBufferSize
             self.receiveBuffer = receiveBuffer
         }
     }
-
-    /// The configuration the gateway runs with.
-    public let configuration: Configuration
-    /// The port it listens on (the one picked when `configuration.port` was 0).
-    public var port: Int { runtime.port }
-
-    private let state: GatewayState
-    private let counters: [LoopCounters]
-    let runtime: ServerRuntime
-
-    /// Starts listening and the loop threads.
-    ///
-    /// - Throws: `FailurePlanError` for an invalid plan, `TLSError` for unusable
-    ///   certificates or keys, `ConnectError`/`IOError` when the address cannot be bound.
-    public init(_ configuration: Configuration) throws {
-        try configuration.failurePlan.validate()
-        guard (1...Int(UInt16.max)).contains(configuration.maximumPayloadLength) else {
-            throw FailurePlanError.invalid("maximumPayloadLength must be 1...65535")
-        }
-        self.configuration = configuration
-        let context = try TLSContext(configuration.tls, role: .server)
-        let state = GatewayState(plan: configuration.failurePlan, recordAccepted: configuration.recordAccepted)
-        let loopCount = max(1, configuration.loops)
-        let counters = (0..<loopCount).map { _ in LoopCounters() }
-        let maximumPayloadLength = configuration.maximumPayloadLength
-        self.state = state
-        self.counters = counters
-        // Room for at least one whole frame per read keeps the decoder's carry path rare.
-        let bufferSize = max(configuration.readBufferSize, FrameDecoder.largestFrameLength(maximumPayloadLength))
-        runtime = try ServerRuntime(
-            name: "mock-gw", host: configuration.host, port: configuration.port, loopCount: loopCount,
-            bufferSize: bufferSize
-        ) { [receiveBuffer = configuration.receiveBuffer] socket, ordinal, loop in
-            state.count { $0.connections += 1 }
-            if let receiveBuffer { socket.setBufferSizes(send: nil, receive: receiveBuffer) }
-            guard let stream = try? TLSStream(context: context, socket: socket) else { return nil }
-            return GatewayConnection(
-                stream: stream, ordinal: ordinal, loop: loop, counters: counters[ordinal % counters.count],
-                state: state, maximumPayloadLength: maximumPayloadLength)
-        }
-    }
-
-    /// Notifications accepted so far: one atomic read per loop, cheap enough to poll
-    /// (`statistics()` also copies every recorded digest).
-    public var accepted: Int { counters.reduce(0) { $0 + $1.accepted.load(ordering: .acquiring) } }
-
-    /// A consistent-enough snapshot: each counter is read atomically; counters are published
-    /// once per read, and always before the gateway answers or closes a connection.
-    public func statistics() -> MockStatistics {
-        var snapshot = MockStatistics()
-        for loop in counters {
-            snapshot.accepted += loop.accepted.load(ordering: .acquiring)
-            snapshot.framesByCommand.simple += loop.simple.load(ordering: .acquiring)
-            snapshot.framesByCommand.enhanced += loop.enhanced.load(ordering: .acquiring)
-            snapshot.framesByCommand.frame += loop.frame.load(ordering: .acquiring)
-            snapshot.bytesReceived += loop.bytesReceived.load(ordering: .acquiring)
-        }
-        state.events.withLock { events in
-            for (status, count) in events.rejectedByStatus {
-                snapshot.rejectedByStatus[Status(rawValue: status).name] = count
-                snapshot.rejected += count
-            }
-            snapshot.connections = events.connections
-            snapshot.handshakeFailures = events.handshakeFailures
-            snapshot.droppedConnections = events.droppedConnections
-            snapshot.shutdowns = events.shutdowns
-            snapshot.stalls = events.stalls
-            snapshot.delayedResponses = events.delayedResponses
-        }
-        if configuration.recordAccepted {
-            let record = state.accepted.snapshot()
-            snapshot.acceptedDigests = record.digests
-            snapshot.duplicates = record.duplicates
-        }
-        return snapshot
-    }
-
-    /// Closes the listener and every connection and joins the loop threads. Idempotent;
-    /// call it from any thread but the gateway's own loops.
-    public func stop() { runtime.stop() }
-
-    deinit { stop() }
 }

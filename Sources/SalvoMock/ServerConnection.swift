@@ -1,5 +1,6 @@
 import Dispatch
 import SalvoIO
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,6 +48,7 @@ class ServerConnection: EventHandler {
     let registry: ConnectionRegistry
     /// Scratch space owned by the loop; connections on one loop take turns with it.
     let buffer: UnsafeMutableRawBufferPointer
+    private let counts: ConnectionCounts
     private(set) var phase: Phase = .handshaking
     private var registration: Registration?
     private var outgoing: [UInt8] = []
@@ -56,11 +58,12 @@ class ServerConnection: EventHandler {
     private var lingerEnd = Instant(nanoseconds: 0)
     private var lastHeard = Instant(nanoseconds: 0)
 
-    init(loop: EventLoop, stream: TLSStream, registry: ConnectionRegistry, buffer: UnsafeMutableRawBufferPointer) {
-        self.loop = loop
+    init(stream: TLSStream, loop: ServerRuntime.Loop) {
+        self.loop = loop.eventLoop
         self.stream = stream
-        self.registry = registry
-        self.buffer = buffer
+        registry = loop.registry
+        buffer = loop.buffer
+        counts = loop.counts
     }
 
     /// Registers with the loop and starts the handshake. On the loop thread.
@@ -93,10 +96,13 @@ class ServerConnection: EventHandler {
     func didEstablish() {}
     /// Readiness while `.established`.
     func connectionEvents(_ events: IOEvents) {}
-    /// The handshake failed; the connection is already closed.
-    func handshakeDidFail(_ error: TLSError) {}
 
     // MARK: Actions
+
+    /// Reads what the client sent into the loop's buffer; nil when the stream failed.
+    final func readClient() -> TLSReadResult? {
+        try? stream.read(into: buffer)
+    }
 
     /// Watches for `interest` (empty: nothing, e.g. while stalled).
     final func watch(_ interest: IOEvents) {
@@ -144,8 +150,8 @@ class ServerConnection: EventHandler {
             case .wantWrite: watch(.write)
             }
         } catch {
+            counts.handshakeFailures.wrappingAdd(1, ordering: .relaxed)
             close()
-            handshakeDidFail(error)
         }
     }
 

@@ -1,8 +1,10 @@
 import SalvoIO
+import Synchronization
 
-/// The threads, listener and connection bookkeeping shared by the mock gateway and the mock
-/// feedback service: one listener accepted on the first loop, connections spread round-robin
-/// over all loops, and an orderly, idempotent stop.
+/// The threads, listener and connection bookkeeping shared by the mock gateways and the
+/// mock feedback service: one listener accepted on the first loop, each accepted socket
+/// counted and wrapped in a TLS stream, connections spread round-robin over all loops, and
+/// an orderly, idempotent stop.
 final class ServerRuntime: Sendable {
     /// One loop thread and what its connections share. The registry and the buffer are only
     /// touched on the loop's thread (or after it was joined).
@@ -10,10 +12,13 @@ final class ServerRuntime: Sendable {
         let thread: LoopThread
         let registry = ConnectionRegistry()
         let buffer: UnsafeMutableRawBufferPointer
+        /// The runtime's, shared by every loop.
+        let counts: ConnectionCounts
 
-        init(name: String, bufferSize: Int) throws(IOError) {
+        init(name: String, bufferSize: Int, counts: ConnectionCounts) throws(IOError) {
             thread = try LoopThread(name: name)
             buffer = .allocate(byteCount: bufferSize, alignment: 64)
+            self.counts = counts
         }
 
         var eventLoop: EventLoop { thread.loop }
@@ -21,40 +26,60 @@ final class ServerRuntime: Sendable {
         deinit { buffer.deallocate() }
     }
 
-    /// Makes the connection for an accepted socket, on the owning loop's thread; nil drops
-    /// the socket. The second argument is the connection's ordinal (0-based, accept order).
-    typealias Factory = @Sendable (Socket, Int, Loop) -> ServerConnection?
+    /// Makes the connection for an accepted client's TLS stream, on the owning loop's
+    /// thread; nil drops it. The second argument is the connection's ordinal (0-based,
+    /// accept order).
+    typealias Factory = @Sendable (TLSStream, Int, Loop) -> ServerConnection?
 
     let loops: [Loop]
     /// The port the listener is bound to.
     let port: Int
+    /// Connections accepted and handshakes failed, over all loops.
+    let counts = ConnectionCounts()
     private let acceptor: UncheckedBox<Acceptor?>
     private let stopped = Locked(false)
 
-    init(name: String, host: String, port: Int, loopCount: Int, bufferSize: Int, factory: @escaping Factory) throws {
-        let listener = try Socket.listen(host: host, port: port)
-        self.port = listener.localAddress?.port ?? port
+    /// Listens as `settings` say, with `settings.loops` loop threads (at least one).
+    ///
+    /// - Parameters:
+    ///   - bufferSize: the scratch buffer of each loop, which its connections read into.
+    ///   - receiveBuffer: SO_RCVBUF of each accepted socket; nil leaves the kernel's.
+    /// - Throws: `TLSError` for unusable certificates or keys, `ConnectError`/`IOError`
+    ///   when the address cannot be bound.
+    init(name: String, settings: MockServerSettings, bufferSize: Int, receiveBuffer: Int? = nil,
+         factory: @escaping Factory) throws {
+        let context = try TLSContext(settings.tls, role: .server)
+        let listener = try Socket.listen(host: settings.host, port: settings.port)
+        self.port = listener.localAddress?.port ?? settings.port
+        let counts = self.counts
         var loops: [Loop] = []
         do {
-            for index in 0..<max(1, loopCount) {
-                loops.append(try Loop(name: "\(name)-\(index)", bufferSize: bufferSize))
+            for index in 0..<max(1, settings.loops) {
+                loops.append(try Loop(name: "\(name)-\(index)", bufferSize: bufferSize, counts: counts))
             }
         } catch {
             loops.forEach { $0.thread.stopAndJoin() }
             throw error
         }
         self.loops = loops
+        // On the owning loop's thread: the stream belongs to that loop from the start.
+        let start = { @Sendable (socket: Socket, ordinal: Int, loop: Loop) in
+            guard let stream = try? TLSStream(context: context, socket: socket) else { return }
+            factory(stream, ordinal, loop)?.start()
+        }
         var nextOrdinal = 0
         let acceptor = Acceptor(listener: listener) { [loops] socket in
+            counts.accepted.wrappingAdd(1, ordering: .relaxed)
+            if let receiveBuffer { socket.setBufferSizes(send: nil, receive: receiveBuffer) }
             let ordinal = nextOrdinal
             nextOrdinal += 1
             let loop = loops[ordinal % loops.count]
             // The acceptor runs on the first loop: its own connections start at once, without
             // a hand-off through the task queue and a wake-up.
             if loop === loops[0] {
-                factory(socket, ordinal, loop)?.start()
+                start(socket, ordinal, loop)
             } else {
-                loop.eventLoop.execute { factory(socket, ordinal, loop)?.start() }
+                loop.eventLoop.execute { start(socket, ordinal, loop) }
             }
         }
         self.acceptor = UncheckedBox(acceptor)
@@ -86,4 +111,13 @@ final class ServerRuntime: Sendable {
     }
 
     deinit { stop() }
+}
+
+/// What every server on a runtime counts the same way: its connections, and those whose TLS
+/// handshake failed. Written by the loops, read by statistics from any thread.
+final class ConnectionCounts: Sendable {
+    /// TCP connections accepted (handshake failures included).
+    let accepted = Atomic<Int>(0)
+    /// Connections whose TLS handshake failed.
+    let handshakeFailures = Atomic<Int>(0)
 }

@@ -32,6 +32,7 @@ struct DemoCommand: AsyncParsableCommand {
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
         do { _ = try failures.plan() } catch { throw ValidationError(error.message) }
+        if let flag = failures.h2OnlyFlag { throw ValidationError("\(flag) is for the HTTP/2 mock (salvo mock --protocol h2)") }
     }
 
     func run() async throws {

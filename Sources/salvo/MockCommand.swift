@@ -33,10 +33,18 @@ struct MockCommand: AsyncParsableCommand {
             request validated with Apple's statuses and reasons; token authentication with \
             --auth-key, --key-id and --team-id (one stream per connection until a valid \
             token, then --max-streams), or certificates with --require-client-cert; tokens \
-            ending in `dead` get 410 Unregistered; --reject-every N (400 BadDeviceToken), \
+            ending in `dead` get 410 Unregistered, tokens ending in `fade` 410 ExpiredToken \
+            (both with a timestamp); --reject-every N (400 BadDeviceToken), \
             --throttle-every N (429 TooManyRequests), --unavailable-every N (503 \
-            ServiceUnavailable) count valid requests gateway-wide; --goaway-every N, \
-            --drop-every N and --stall-every N count them per connection.
+            ServiceUnavailable), --internal-error-every N (500 InternalServerError) and \
+            --goaway-every N (the connection taking the request goes away) count valid \
+            requests gateway-wide; --drop-every N and --stall-every N count them per \
+            connection. --response-delay-ms D[:JITTER] holds every answer D ms plus a \
+            seeded jitter of up to JITTER ms, as Apple answers once it has processed a \
+            request; --error-delay-ms MS holds error answers MS instead. Answers count in \
+            the report when they are sent; those never sent (the client left first) in \
+            unsentAnswers. --record-requests reports each accepted request's token and \
+            APNs headers (acceptedRequests), for checking what a sender put on the wire.
             """)
 
     @Option(name: .customLong("protocol"), help: "binary (the legacy protocol, default) or h2 (the HTTP/2 provider API).")
@@ -54,17 +62,8 @@ struct MockCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: ArgumentHelp("Server certificate (PEM), followed by any intermediates.", valueName: "file"))
-    var cert: String?
-
-    @Option(help: ArgumentHelp("The server certificate's private key (PEM).", valueName: "file"))
-    var key: String?
-
-    @Option(help: ArgumentHelp("CA certificates (PEM) that client certificates must chain to.", valueName: "file"))
-    var ca: String?
-
-    @Flag(name: .customLong("require-client-cert"), help: "Refuse clients without a certificate issued by --ca.")
-    var requireClientCertificate = false
+    @OptionGroup(title: "TLS")
+    var tls: ServerTLSOptions
 
     @OptionGroup(title: "Failure plan")
     var failures: FailurePlanOptions
@@ -82,11 +81,6 @@ struct MockCommand: AsyncParsableCommand {
             help: ArgumentHelp("Kernel receive buffer per connection, KiB (default 256; 0: the kernel's autotuning). What sits in it after a rejected notification is discarded.",
                                valueName: "KiB"))
     var receiveBufferKiB: Int?
-
-    @Option(name: .customLong("tls"),
-            help: ArgumentHelp("The newest TLS version offered: 1.2 (the binary default, as Apple's binary gateway: nothing but error responses follows the handshake) or 1.3 (the h2 default; it sends session tickets after the handshake).",
-                               valueName: "version"))
-    var tlsVersion: TLSVersion?
 
     @Flag(name: .customLong("record-accepted"), help: "Report the digest of every accepted notification (and count duplicates).")
     var recordAccepted = false
@@ -106,21 +100,16 @@ struct MockCommand: AsyncParsableCommand {
         do {
             _ = try failures.plan()
             _ = try tuples()
-            if cert == nil ? key != nil : key == nil {
-                throw UsageError("--cert and --key go together: give both, or neither for throwaway certificates")
-            }
-            if requireClientCertificate && ca == nil && cert != nil {
-                throw UsageError("--require-client-cert needs --ca, the CA that client certificates must chain to")
-            }
+            try tls.check()
             for (name, value) in [("--port", port), ("--feedback-port", feedbackPort)] {
                 if let value, !(0...65535).contains(value) { throw UsageError("\(name) must be 0...65535, got \(value)") }
             }
             switch wireProtocol {
             case .binary:
-                if let flag = h2.givenFlag { throw UsageError("\(flag) is for --protocol h2") }
+                if let flag = h2.givenFlag ?? failures.h2OnlyFlag { throw UsageError("\(flag) is for --protocol h2") }
             case .h2:
                 if let flag = binaryOnlyFlag { throw UsageError("\(flag) is for the binary protocol, not --protocol h2") }
-                _ = try h2Plan()
+                _ = try failures.h2Plan()
                 _ = try h2.tokenVerifier()
                 _ = try h2.maximumConcurrentStreams()
             }
@@ -149,8 +138,7 @@ struct MockCommand: AsyncParsableCommand {
     // MARK: Running
 
     func run() async throws {
-        var (serverTLS, throwaway) = try serverConfiguration()
-        serverTLS.maximumVersion = tlsVersion ?? (wireProtocol == .h2 ? .v1_3 : .v1_2)
+        let (serverTLS, throwaway) = try tls.configuration(defaultVersion: wireProtocol == .h2 ? .v1_3 : .v1_2)
         if wireProtocol == .h2 {
             try await runH2(serverTLS)
             return
@@ -176,42 +164,6 @@ struct MockCommand: AsyncParsableCommand {
         try writeReport(gateway.statistics())
     }
 
-    /// The server's TLS setup from the flags, or from fresh throwaway certificates.
-    func serverConfiguration() throws -> (TLSConfiguration, DevelopmentPKI.Bundle?) {
-        if let cert, let key {
-            var configuration = TLSConfiguration.server(certificateChain: .file(cert), privateKey: .file(key))
-            if let ca {
-                configuration.trustRoots = .certificates(.file(ca))
-                configuration.verifyPeer = true
-                configuration.requireClientCertificate = requireClientCertificate
-            }
-            return (configuration, nil)
-        }
-        let bundle = try DevelopmentPKI.Bundle()
-        let directory = try Self.makeTemporaryDirectory()
-        try bundle.write(to: directory)
-        FileHandle.standardError.write(Data("""
-            salvo mock: throwaway certificates in \(directory) (trust ca.pem; client.pem and client.key are a client identity)
-
-            """.utf8))
-        var configuration = TLSConfiguration.server(certificateChain: bundle.server.certificate,
-                                                    privateKey: bundle.server.privateKey)
-        if ca != nil || requireClientCertificate {
-            configuration.trustRoots = .certificates(ca.map { .file($0) } ?? bundle.authority.certificate)
-            configuration.verifyPeer = true
-            configuration.requireClientCertificate = requireClientCertificate
-        }
-        return (configuration, bundle)
-    }
-
-    private static func makeTemporaryDirectory() throws -> String {
-        var template = Array("\(NSTemporaryDirectory())/salvo-mock-XXXXXX".utf8CString)
-        guard let path = mkdtemp(&template) else {
-            throw IOError("mkdtemp", errno: errno, target: NSTemporaryDirectory())
-        }
-        return String(cString: path).replacingOccurrences(of: "//", with: "/")
-    }
-
     func writeReport(_ statistics: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -233,7 +185,7 @@ struct MockCommand: AsyncParsableCommand {
     private func runIngestProbe(frames: Int, server: TLSConfiguration, throwaway: DevelopmentPKI.Bundle?) throws {
         var client = TLSConfiguration.client(trustRoots: throwaway.map { .certificates($0.authority.certificate) } ?? .system)
         if throwaway == nil { client.verifyPeer = false }  // the probe talks to itself
-        if requireClientCertificate, let throwaway {
+        if tls.requireClientCertificate, let throwaway {
             client.certificateChain = throwaway.client.certificate
             client.privateKey = throwaway.client.privateKey
         }
@@ -308,8 +260,6 @@ final class StopSignal: Sendable {
 
 /// Where the signal handler writes; set once, before the handlers are installed.
 nonisolated(unsafe) private var stopPipeWriteEnd: Int32 = -1
-
-extension TLSVersion: ExpressibleByArgument {}
 
 /// What `salvo mock` speaks.
 enum MockProtocol: String, ExpressibleByArgument, CaseIterable {

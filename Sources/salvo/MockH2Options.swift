@@ -23,24 +23,17 @@ struct H2MockOptions: ParsableArguments {
     @Option(name: .customLong("topic"), help: ArgumentHelp("A bundle id topics may name; repeatable. Others get 400 TopicDisallowed. Default: any.", valueName: "bundle-id"))
     var topics: [String] = []
 
-    @Option(name: .customLong("throttle-every"), help: ArgumentHelp("Answer every Nth valid request, gateway-wide, 429 TooManyRequests.", valueName: "n"))
-    var throttleEvery: Int?
-
-    @Option(name: .customLong("unavailable-every"), help: ArgumentHelp("Answer every Nth valid request, gateway-wide, 503 ServiceUnavailable.", valueName: "n"))
-    var unavailableEvery: Int?
-
-    @Option(name: .customLong("goaway-every"), help: ArgumentHelp("Send GOAWAY (Shutdown) once N valid requests on a connection were answered.", valueName: "n"))
-    var goawayEvery: Int?
+    @Flag(name: .customLong("record-requests"),
+          help: "Report each accepted request's token and APNs headers (acceptedRequests; the first 100,000).")
+    var recordRequests = false
 
     /// The first of these flags that was given, for refusing it with the binary protocol.
     var givenFlag: String? {
-        let given: [(String, Bool)] = [
+        FailurePlanOptions.firstGiven([
             ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
-            ("--throttle-every", throttleEvery != nil), ("--unavailable-every", unavailableEvery != nil),
-            ("--goaway-every", goawayEvery != nil),
-        ]
-        return given.first { $0.1 }?.0
+            ("--record-requests", recordRequests),
+        ])
     }
 
     /// The verifier for token authentication, or nil without it.
@@ -75,32 +68,10 @@ extension H2MockGateway.Environment: ExpressibleByArgument {}
 extension MockCommand {
     /// The first binary-only flag given, for refusing it with --protocol h2.
     var binaryOnlyFlag: String? {
-        if let flag = failures.binaryOnlyFlag { return flag }
-        let given: [(String, Bool)] = [
+        failures.binaryOnlyFlag ?? FailurePlanOptions.firstGiven([
             ("--feedback-port", feedbackPort != nil), ("--feedback-tuple", !feedbackTuples.isEmpty),
             ("--receive-buffer-kib", receiveBufferKiB != nil), ("--ingest-probe", ingestProbe != nil),
-        ]
-        return given.first { $0.1 }?.0
-    }
-
-    /// The HTTP/2 failure plan from the flags.
-    func h2Plan() throws(UsageError) -> H2FailurePlan {
-        guard failures.stallMilliseconds >= 0 else { throw UsageError("--stall-ms must not be negative") }
-        let plan = H2FailurePlan(
-            seed: failures.seed, rejectEvery: failures.rejectEvery, throttleEvery: h2.throttleEvery, unavailableEvery: h2.unavailableEvery,
-            goawayEvery: h2.goawayEvery, dropEvery: failures.dropEvery, stallEvery: failures.stallEvery,
-            stallDuration: .milliseconds(failures.stallMilliseconds))
-        do { try plan.validate() } catch {
-            // The plan's field names, spelled as the flags.
-            var message = error.description
-            for (field, flag) in [("rejectEvery", "--reject-every"), ("throttleEvery", "--throttle-every"),
-                                  ("unavailableEvery", "--unavailable-every"), ("goawayEvery", "--goaway-every"),
-                                  ("dropEvery", "--drop-every"), ("stallEvery", "--stall-every")] {
-                message = message.replacingOccurrences(of: field, with: flag)
-            }
-            throw UsageError(message)
-        }
-        return plan
+        ])
     }
 
     /// `--protocol h2`: the HTTP/2 gateway until a signal or the duration, then its report.
@@ -108,7 +79,8 @@ extension MockCommand {
         var configuration = H2MockGateway.Configuration(
             host: host, port: port ?? 2197, tls: serverTLS, tokenVerifier: try h2.tokenVerifier(),
             maximumConcurrentStreams: try h2.maximumConcurrentStreams(), environment: h2.environment ?? .production,
-            allowedTopics: h2.topics, failurePlan: try h2Plan(), recordAccepted: recordAccepted)
+            allowedTopics: h2.topics, failurePlan: try failures.h2Plan(), recordAccepted: recordAccepted,
+            recordRequests: h2.recordRequests)
         if let loops { configuration.loops = loops }
         let gateway = try H2MockGateway(configuration)
         // Watch the signals before announcing the port: whoever reads the line may signal at once.

@@ -15,10 +15,7 @@ import Testing
     /// short waits, so each behaviour takes well under a second. The connect and stall
     /// timeouts stay long unless a test is about them: a loaded machine must not trip them.
     static func configuration(port: Int) -> SenderConfiguration {
-        var configuration = LoopbackRig.senderConfiguration(port: port)
-        configuration.shards = 1
-        configuration.connectionsPerShard = 1
-        configuration.maximumConnectionsPerShard = 1
+        var configuration = LoopbackRig.oneConnection(port: port)
         configuration.errorWait = .milliseconds(100)
         configuration.reconnectBackoff = Backoff(initial: .milliseconds(5), maximum: .milliseconds(20))
         configuration.connectAttempts = 3
@@ -66,6 +63,24 @@ import Testing
         }
         expectAccountedFor(report, count: count, sourceLocation: sourceLocation)
         return outcome
+    }
+
+    /// The common case: `count` notifications, sent with this suite's configuration as
+    /// `configure` leaves it, to a gateway that misbehaves as `misbehaviour` after `after`
+    /// notifications on `times` connections; nothing the sender counts as accepted may be
+    /// missing at the gateway (`expectNothingLost`). Returns what the run left behind, and
+    /// the gateway (stopped) for the test's own checks.
+    static func send(
+        _ count: Int, to misbehaviour: HostileGateway.Misbehaviour, after: Int, times: Int = 1,
+        configure: (inout SenderConfiguration) -> Void = { _ in }, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> (Outcome, HostileGateway) {
+        let gateway = try HostileGateway(misbehaviour, after: after, times: times)
+        defer { gateway.stop() }
+        var configuration = Self.configuration(port: gateway.port)
+        configure(&configuration)
+        let outcome = try await send(count, with: configuration, sourceLocation: sourceLocation)
+        await expectNothingLost(outcome, count: count, at: gateway, sourceLocation: sourceLocation)
+        return (outcome, gateway)
     }
 
     /// Waits for `task` at most `timeout`: its result, or nil when it was still running.
@@ -121,82 +136,61 @@ import Testing
     // MARK: Answers that are not error responses
 
     @Test func junkInsteadOfAnErrorResponseIsADropAndEverythingIsResent() async throws {
-        let gateway = try HostileGateway(.junk, after: 500, times: 1)
-        defer { gateway.stop() }
-        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        let (outcome, gateway) = try await Self.send(2000, to: .junk, after: 500)
         #expect(outcome.report.accepted == 2000)
         #expect(gateway.misbehaved == 1)
         #expect(outcome.anyReason(containing: "got byte \(HostileGateway.junk[0])"), "\(outcome.reasons)")
-        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
     }
 
     @Test func threeOfTheSixErrorResponseBytesThenACloseIsADropThatSaysSo() async throws {
-        let gateway = try HostileGateway(.truncatedErrorResponse, after: 500, times: 1)
-        defer { gateway.stop() }
-        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        let (outcome, _) = try await Self.send(2000, to: .truncatedErrorResponse, after: 500)
         #expect(outcome.report.accepted == 2000)
         #expect(outcome.anyReason(containing: "3 of the 6 bytes"), "\(outcome.reasons)")
-        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
     }
 
     // MARK: Error responses that make no sense
 
     @Test(arguments: [Status.noErrors.rawValue, 200])
     func statusZeroOrAnUnknownStatusRejectsExactlyTheNamedNotification(status: UInt8) async throws {
-        let gateway = try HostileGateway(.errorResponse(status: status), after: 500, times: 1)
-        defer { gateway.stop() }
-        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        let (outcome, gateway) = try await Self.send(2000, to: .errorResponse(status: status), after: 500)
         #expect(gateway.named == [501])
         #expect(outcome.rejected == [500: Status(rawValue: status)])
         #expect(outcome.report.rejectedByReason == [Status(rawValue: status).name: 1])
         #expect(outcome.report.accepted == 1999 && outcome.report.possibleDuplicates == 0)
-        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
     }
 
     @Test func anErrorNamingAnIdentifierNeverSentIsADrop() async throws {
-        let gateway = try HostileGateway(.errorNamingUnsentIdentifier, after: 500, times: 1)
-        defer { gateway.stop() }
-        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        let (outcome, _) = try await Self.send(2000, to: .errorNamingUnsentIdentifier, after: 500)
         #expect(outcome.report.accepted == 2000 && outcome.report.rejected == 0)
         #expect(outcome.anyReason(containing: "named #\(501 + HostileGateway.unsentIdentifierOffset), which this connection never sent"),
                 "\(outcome.reasons)")
-        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
     }
 
     // MARK: Connections that end badly
 
     @Test func anErrorResponseThenAFINWithoutCloseNotifyRejectsExactly() async throws {
-        let gateway = try HostileGateway(.errorResponseThenFINWithoutCloseNotify, after: 500, times: 1)
-        defer { gateway.stop() }
-        let outcome = try await Self.send(2000, with: Self.configuration(port: gateway.port))
+        let (outcome, _) = try await Self.send(2000, to: .errorResponseThenFINWithoutCloseNotify, after: 500)
         #expect(outcome.rejected == [500: .invalidToken])
         #expect(outcome.report.accepted == 1999 && outcome.report.possibleDuplicates == 0)
-        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
     }
 
     @Test func silentDropsOnSeveralConnectionsInARowAreResentWithoutGivingUp() async throws {
         // More drops than connection attempts: every connection opened, so none is a failed
         // attempt, whether it was made fresh or was the standby taking over.
-        let gateway = try HostileGateway(.finWithoutCloseNotify, after: 300, times: 4)
-        defer { gateway.stop() }
-        var configuration = Self.configuration(port: gateway.port)
-        configuration.retryBudget = 5  // the first notifications after 300 are in flight on all four
-        let outcome = try await Self.send(2000, with: configuration)
+        let (outcome, gateway) = try await Self.send(2000, to: .finWithoutCloseNotify, after: 300, times: 4) {
+            $0.retryBudget = 5  // the first notifications after 300 are in flight on all four
+        }
         #expect(gateway.misbehaved == 4)
         #expect(outcome.report.accepted == 2000, "\(outcome.report.failedByReason)")
         #expect(outcome.anyReason(containing: "closed (no TLS close_notify) by the gateway without an error response"),
                 "\(outcome.reasons)")
-        await Self.expectNothingLost(outcome, count: 2000, at: gateway)
     }
 
     @Test func aResetWhileTheClientWritesIsADrop() async throws {
         // 20,000 notifications (about 2 MB): the sender is still writing when the reset comes.
-        let gateway = try HostileGateway(.reset, after: 2000, times: 1)
-        defer { gateway.stop() }
-        let outcome = try await Self.send(20_000, with: Self.configuration(port: gateway.port))
+        let (outcome, _) = try await Self.send(20_000, to: .reset, after: 2000)
         #expect(outcome.report.accepted == 20_000)
         #expect(outcome.anyReason(containing: "ECONNRESET") || outcome.anyReason(containing: "EPIPE"), "\(outcome.reasons)")
-        await Self.expectNothingLost(outcome, count: 20_000, at: gateway)
     }
 
     // MARK: Gateways that leave the sender waiting

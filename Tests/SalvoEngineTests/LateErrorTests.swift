@@ -98,16 +98,6 @@ import Testing
         func makeGatedReader() -> Reader { Reader(list.makeReader(), gate: gate, after: gateAfter) }
     }
 
-    /// The rig's sender on a single connection, so that every late answer comes on the
-    /// connection that wrote what it names.
-    static func oneConnection(port: Int) -> SenderConfiguration {
-        var configuration = LoopbackRig.senderConfiguration(port: port)
-        configuration.shards = 1
-        configuration.connectionsPerShard = 1
-        configuration.maximumConnectionsPerShard = 1
-        return configuration
-    }
-
     /// The gateway shuts a connection down (status 10) but answers late, draining what
     /// follows meanwhile; the campaign was read to its end before, and the connection goes
     /// on writing it. Reading a campaign to its end must not release its records: the
@@ -121,7 +111,7 @@ import Testing
         let rig = try LoopbackRig(plan: FailurePlan(shutdownEvery: 25_000, stallEvery: 12_500, stallDuration: .milliseconds(300),
                                                     errorDelay: Self.errorDelay))
         defer { rig.gateway.stop() }
-        var configuration = Self.oneConnection(port: rig.gateway.port)
+        var configuration = LoopbackRig.oneConnection(port: rig.gateway.port)
         // Half the gateway's delay: the named notification is presumed accepted well before
         // the answer comes, and writing the 75,000 after it outlasts the other half even at
         // a million notifications a second.
@@ -155,7 +145,7 @@ import Testing
         let rig = try LoopbackRig(plan: FailurePlan(rejectEvery: count - 10, stallEvery: 5_000,
                                                     stallDuration: .milliseconds(100), errorDelay: Self.errorDelay))
         defer { rig.gateway.stop() }
-        var configuration = Self.oneConnection(port: rig.gateway.port)
+        var configuration = LoopbackRig.oneConnection(port: rig.gateway.port)
         configuration.errorWait = .milliseconds(30)
         configuration.recordRetention = .seconds(30)
         let sender = try Sender(configuration)

@@ -7,30 +7,51 @@ import SalvoTestSupport
 /// report on a signal, exit 2 on bad flags.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct MockH2CommandTests {
     @Test func itAnnouncesItsPortAnswersCurlAndReportsOnSIGTERM() throws {
+        let json = try Self.runMock([]) { post in
+            let (status, output, errors) = try post(String(repeating: "ab", count: 32))
+            #expect(status == 0 && output == "200", "curl: \(errors)")
+        }
+        #expect(json?["accepted"] as? Int == 1)
+        #expect(json?["requests"] as? Int == 1)
+        #expect(json?["connections"] as? Int == 1)
+    }
+
+    @Test func theNewRulesAndTheRequestRecordReachTheReport() throws {
+        let json = try Self.runMock(["--internal-error-every", "2", "--response-delay-ms", "20:10", "--error-delay-ms", "0",
+                                     "--record-requests"]) { post in
+            let statuses = try [String(repeating: "ab", count: 32), String(repeating: "ab", count: 32),
+                                String(repeating: "ab", count: 30) + "fade"].map { try post($0).1 }
+            #expect(statuses == ["200", "500", "410"])
+        }
+        #expect(json?["accepted"] as? Int == 1)
+        #expect(json?["rejectedByReason"] as? [String: Int] == ["InternalServerError": 1, "ExpiredToken": 1])
+        let recorded = json?["acceptedRequests"] as? [[String: String]]
+        #expect(recorded == [["token": String(repeating: "ab", count: 32), "topic": "com.example.app", "pushType": "alert"]])
+    }
+
+    /// Runs `salvo mock --protocol h2` with `arguments` and throwaway certificates, has
+    /// `exercise` post to it (a well-formed alert to the token given: curl's exit status,
+    /// the HTTP status, its errors), stops it with SIGTERM and returns its JSON report.
+    static func runMock(_ arguments: [String],
+                        _ exercise: (_ post: (String) throws -> (Int32, String, String)) throws -> Void) throws -> [String: Any]? {
         let workspace = try SendCommandTests.Workspace()
         defer { workspace.remove() }
         let report = workspace.path("report.json")
         let process = try SendCommandTests.launch(
             ["mock", "--protocol", "h2", "--port", "0", "--cert", workspace.path("server.pem"),
-             "--key", workspace.path("server.key"), "--report", report])
+             "--key", workspace.path("server.key"), "--report", report] + arguments)
         defer { process.kill(SIGKILL) }
         let first = try process.firstLine(within: .seconds(20))
         let port = try #require(first.hasPrefix("listening gateway=") ? Int(first.dropFirst("listening gateway=".count)) : nil,
                                 "first line: \(first)")
-
-        let token = String(repeating: "ab", count: 32)
-        let (status, output, errors) = try Self.curl(
-            ["--silent", "--show-error", "--http2", "--cacert", workspace.path("ca.pem"), "--write-out", "%{http_code}",
-             "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
-             "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://127.0.0.1:\(port)/3/device/\(token)"])
-        #expect(status == 0 && output == "200", "curl: \(errors)")
-
+        try exercise { token in
+            try Self.curl(["--silent", "--show-error", "--http2", "--cacert", workspace.path("ca.pem"), "--write-out", "%{http_code}",
+                           "--output", "/dev/null", "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
+                           "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://127.0.0.1:\(port)/3/device/\(token)"])
+        }
         process.kill(SIGTERM)
         #expect(try MockCommandTests.waitForExit(process) == 0)
-        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
-        #expect(json?["accepted"] as? Int == 1)
-        #expect(json?["requests"] as? Int == 1)
-        #expect(json?["connections"] as? Int == 1)
+        return try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
     }
 
     @Test(arguments: [
@@ -41,6 +62,12 @@ import SalvoTestSupport
         (["--protocol", "h2", "--key-id", "K"], "--auth-key, --key-id and --team-id go together"),
         (["--protocol", "h2", "--auth-key", "/nonexistent/AuthKey.p8", "--key-id", "K", "--team-id", "T"], "/nonexistent/AuthKey.p8"),
         (["--goaway-every", "2"], "--goaway-every is for --protocol h2"),
+        (["--response-delay-ms", "100"], "--response-delay-ms is for --protocol h2"),
+        (["--record-requests"], "--record-requests is for --protocol h2"),
+        (["--protocol", "h2", "--internal-error-every", "0"], "--internal-error-every must be at least 1"),
+        (["--protocol", "h2", "--response-delay-ms", "200:x"], "--response-delay-ms wants D or D:JITTER"),
+        (["--protocol", "h2", "--response-delay-ms", "-5"], "got '-5'"),
+        (["--protocol", "h2", "--error-delay-ms", "600001"], "--error-delay-ms must be 0...600000"),
         (["--protocol", "h3"], "h3"),
     ])
     func badFlagsExitWithTwo(_ arguments: [String], _ message: String) throws {

@@ -52,6 +52,16 @@ struct LoopbackRig {
         return configuration
     }
 
+    /// The rig's sender on a single connection, so that everything the gateway does to a
+    /// connection (a late answer, a misbehaviour) happens to the one that wrote what it names.
+    static func oneConnection(port: Int) -> SenderConfiguration {
+        var configuration = senderConfiguration(port: port)
+        configuration.shards = 1
+        configuration.connectionsPerShard = 1
+        configuration.maximumConnectionsPerShard = 1
+        return configuration
+    }
+
     static func token(_ n: Int) -> DeviceToken {
         var bytes = [UInt8](repeating: 0xA5, count: 32)
         withUnsafeBytes(of: UInt64(n).bigEndian) { bytes.replaceSubrange(24..<32, with: $0) }

@@ -197,11 +197,12 @@ import Testing
         #expect(statistics.acceptedDigests?.count == 1 && statistics.duplicates == 701, "one token, one payload")
     }
 
-    @Test func tokensEndingInDeadAreUnregisteredSinceATimestamp() throws {
+    @Test(arguments: [("DEAD", "Unregistered"), ("fade", "ExpiredToken")])
+    func tokensEndingInDeadOrFadeAreGoneSinceATimestamp(suffix: String, reason: String) throws {
         let rig = try H2Rig()
         let before = unixNow * 1000
-        let response = try rig.curl("/3/device/\(String(h2Token.dropLast(4)))DEAD")
-        #expect(response.status == 410 && response.reason == "Unregistered")
+        let response = try rig.curl("/3/device/\(String(h2Token.dropLast(4)))\(suffix)")
+        #expect(response.status == 410 && response.reason == reason)
         let json = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
         let timestamp = try #require(json?["timestamp"] as? Int64)
         #expect(timestamp >= before && timestamp <= unixNow * 1000 + 1000, "milliseconds since 1970: \(timestamp)")

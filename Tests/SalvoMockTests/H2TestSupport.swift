@@ -39,6 +39,20 @@ final class H2Rig {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// The gateway's statistics once `condition` holds, or nil after 10 s: the gateway
+    /// counts on its own threads, after a client has moved on. The pause between polls
+    /// only keeps the CPU free.
+    func statistics(when condition: (H2Statistics) -> Bool) -> H2Statistics? {
+        let deadline = ContinuousClock.now + .seconds(10)
+        var statistics = gateway.statistics()
+        while !condition(statistics) {
+            guard ContinuousClock.now < deadline else { return nil }
+            usleep(1000)
+            statistics = gateway.statistics()
+        }
+        return statistics
+    }
+
     func url(_ path: String) -> String { "https://127.0.0.1:\(gateway.port)\(path)" }
     var caFile: String { "\(directory)/ca.pem" }
 
@@ -59,6 +73,109 @@ final class H2Rig {
         let result = try runTool("curl", arguments + extra + [url(path)])
         return CurlResponse(result)
     }
+}
+
+// MARK: - Load and frame logs
+
+extension H2Rig {
+    /// A small alert payload in a file, for the tools that read one.
+    func payloadFile() throws -> String { try file("payload.json", Array(#"{"aps":{"alert":"hi"}}"#.utf8)) }
+
+    /// h2load: `requests` well-formed requests to one token, over `clients` connections of
+    /// up to `streams` concurrent streams each, timed by the caller's clock as well.
+    func h2load(requests: Int, clients: Int = 1, streams: Int = 1) throws -> H2loadRun {
+        let started = ContinuousClock.now
+        let result = try runTool("h2load", ["-n", String(requests), "-c", String(clients), "-m", String(streams),
+                                            "-d", try payloadFile(), "-H", "apns-topic: com.example.app",
+                                            "-H", "apns-push-type: alert", url("/3/device/\(h2Token)")])
+        return H2loadRun(output: result.output, elapsed: ContinuousClock.now - started)
+    }
+
+    /// curl with `count` URLs in one run, each a well-formed request: curl takes them one
+    /// after another, on one connection while the gateway keeps it, on a new one after a
+    /// GOAWAY. One `(status, new connections)` per request.
+    func curlInSequence(_ count: Int) throws -> [(status: Int, connects: Int)] {
+        let result = try runTool("curl", ["--silent", "--show-error", "--http2", "--cacert", caFile, "--max-time", "20",
+                                          "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
+                                          "--data-binary", "@" + (try payloadFile()), "--output", "/dev/null",
+                                          "--write-out", "%{http_code} %{num_connects}\\n"]
+                                 + Array(repeating: url("/3/device/\(h2Token)"), count: count))
+        return result.output.split(separator: "\n").map { line in
+            let fields = line.split(separator: " ").map { Int($0) ?? -1 }
+            return (fields[0], fields.count > 1 ? fields[1] : -1)
+        }
+    }
+
+    /// nghttp's frame log (`-v`) of `requests` concurrent well-formed requests on one
+    /// connection.
+    func nghttp(requests: Int) throws -> NghttpLog {
+        let result = try runTool("nghttp", ["-v", "-n", "-m", String(requests), "-d", try payloadFile(), "-t", "20",
+                                            "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
+                                            url("/3/device/\(h2Token)")])
+        return NghttpLog(result.output)
+    }
+}
+
+/// What h2load printed, and how long it ran by the test's clock.
+struct H2loadRun {
+    var output: String
+    var elapsed: Duration
+
+    /// The counts of `status codes: A 2xx, B 3xx, C 4xx, D 5xx`: [A, B, C, D].
+    var statusCodes: [Int] {
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("status codes:") }) else { return [] }
+        return line.dropFirst("status codes:".count).split(separator: ",").compactMap { Int($0.split(separator: " ").first ?? "") }
+    }
+
+    /// `time for request:`'s minimum and mean, in seconds.
+    var requestTime: (min: Double, mean: Double)? {
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("time for request:") }) else { return nil }
+        let values = line.dropFirst("time for request:".count).split(separator: " ").prefix(3).compactMap(Self.seconds)
+        return values.count == 3 ? (values[0], values[2]) : nil
+    }
+
+    /// `152us`, `4.14ms`, `1.2s` in seconds.
+    private static func seconds(_ text: Substring) -> Double? {
+        for (unit, scale) in [("us", 1e-6), ("ms", 1e-3), ("s", 1.0)] where text.hasSuffix(unit) {
+            return Double(text.dropLast(unit.count)).map { $0 * scale }
+        }
+        return nil
+    }
+}
+
+/// nghttp's `-v` log, read for when each request went out and each answer came back.
+struct NghttpLog {
+    /// One answer: when its `:status` arrived (seconds since nghttp started), its stream
+    /// and its status.
+    struct Answer: Equatable {
+        var time: Double
+        var stream: Int
+        var status: Int
+    }
+
+    var text: String
+    /// The answers in the order they arrived.
+    var answers: [Answer] = []
+    /// When each stream's request headers went out.
+    var sent: [Int: Double] = [:]
+
+    init(_ text: String) {
+        self.text = text
+        for line in text.split(separator: "\n") {
+            guard line.hasPrefix("["), let close = line.firstIndex(of: "]"),
+                  let time = Double(line[line.index(after: line.startIndex)..<close].trimmingCharacters(in: .whitespaces)),
+                  let id = line.range(of: "stream_id=") else { continue }
+            let stream = Int(line[id.upperBound...].prefix { $0.isNumber }) ?? -1
+            if line.contains(" send HEADERS frame") {
+                sent[stream] = time
+            } else if line.contains(" recv (stream_id="), let status = line.range(of: ":status: ") {
+                answers.append(Answer(time: time, stream: stream, status: Int(line[status.upperBound...].prefix(3)) ?? -1))
+            }
+        }
+    }
+
+    /// How long the answer took after its request went out.
+    func latency(of answer: Answer) -> Double { answer.time - (sent[answer.stream] ?? .infinity) }
 }
 
 /// The headers of a well-formed alert request.

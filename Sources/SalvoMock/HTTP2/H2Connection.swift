@@ -8,16 +8,22 @@ import Glibc
 /// One client of the HTTP/2 mock: an nghttp2 server session fed from the TLS stream and
 /// drained into it. nghttp2 does the protocol; this class does the APNs part, in nghttp2's
 /// callbacks: each request stream gets a slot (`RequestValidation` and a digest, reused),
-/// each finished request a verdict and a response.
+/// each finished request a verdict and a response, submitted at once or, with the plan's
+/// response or error delay, held in `HeldAnswers` until one loop timer, armed for the
+/// earliest, releases it.
 ///
-/// Output is batched: the frames nghttp2 produces for one read are gathered and written
-/// with few `SSL_write`s. Counts are published after each read, before its answers go out.
+/// Output is batched: the frames nghttp2 produces for one read (or one release of held
+/// answers) are gathered and written with few `SSL_write`s. Counts are published before
+/// the answers they count go out.
 final class H2Connection: ServerConnection {
     /// One request stream's state, in a reused array; nghttp2's stream user data is the
     /// slot's index + 1.
     struct Slot {
+        var streamID: Int32
         var validation = RequestValidation()
         var digest = NotificationDigest()
+        /// With `recordRequests`: the token and headers, kept if the request is accepted.
+        var recorded: H2RecordedRequest?
         /// The error reason being sent as the body, if any.
         var answer: APNsReason?
         /// For 410: since when the token is gone (UNIX ms).
@@ -25,7 +31,14 @@ final class H2Connection: ServerConnection {
         /// How much of the body was handed to nghttp2.
         var bodyOffset = 0
         var judged = false
+        /// Judged, its answer waiting in `held`.
+        var isHeld = false
         var inUse = true
+
+        init(streamID: Int32, recording: Bool) {
+            self.streamID = streamID
+            if recording { recorded = H2RecordedRequest(token: "") }
+        }
     }
 
     /// Per-connection tallies, published to the loop's counters after each read.
@@ -37,6 +50,8 @@ final class H2Connection: ServerConnection {
         var rejections = [Int](repeating: 0, count: APNsReason.allCases.count)
         var rejected = false
         var digests: [UInt64] = []
+        var recorded: [H2RecordedRequest] = []
+        var unsentAnswers = 0
     }
 
     /// Reads per readiness event before yielding to the loop's other connections.
@@ -64,19 +79,28 @@ final class H2Connection: ServerConnection {
     private var lastIssuedAt: Int64 = 0
     /// UNIX seconds at the current read.
     private var now: Int64 = 0
+    /// When the current read returned: what a held answer's delay counts from. Not the
+    /// loop's `now`, which dates from before the reads of this wake-up, so that requests
+    /// arriving while the loop works would be held short.
+    private var readAt = Instant(nanoseconds: 0)
     private var isStalled = false
     /// TLS needs to write before it can read again (a read returned WANT_WRITE).
     private var readWantsWrite = false
     private var isGoingAway = false
     /// Set by the drop rule inside a callback; the connection closes once nghttp2 returns.
     private var isDropping = false
+    /// Answers waiting for their time, and the timer armed for the earliest of them.
+    private var held = HeldAnswers()
+    private var releaseTimer: (id: TimerID, due: Instant)?
+    /// What the timer runs: made once, so that arming it allocates nothing.
+    private lazy var releaseAction = TimerAction { [weak self] in self?.releaseDueAnswers() }
 
     init(stream: TLSStream, ordinal: Int, loop: ServerRuntime.Loop, counters: H2LoopCounters, state: H2GatewayState) {
         self.state = state
         self.counters = counters
         self.ordinal = ordinal
         streamLimitRaised = state.verifier == nil
-        super.init(loop: loop.eventLoop, stream: stream, registry: loop.registry, buffer: loop.buffer)
+        super.init(stream: stream, loop: loop)
     }
 
     deinit {
@@ -117,21 +141,14 @@ final class H2Connection: ServerConnection {
         readAvailable()
     }
 
-    override func handshakeDidFail(_ error: TLSError) {
-        state.count { $0.handshakeFailures += 1 }
-    }
-
     private func readAvailable() {
         var reads = 0
         reading: while phase == .established && !isStalled && output.count < Self.outputLimit {
-            let result: TLSReadResult
-            do { result = try stream.read(into: buffer) } catch {
-                clientWentAway()
-                return
-            }
+            guard let result = readClient() else { return clientWentAway() }
             switch result {
             case .bytes(let count):
                 now = Int64(time(nil))
+                readAt = .now()
                 let consumed = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count)
                 if isDropping {
                     drop()
@@ -212,9 +229,11 @@ final class H2Connection: ServerConnection {
         respondAndClose(output.takeAll())
     }
 
-    /// The drop rule: the answers already due, then a FIN without GOAWAY or close_notify.
+    /// The drop rule: the answers already sent, then a FIN without GOAWAY or close_notify;
+    /// those still held are never sent.
     private func drop() {
         produce()
+        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld })
         publish()
         state.count { $0.droppedConnections += 1 }
         respondAndClose(output.takeAll(), closeNotify: false)
@@ -223,6 +242,7 @@ final class H2Connection: ServerConnection {
     /// The client closed (or its stream failed): its open streams are abandoned.
     private func clientWentAway() {
         tally.resetStreams += slots.count(where: { $0.inUse && !$0.judged })
+        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld })
         publish()
         close()
     }
@@ -242,6 +262,14 @@ final class H2Connection: ServerConnection {
         if !tally.digests.isEmpty {
             state.accepted.insert(tally.digests)
             tally.digests.removeAll(keepingCapacity: true)
+        }
+        if !tally.recorded.isEmpty {
+            state.record(tally.recorded)
+            tally.recorded.removeAll(keepingCapacity: true)
+        }
+        if tally.unsentAnswers != 0 {
+            state.count { [unsent = tally.unsentAnswers] in $0.unsentAnswers += unsent }
+            tally.unsentAnswers = 0
         }
         tally.streams = 0
         tally.requests = 0
@@ -276,12 +304,13 @@ final class H2Connection: ServerConnection {
     fileprivate func beginRequest(streamID: Int32) {
         guard !isDropping else { return }
         let index: Int
+        let slot = Slot(streamID: streamID, recording: state.recordRequests)
         if let free = freeSlots.popLast() {
             index = Int(free)
-            slots[index] = Slot()
+            slots[index] = slot
         } else {
             index = slots.count
-            slots.append(Slot())
+            slots.append(slot)
         }
         nghttp2_session_set_stream_user_data(session, streamID, UnsafeMutableRawPointer(bitPattern: index + 1))
         tally.streams += 1
@@ -293,6 +322,7 @@ final class H2Connection: ServerConnection {
             slots[index].validation.authorization = authorize(value, verifier)
         }
         slots[index].validation.header(header, value, allowedTopics: state.allowedTopics)
+        if state.recordRequests { slots[index].recorded?.take(header, value) }
         if header == .path, state.recordAccepted, let token = slots[index].validation.token {
             token.withUnsafeBytes { slots[index].digest.add($0) }
         }
@@ -304,35 +334,32 @@ final class H2Connection: ServerConnection {
         if state.recordAccepted { slots[index].digest.add(chunk) }
     }
 
-    /// The request's last frame arrived: judge it and answer.
+    /// The request's last frame arrived: judge it, then answer it or hold the answer.
     fileprivate func requestComplete(streamID: Int32) {
         guard !isDropping, let index = slotIndex(streamID), !slots[index].judged else { return }
         slots[index].judged = true
         tally.requests += 1
-        let validation = slots[index].validation
-        if let reason = validation.verdict(tokenAuthentication: state.verifier != nil) {
-            answer(streamID, index, reason)
-            return
+        var decision = PlanDecision(reason: slots[index].validation.verdict(tokenAuthentication: state.verifier != nil))
+        let isValid = decision.reason == nil
+        if isValid {
+            validRequests += 1
+            decision = state.decision(onConnection: validRequests, token: slots[index].validation.token!)
+            if decision.drop {
+                isDropping = true
+                return
+            }
         }
-        validRequests += 1
-        switch state.planVerdict(onConnection: validRequests, token: validation.token!) {
-        case .drop?:
-            isDropping = true
-            return
-        case .answer(let reason)?:
-            answer(streamID, index, reason)
-        case nil:
-            tally.accepted += 1
-            if state.recordAccepted { tally.digests.append(slots[index].digest.value) }
-            submitResponse(streamID, status: "200", validation.messageID, hasBody: false)
-        }
-        if validRequests == state.plan.goawayEvery && !isGoingAway { goAway() }
-        if let every = state.plan.stallEvery, validRequests % every == 0 { stall() }
+        decide(streamID, index, decision.reason)
+        if decision.goAway && !isGoingAway { goAway() }
+        if isValid, let every = state.plan.stallEvery, validRequests % every == 0 { stall() }
     }
 
     fileprivate func streamClosed(streamID: Int32) {
         guard let index = slotIndex(streamID) else { return }
         if !slots[index].judged && !isDropping { tally.resetStreams += 1 }
+        // Reset by the client while its answer was held: the answer has nowhere to go.
+        if slots[index].isHeld { tally.unsentAnswers += 1 }
+        slots[index].isHeld = false
         slots[index].inUse = false
         freeSlots.append(Int32(index))
     }
@@ -361,12 +388,67 @@ final class H2Connection: ServerConnection {
         return Int(bitPattern: pointer) - 1
     }
 
-    private func answer(_ streamID: Int32, _ index: Int, _ reason: APNsReason) {
-        tally.rejections[Int(reason.rawValue)] += 1
-        tally.rejected = true
+    /// Settles the stream's answer (nil: 200), and sends it now or holds it for the plan's
+    /// delay.
+    private func decide(_ streamID: Int32, _ index: Int, _ reason: APNsReason?) {
         slots[index].answer = reason
-        if reason == .unregistered { slots[index].timestamp = now * 1000 }
-        submitResponse(streamID, status: ResponseBody.statusText(reason.status), slots[index].validation.messageID, hasBody: true)
+        // A 410 says since when the token is gone: since it was judged.
+        if reason?.status == 410 { slots[index].timestamp = now * 1000 }
+        let holdTime = state.holdsAnswers ? state.holdTime(isError: reason != nil, connection: ordinal, stream: streamID) : 0
+        guard holdTime > 0 else {
+            answer(streamID, index)
+            return
+        }
+        slots[index].isHeld = true
+        let due = readAt + .nanoseconds(Int64(holdTime))
+        held.insert(due: due, streamID: streamID, slot: Int32(index))
+        armReleaseTimer()
+    }
+
+    /// Counts the stream's answer and submits it.
+    private func answer(_ streamID: Int32, _ index: Int) {
+        slots[index].isHeld = false
+        let messageID = slots[index].validation.messageID
+        if let reason = slots[index].answer {
+            tally.rejections[Int(reason.rawValue)] += 1
+            tally.rejected = true
+            submitResponse(streamID, status: ResponseBody.statusText(reason.status), messageID, hasBody: true)
+        } else {
+            tally.accepted += 1
+            if state.recordAccepted { tally.digests.append(slots[index].digest.value) }
+            if var recorded = slots[index].recorded {
+                recorded.token = slots[index].validation.token!.hex
+                tally.recorded.append(recorded)
+            }
+            submitResponse(streamID, status: "200", messageID, hasBody: false)
+        }
+    }
+
+    // MARK: Held answers
+
+    /// Arms the timer for the earliest held answer, unless it is armed for that already.
+    private func armReleaseTimer() {
+        guard let earliest = held.earliest else { return }
+        if let releaseTimer {
+            guard earliest < releaseTimer.due else { return }
+            loop.cancel(releaseTimer.id)
+        }
+        releaseTimer = (loop.schedule(at: earliest, releaseAction), earliest)
+    }
+
+    /// Sends the answers whose time has come, then waits for the next.
+    private func releaseDueAnswers() {
+        releaseTimer = nil
+        guard phase == .established, !isDropping else { return }
+        let now = loop.now
+        while let entry = held.popDue(by: now) {
+            let index = Int(entry.slot)
+            // The stream may have been reset meanwhile, and its slot taken by another.
+            guard slots[index].inUse, slots[index].isHeld, slots[index].streamID == entry.streamID else { continue }
+            answer(entry.streamID, index)
+        }
+        armReleaseTimer()
+        sendAndWatch()
     }
 
     /// Submits the response headers (`:status`, `apns-id`, and `apns-unique-id` for a

@@ -2,21 +2,26 @@
 /// Apple documents for each. Every rule is a pure function of the requests the gateway
 /// receives and their order, so the same traffic fails in the same places; `seed` makes
 /// the identifiers the gateway invents (`apns-id` when the request has none,
-/// `apns-unique-id`) the same from run to run.
+/// `apns-unique-id`) and the response jitter the same from run to run.
 ///
 /// Counting terms:
 /// - A request is *valid* when it passes every check (`RequestValidation`); invalid ones
 ///   get their 4xx and are not counted by the rules below.
-/// - The gateway-wide rules (`rejectEvery`, `throttleEvery`, `unavailableEvery`) count
-///   valid requests across all connections, 1-based; the per-connection rules
-///   (`dropEvery`, `goawayEvery`, `stallEvery`) count valid requests on their connection.
+/// - The gateway-wide rules (`rejectEvery`, `throttleEvery`, `unavailableEvery`,
+///   `internalErrorEvery`, `goawayEvery`) count valid requests across all connections,
+///   1-based, on one counter; the per-connection rules (`dropEvery`, `stallEvery`) count
+///   valid requests on their connection.
 /// - Each valid request is judged by the rules in this order: `dropEvery`, `rejectEvery`,
-///   `throttleEvery`, `unavailableEvery`, then tokens ending in `dead` (hex, either case:
-///   410 Unregistered, always on, as a token Apple knows is gone). The first that fires
-///   decides; if none does, the request is accepted (200).
-/// - `goawayEvery` and `stallEvery` act after the request is answered.
+///   `throttleEvery`, `unavailableEvery`, `internalErrorEvery`, then the token rules, which
+///   are always on, as tokens Apple knows to be gone: a token whose hex ends in `dead`
+///   (either case) gets 410 Unregistered, one ending in `fade` 410 ExpiredToken, both with
+///   a `timestamp` (ms). The first that fires decides; if none does, the request is
+///   accepted (200).
+/// - `goawayEvery` and `stallEvery` act once the request is judged.
+/// - Every answer is held by `responseDelay` (+ jitter), an error answer by `errorDelay`
+///   when there is one; an answer counts in the statistics when it is sent.
 public struct H2FailurePlan: Sendable, Hashable {
-    /// Seeds the identifiers the gateway makes up.
+    /// Seeds the identifiers the gateway makes up, and the response jitter.
     public var seed: UInt64
     /// Every Nth valid request, gateway-wide: 400 BadDeviceToken.
     public var rejectEvery: Int?
@@ -24,14 +29,19 @@ public struct H2FailurePlan: Sendable, Hashable {
     public var throttleEvery: Int?
     /// Every Nth valid request, gateway-wide: 503 ServiceUnavailable.
     public var unavailableEvery: Int?
-    /// Once the Nth valid request on a connection is answered: GOAWAY (NO_ERROR) naming
-    /// the last stream the gateway took up, with `{"reason":"Shutdown"}` as debug data.
-    /// Streams up to it are still answered; later ones never were processed (the client
-    /// resends them). The connection closes when the last of them is answered.
+    /// Every Nth valid request, gateway-wide: 500 InternalServerError.
+    public var internalErrorEvery: Int?
+    /// The connection that takes the Nth, 2Nth, … valid request, gateway-wide, goes away
+    /// once it has judged it: GOAWAY (NO_ERROR) naming the last stream it took up, with
+    /// `{"reason":"Shutdown"}` as debug data. Streams up to it are still answered (held
+    /// answers when their time comes); later ones never were processed (the client resends
+    /// them). The connection closes when the last of them is answered. A multiple that
+    /// falls on a connection already going away sends no second GOAWAY.
     public var goawayEvery: Int?
-    /// The Nth valid request on a connection is not answered: the answers already due are
-    /// written, then the connection is closed with a TCP FIN, without GOAWAY or TLS
-    /// close_notify. Counted in `H2Statistics.droppedConnections`.
+    /// The Nth valid request on a connection is not answered: the answers already sent
+    /// stay sent, those still held are dropped (`H2Statistics.unsentAnswers`), and the
+    /// connection is closed with a TCP FIN, without GOAWAY or TLS close_notify. Counted in
+    /// `H2Statistics.droppedConnections`.
     public var dropEvery: Int?
     /// Each time the count of valid requests on a connection reaches a multiple of N, the
     /// gateway stops reading it for `stallDuration`: it sends no WINDOW_UPDATE meanwhile,
@@ -39,29 +49,48 @@ public struct H2FailurePlan: Sendable, Hashable {
     public var stallEvery: Int?
     /// How long each stall lasts.
     public var stallDuration: Duration
+    /// How long each answer (its headers and body) is held before it is sent, as Apple
+    /// answers only once it has processed a request (tens to hundreds of milliseconds).
+    /// Held answers hold up nothing else: other streams, reading, other connections.
+    public var responseDelay: Duration
+    /// Up to this much is added to each `responseDelay`, uniformly: SplitMix64(seed,
+    /// connection ordinal, stream id), so the same connection order gives the same delays.
+    public var responseJitter: Duration
+    /// Error answers (any status but 200) are held this long instead of `responseDelay`
+    /// and its jitter: zero answers them at once. Nil: they are held as every answer is.
+    public var errorDelay: Duration?
 
-    /// A plan; by default nothing fails (but tokens ending in `dead`).
+    /// A plan; by default nothing fails (but tokens ending in `dead` or `fade`).
     public init(
         seed: UInt64 = 0, rejectEvery: Int? = nil, throttleEvery: Int? = nil, unavailableEvery: Int? = nil,
-        goawayEvery: Int? = nil, dropEvery: Int? = nil, stallEvery: Int? = nil, stallDuration: Duration = .milliseconds(100)
+        internalErrorEvery: Int? = nil, goawayEvery: Int? = nil, dropEvery: Int? = nil, stallEvery: Int? = nil,
+        stallDuration: Duration = .milliseconds(100), responseDelay: Duration = .zero, responseJitter: Duration = .zero,
+        errorDelay: Duration? = nil
     ) {
         self.seed = seed
         self.rejectEvery = rejectEvery
         self.throttleEvery = throttleEvery
         self.unavailableEvery = unavailableEvery
+        self.internalErrorEvery = internalErrorEvery
         self.goawayEvery = goawayEvery
         self.dropEvery = dropEvery
         self.stallEvery = stallEvery
         self.stallDuration = stallDuration
+        self.responseDelay = responseDelay
+        self.responseJitter = responseJitter
+        self.errorDelay = errorDelay
     }
 
-    /// Checks that the counts are positive and the stall not negative.
+    /// Checks that the counts are positive and the durations not negative.
     public func validate() throws(FailurePlanError) {
         for (name, value) in [("rejectEvery", rejectEvery), ("throttleEvery", throttleEvery),
-                              ("unavailableEvery", unavailableEvery), ("goawayEvery", goawayEvery),
-                              ("dropEvery", dropEvery), ("stallEvery", stallEvery)] {
+                              ("unavailableEvery", unavailableEvery), ("internalErrorEvery", internalErrorEvery),
+                              ("goawayEvery", goawayEvery), ("dropEvery", dropEvery), ("stallEvery", stallEvery)] {
             if let value, value < 1 { throw .invalid("\(name) must be at least 1, got \(value)") }
         }
-        if stallDuration < .zero { throw .invalid("stallDuration must not be negative") }
+        for (name, value) in [("stallDuration", stallDuration), ("responseDelay", responseDelay),
+                              ("responseJitter", responseJitter), ("errorDelay", errorDelay ?? .zero)] where value < .zero {
+            throw .invalid("\(name) must not be negative")
+        }
     }
 }

@@ -12,24 +12,28 @@ final class H2GatewayState: Sendable {
     let maximumConcurrentStreams: UInt32
     let development: Bool
     let recordAccepted: Bool
+    /// Whether accepted requests' headers are recorded (`recordedRequests`).
+    let recordRequests: Bool
     /// Whether any gateway-wide rule needs the ordinal (so that without one, requests never
     /// touch the shared counter).
     let usesOrdinal: Bool
+    /// The plan's delays in nanoseconds; all zero: every answer goes out at once.
+    let responseDelay: UInt64
+    let responseJitter: UInt64
+    let errorDelay: UInt64?
+    /// Whether any answer is ever held.
+    let holdsAnswers: Bool
     /// Gateway-wide ordinal of valid requests, for the gateway-wide rules.
     let ordinal = Atomic<Int>(0)
-    let events = Locked(EventCounts())
+    /// The rare events (refusals, GOAWAYs, drops, stalls), counted where the statistics
+    /// report them; the loops' counters are added to a copy.
+    let events = Locked(H2Statistics())
     let accepted = AcceptedRecord()
+    /// With `recordRequests`: the first `H2MockGateway.recordedRequestLimit` accepted
+    /// requests, in the order they were answered.
+    let recordedRequests = Locked<[H2RecordedRequest]>([])
     /// The `iat` of the team's current token, once one was seen.
     private let teamTokenIssuedAt = Locked<Int64?>(nil)
-
-    struct EventCounts {
-        var connections = 0
-        var handshakeFailures = 0
-        var refusedWithoutH2 = 0
-        var goaways = 0
-        var droppedConnections = 0
-        var flowControlStalls = 0
-    }
 
     init(_ configuration: H2MockGateway.Configuration) {
         plan = configuration.failurePlan
@@ -38,10 +42,16 @@ final class H2GatewayState: Sendable {
         maximumConcurrentStreams = configuration.maximumConcurrentStreams
         development = configuration.environment == .development
         recordAccepted = configuration.recordAccepted
+        recordRequests = configuration.recordRequests
         usesOrdinal = plan.rejectEvery != nil || plan.throttleEvery != nil || plan.unavailableEvery != nil
+            || plan.internalErrorEvery != nil || plan.goawayEvery != nil
+        responseDelay = plan.responseDelay.nanosecondsClamped
+        responseJitter = plan.responseJitter.nanosecondsClamped
+        errorDelay = plan.errorDelay?.nanosecondsClamped
+        holdsAnswers = responseDelay > 0 || responseJitter > 0 || (errorDelay ?? 0) > 0
     }
 
-    func count(_ update: (inout EventCounts) -> Void) { events.withLock { update(&$0) } }
+    func count(_ update: (inout H2Statistics) -> Void) { events.withLock { update(&$0) } }
 
     /// Takes a valid token issued at `issuedAt` as the team's current one, or refuses it
     /// when it replaces the current one less than `ProviderToken.minimumRefreshInterval`
@@ -57,32 +67,68 @@ final class H2GatewayState: Sendable {
         }
     }
 
-    /// What the plan does with a valid request: nil to accept it. `onConnection` is the
-    /// request's 1-based place among its connection's valid requests.
-    func planVerdict(onConnection: Int, token: DeviceToken) -> PlanVerdict? {
-        if onConnection == plan.dropEvery { return .drop }
+    /// What the plan does with a valid request. `onConnection` is the request's 1-based
+    /// place among its connection's valid requests.
+    func decision(onConnection: Int, token: DeviceToken) -> PlanDecision {
+        if onConnection == plan.dropEvery { return PlanDecision(drop: true) }
+        var decision = PlanDecision()
         if usesOrdinal {
             let position = ordinal.wrappingAdd(1, ordering: .relaxed).newValue
-            if let every = plan.rejectEvery, position % every == 0 { return .answer(.badDeviceToken) }
-            if let every = plan.throttleEvery, position % every == 0 { return .answer(.tooManyRequests) }
-            if let every = plan.unavailableEvery, position % every == 0 { return .answer(.serviceUnavailable) }
+            decision.reason = Self.reason(at: position, plan)
+            if let every = plan.goawayEvery, position % every == 0 { decision.goAway = true }
         }
-        if Self.isDead(token) { return .answer(.unregistered) }
+        if decision.reason == nil { decision.reason = Self.reason(for: token) }
+        return decision
+    }
+
+    /// The gateway-wide answer rules, in the documented order.
+    private static func reason(at position: Int, _ plan: H2FailurePlan) -> APNsReason? {
+        if let every = plan.rejectEvery, position % every == 0 { return .badDeviceToken }
+        if let every = plan.throttleEvery, position % every == 0 { return .tooManyRequests }
+        if let every = plan.unavailableEvery, position % every == 0 { return .serviceUnavailable }
+        if let every = plan.internalErrorEvery, position % every == 0 { return .internalServerError }
         return nil
     }
 
-    /// Tokens whose hex ends in `dead`.
-    static func isDead(_ token: DeviceToken) -> Bool {
-        token.withUnsafeBytes { $0[30] == 0xde && $0[31] == 0xad }
+    /// The token rules: hex ending in `dead`, 410 Unregistered; in `fade`, 410 ExpiredToken.
+    static func reason(for token: DeviceToken) -> APNsReason? {
+        token.withUnsafeBytes { bytes in
+            switch (bytes[30], bytes[31]) {
+            case (0xde, 0xad): .unregistered
+            case (0xfa, 0xde): .expiredToken
+            default: nil
+            }
+        }
+    }
+
+    /// How long the answer to stream `stream` of connection `connection` is held, in
+    /// nanoseconds: the error delay for an error when the plan has one, else the response
+    /// delay plus its jitter.
+    func holdTime(isError: Bool, connection: Int, stream: Int32) -> UInt64 {
+        if isError, let errorDelay { return errorDelay }
+        guard responseJitter > 0 else { return responseDelay }
+        let key = UInt64(truncatingIfNeeded: connection) << 32 | UInt64(UInt32(bitPattern: stream))
+        // A seed of its own, so that the jitter does not track the identifiers made up
+        // from the same key.
+        return responseDelay + SplitMix64.draw(seed: plan.seed ^ 0x3177_E2D1, key: key) % (responseJitter + 1)
+    }
+
+    /// Keeps `requests` while fewer than `H2MockGateway.recordedRequestLimit` are kept.
+    func record(_ requests: [H2RecordedRequest]) {
+        recordedRequests.withLock { kept in
+            kept.append(contentsOf: requests.prefix(max(0, H2MockGateway.recordedRequestLimit - kept.count)))
+        }
     }
 }
 
 /// What the failure plan decided for a valid request.
-enum PlanVerdict: Equatable {
-    /// Close the connection without answering.
-    case drop
-    /// Answer with this reason (and its status).
-    case answer(APNsReason)
+struct PlanDecision: Equatable {
+    /// Close the connection without answering (the drop rule); nothing else applies.
+    var drop = false
+    /// The error to answer with; nil: accept (200).
+    var reason: APNsReason?
+    /// Go away once the request is judged (the goaway rule).
+    var goAway = false
 }
 
 /// Counters a loop publishes after each read; only that loop writes them.

@@ -4,9 +4,10 @@ import SalvoWire
 ///
 /// Accounting: every request stream the client completes is counted once in `requests` and
 /// ends as exactly one of: accepted (200), rejected (a 4xx or 5xx, by validation or by the
-/// failure plan, in `rejectedByReason`), or the one request each silent drop leaves
-/// unanswered (`droppedConnections`). Streams the client resets before finishing them are
-/// counted in `resetStreams`, not in `requests`.
+/// failure plan, in `rejectedByReason`), the one request each silent drop leaves
+/// unanswered (`droppedConnections`), or an answer the plan held back that never went out
+/// (`unsentAnswers`). Answers count when they are sent, not when they are decided. Streams
+/// the client resets before finishing them are counted in `resetStreams`, not in `requests`.
 public struct H2Statistics: Sendable, Hashable, Codable {
     /// Requests answered 200.
     public var accepted = 0
@@ -35,16 +36,69 @@ public struct H2Statistics: Sendable, Hashable, Codable {
     public var droppedConnections = 0
     /// Read stalls started by `H2FailurePlan.stallEvery`.
     public var flowControlStalls = 0
+    /// Answers held by `H2FailurePlan.responseDelay` or `errorDelay` that were never sent:
+    /// their client closed the connection or reset the stream first, or the drop rule
+    /// closed the connection.
+    public var unsentAnswers = 0
     /// Accepted requests whose token and payload had been accepted before. Tracked only
     /// with `recordAccepted` (0 otherwise).
     public var duplicates = 0
     /// With `recordAccepted`: the distinct `MockStatistics.digest(token:payload:)` values
     /// of accepted requests, sorted. Nil otherwise.
     public var acceptedDigests: [UInt64]?
+    /// With `recordRequests`: each accepted request's token and APNs headers, in the order
+    /// the requests were answered, the first `H2MockGateway.recordedRequestLimit` of them.
+    /// Nil otherwise.
+    public var acceptedRequests: [H2RecordedRequest]?
 
     /// An all-zero snapshot.
     public init() {}
 
     /// Rejections with `reason`.
     public func rejected(_ reason: APNsReason) -> Int { rejectedByReason[reason.name] ?? 0 }
+}
+
+/// What an accepted request carried: its device token and its APNs headers as they
+/// arrived, nil for those it did not send. What `H2MockGateway.Configuration.recordRequests`
+/// keeps, so that a test of a sender can check its per-request headers at the gateway.
+public struct H2RecordedRequest: Sendable, Hashable, Codable {
+    /// The device token from `:path`, as 64 lowercase hex digits.
+    public var token: String
+    /// `apns-push-type`.
+    public var pushType: String?
+    /// `apns-topic`.
+    public var topic: String?
+    /// `apns-id`.
+    public var apnsID: String?
+    /// `apns-expiration`.
+    public var expiration: String?
+    /// `apns-priority`.
+    public var priority: String?
+    /// `apns-collapse-id`.
+    public var collapseID: String?
+
+    public init(token: String, pushType: String? = nil, topic: String? = nil, apnsID: String? = nil,
+                expiration: String? = nil, priority: String? = nil, collapseID: String? = nil) {
+        self.token = token
+        self.pushType = pushType
+        self.topic = topic
+        self.apnsID = apnsID
+        self.expiration = expiration
+        self.priority = priority
+        self.collapseID = collapseID
+    }
+
+    /// Takes one request header, keeping its value if it is one of these.
+    mutating func take(_ header: APNsRequestHeader, _ value: UnsafeRawBufferPointer) {
+        let text = String(decoding: value, as: UTF8.self)
+        switch header {
+        case .pushType: pushType = text
+        case .topic: topic = text
+        case .id: apnsID = text
+        case .expiration: expiration = text
+        case .priority: priority = text
+        case .collapseId: collapseID = text
+        case .method, .path, .authorization: break
+        }
+    }
 }
