@@ -30,6 +30,9 @@ public struct HTTP2Options: Sendable {
     public var topic: String?
     /// The push type of notifications that name none.
     public var pushType: APNsPushType = .alert
+    /// The `apns-collapse-id` of notifications that give none (at most 64 bytes): the
+    /// device shows only the newest of the notifications that share it.
+    public var collapseID: String?
     /// How the provider proves who it is: the TLS client certificate in
     /// `SenderConfiguration.tls`, or a provider token signed with a `.p8` key.
     public var authentication: HTTP2Authentication
@@ -52,6 +55,26 @@ public struct HTTP2Options: Sendable {
         self.topic = topic
         self.pushType = pushType
         self.authentication = authentication
+    }
+}
+
+extension HTTP2Options {
+    /// What APNs would refuse in every request these options make, said for the user.
+    func problem(defaultPriority: UInt8?) -> String? {
+        if case .token = authentication, topic == nil {
+            return "token authentication needs a topic (the app's bundle id): APNs takes it from the certificate only"
+        }
+        if let collapseID, collapseID.utf8.count > APNsRequestHeader.collapseIdLimit {
+            return "the collapse id has \(collapseID.utf8.count) bytes; APNs takes at most \(APNsRequestHeader.collapseIdLimit)"
+        }
+        if let defaultPriority, ![10, 5, 1].contains(defaultPriority) {
+            return "priority \(defaultPriority): APNs takes 10 (at once), 5 (power-considerate) or 1 (low)"
+        }
+        if pushType == .background, let defaultPriority, defaultPriority != 5 {
+            return "background notifications go at priority 5; APNs refuses them at \(defaultPriority)"
+        }
+        if maximumConcurrentStreams < 1 { return "the stream limit must be at least 1" }
+        return nil
     }
 }
 
@@ -163,7 +186,7 @@ public struct SenderConfiguration: Sendable {
     }
 
     /// The HTTP/2 options, when the sender speaks HTTP/2.
-    var http2: HTTP2Options? {
+    package var http2: HTTP2Options? {
         if case .http2(let options) = transport { return options }
         return nil
     }

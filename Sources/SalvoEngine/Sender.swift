@@ -17,12 +17,17 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
     /// Every connection gave up on the gateway; the reason says why (e.g. a certificate
     /// the gateway refuses).
     case gatewayUnreachable(String)
+    /// The gateway refused the sender's credentials (the provider token's key, key id or
+    /// team, or the client certificate); the reason names them. Every connection shares
+    /// them, so nothing more can be sent.
+    case credentialsRefused(String)
 
     public var description: String {
         switch self {
         case .invalidPayload(let error, let sequence): "notification \(sequence): invalid payload: \(error)"
         case .finished: "the sender has finished; create a new one"
         case .gatewayUnreachable(let reason): "the gateway is unreachable: \(reason)"
+        case .credentialsRefused(let reason): reason
         }
     }
 }
@@ -109,8 +114,12 @@ public final class Sender: Sendable {
                 encoder: FrameEncoder(format: format, maximumPayloadLength: configuration.maximumPayloadLength),
                 defaultExpiry: configuration.defaultExpiry, defaultPriority: configuration.defaultPriority))
         case .http2(let options):
+            if let problem = options.problem(defaultPriority: configuration.defaultPriority) {
+                throw SenderError(description: problem)
+            }
             builder = .request(RequestRecordBuilder(defaultPushType: options.pushType, defaultExpiry: configuration.defaultExpiry,
-                                                    defaultPriority: configuration.defaultPriority))
+                                                    defaultPriority: configuration.defaultPriority,
+                                                    defaultCollapseID: Array((options.collapseID ?? "").utf8)))
         }
         ledger = DeliveryLedger(errorWait: configuration.errorWait, retention: configuration.recordRetention)
         let context: TLSContext
@@ -271,7 +280,7 @@ public final class Sender: Sendable {
                 break
             }
         }
-        if unreachable == count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        if unreachable == count { throw hub.givenUp ?? .gatewayUnreachable("every connection gave up") }
         // Every connection is full: with one more, the notification goes there at once.
         if growth.stalled(at: Instant.now().nanoseconds) { return try tryPublish(notification, source: source, turn: &turn) }
         return false
@@ -331,7 +340,7 @@ public final class Sender: Sendable {
                 if retained.isUnderPressure.load(ordering: .relaxed) { slot.shard.wake() }
             }
         }
-        if unreachable == count { throw .gatewayUnreachable(hub.lastUnreachableReason ?? "every connection gave up") }
+        if unreachable == count { throw hub.givenUp ?? .gatewayUnreachable("every connection gave up") }
         // Every connection is full: the caller's retry may find one more.
         _ = growth.stalled(at: Instant.now().nanoseconds)
         return false
@@ -426,7 +435,7 @@ final class EventHub: SenderObserver {
     private let continuation: AsyncStream<SenderEvent>.Continuation
     private let onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?
     private let waiting = Atomic<Int>(0)
-    private let state = Locked<(generation: UInt64, waiters: [(UInt64, CheckedContinuation<Void, Never>)], unreachable: String?)>(
+    private let state = Locked<(generation: UInt64, waiters: [(UInt64, CheckedContinuation<Void, Never>)], givenUp: SendError?)>(
         (0, [], nil))
 
     init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?) {
@@ -434,10 +443,22 @@ final class EventHub: SenderObserver {
         self.onRejected = onRejected
     }
 
-    var lastUnreachableReason: String? { state.withLock { $0.unreachable } }
+    /// Why connections gave up, for the sender to throw once all have: refused credentials
+    /// if any connection saw that (it is what the user must fix), else the last reason.
+    var givenUp: SendError? { state.withLock { $0.givenUp } }
 
     func emit(_ event: SenderEvent) {
-        if case .unreachable(let reason) = event { state.withLock { $0.unreachable = reason } }
+        switch event {
+        case .unreachable(let reason):
+            state.withLock { state in
+                if case .credentialsRefused? = state.givenUp { return }
+                state.givenUp = .gatewayUnreachable(reason)
+            }
+        case .credentialsRefused(let reason):
+            state.withLock { $0.givenUp = .credentialsRefused(reason) }
+        default:
+            break
+        }
         continuation.yield(event)
     }
 

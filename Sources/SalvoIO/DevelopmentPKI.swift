@@ -27,6 +27,15 @@ public enum DevelopmentPKI {
         case client
     }
 
+    /// A P-256 private key in PKCS#8 PEM: what an APNs signing key (`AuthKey_<KEYID>.p8`)
+    /// holds, for provider tokens in tests and the demo.
+    public static func makeSigningKey() throws(TLSError) -> String {
+        ERR_clear_error()
+        guard let key = salvo_EVP_EC_gen_P256() else { throw failure("generating a key") }
+        defer { EVP_PKEY_free(key) }
+        return try pem { PEM_write_bio_PrivateKey($0, key, nil, nil, 0, nil, nil) }
+    }
+
     /// A self-signed certificate authority.
     public static func makeAuthority(commonName: String = "Salvo Development CA") throws(TLSError) -> Identity {
         try make(subject: [("CN", commonName), ("O", "Salvo development")], usage: .certificateAuthority,

@@ -88,6 +88,16 @@ protocol GatewayStatistics {
 extension MockStatistics: GatewayStatistics {}
 extension H2Statistics: GatewayStatistics {}
 
+extension MockStatistics {
+    /// `acceptedDigests` as a set (empty without `recordAccepted`).
+    public var acceptedDigestSet: Set<UInt64> { Set(acceptedDigests ?? []) }
+}
+
+extension H2Statistics {
+    /// `acceptedDigests` as a set (empty without `recordAccepted`).
+    public var acceptedDigestSet: Set<UInt64> { Set(acceptedDigests ?? []) }
+}
+
 extension GatewayCore {
     /// Fills in what every gateway counts alike: connections and failed handshakes, and,
     /// with `recordAccepted`, what `record` holds.

@@ -83,9 +83,6 @@ public struct MockStatistics: Sendable, Hashable, Codable {
     /// Rejections with `status`.
     public func rejected(_ status: Status) -> Int { rejectedByStatus[status.name] ?? 0 }
 
-    /// `acceptedDigests` as a set (empty without `recordAccepted`).
-    public var acceptedDigestSet: Set<UInt64> { Set(acceptedDigests ?? []) }
-
     // MARK: Digest
 
     /// The identity of a notification for comparing what was sent with what was accepted:

@@ -31,14 +31,13 @@ struct CampaignOptions: ParsableArguments {
     }
 
     /// The campaign as a source the sender can read again.
-    func campaignFile(maximumPayloadLength: Int) throws -> CampaignFile {
+    func campaignFile(for campaignProtocol: CampaignProtocol) throws -> CampaignFile {
         let policy: BadLinePolicy = onBadLine == .skip ? .skip : .abort
         if let input {
-            return CampaignFile(.jsonl(input), maximumPayloadLength: maximumPayloadLength, onBadLine: policy)
+            return CampaignFile(.jsonl(input), for: campaignProtocol, onBadLine: policy)
         }
         let payloadBytes = try readWholeFile(payload!, limit: 1 << 20, what: "payload file")
-        return CampaignFile(.tokens(tokens!, payload: payloadBytes), maximumPayloadLength: maximumPayloadLength,
-                            onBadLine: policy)
+        return CampaignFile(.tokens(tokens!, payload: payloadBytes), for: campaignProtocol, onBadLine: policy)
     }
 
     /// Lines in the input, for the progress display's ETA (a fast newline count).

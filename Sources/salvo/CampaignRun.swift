@@ -111,7 +111,8 @@ final class CampaignRun: Sendable {
             ? lastLine : sender.completedSequence().map { Int($0) } ?? resumedAfter
         if let checkpoint { saveCheckpoint(checkpoint, line: done) }
         rejectedFile?.close()
-        print(Self.summary(report, badLineCount: badLineCount, resumedAfter: resumedAfter))
+        print(Self.summary(report, badLineCount: badLineCount, resumedAfter: resumedAfter,
+                           http2: sender.configuration.http2 != nil))
         if case .stopped(let inputError?) = ending {
             printError("salvo \(command): \(inputError); stopped there (everything before it was sent and is accounted for above)")
         }
@@ -130,7 +131,7 @@ final class CampaignRun: Sendable {
         return report
     }
 
-    static func summary(_ report: SenderReport, badLineCount: Int = 0, resumedAfter: Int = 0) -> String {
+    static func summary(_ report: SenderReport, badLineCount: Int = 0, resumedAfter: Int = 0, http2: Bool = false) -> String {
         func number(_ n: Int) -> String { n.formatted(.number.grouping(.automatic)) }
         func milliseconds(_ duration: Duration) -> String { number(Int((duration.secondsDouble * 1000).rounded())) + " ms" }
         func breakdown(_ counts: [String: Int]) -> String {
@@ -140,7 +141,8 @@ final class CampaignRun: Sendable {
         var lines = [
             "sent \(number(report.submitted)) notifications in \(String(format: "%.2f", report.sendingSeconds)) s "
                 + "(\(number(Int(report.sendRatePerSecond.rounded()))) /s); all final "
-                + "\(String(format: "%.2f", max(0, report.seconds - report.sendingSeconds))) s later (the error wait, then the gateway's answer to close_notify)",
+                + "\(String(format: "%.2f", max(0, report.seconds - report.sendingSeconds))) s later "
+                + (http2 ? "(the last answers)" : "(the error wait, then the gateway's answer to close_notify)"),
             "  accepted  \(number(report.accepted))",
             "  rejected  \(number(report.rejected))" + breakdown(report.rejectedByReason),
             "  failed    \(number(report.failed))" + breakdown(report.failedByReason),
@@ -190,6 +192,7 @@ final class CampaignRun: Sendable {
 /// a raised error wait, and notifications that failed without a name.
 private func reportSenderEvents(_ sender: Sender) async {
     var toldFailure = false
+    var toldCredentials = false
     var toldKernelTLS = !sender.configuration.tls.kernelTLS
     for await event in sender.events {
         switch event {
@@ -198,6 +201,9 @@ private func reportSenderEvents(_ sender: Sender) async {
             printError("\nconnection failed: \(reason); retrying with backoff")
         case .unreachable(let reason):
             printError("\ngateway unreachable: \(reason)")
+        case .credentialsRefused(let reason) where !toldCredentials:
+            toldCredentials = true
+            printError("\n\(reason)")
         case .connected(_, _, _, let kernelTLS) where !toldKernelTLS:
             toldKernelTLS = true
             printError(kernelTLS ? "kTLS: engaged, the kernel encrypts records"

@@ -17,6 +17,10 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Notifications to send.")
     var count: Int = 1_000_000
 
+    @Option(name: .customLong("protocol"),
+            help: "binary (the legacy protocol, default) or h2 (the HTTP/2 provider API, with token authentication).")
+    var wireProtocol: WireProtocol = .binary
+
     @Option(help: ArgumentHelp("Mock event-loop threads.", valueName: "n"))
     var mockLoops: Int = 1
 
@@ -31,25 +35,50 @@ struct DemoCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
-        do { _ = try failures.plan() } catch { throw ValidationError(error.message) }
-        if let flag = failures.h2OnlyFlag { throw ValidationError("\(flag) is for the HTTP/2 mock (salvo mock --protocol h2)") }
+        switch wireProtocol {
+        case .binary:
+            do { _ = try failures.plan() } catch { throw ValidationError(error.message) }
+            if let flag = failures.h2OnlyFlag { throw ValidationError("\(flag) is for --protocol h2") }
+        case .h2:
+            do { _ = try failures.h2Plan() } catch { throw ValidationError(error.message) }
+            if let flag = failures.binaryOnlyFlag { throw ValidationError("\(flag) is for the binary protocol, not --protocol h2") }
+        }
     }
 
     func run() async throws {
         let pki = try DevelopmentPKI.Bundle()
-        var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
-                                                clientCertificateRoots: .certificates(pki.authority.certificate))
-        serverTLS.maximumVersion = .v1_2  // as `salvo mock` speaks the binary protocol
-        let gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: try failures.plan()))
+        let gateway: any DemoGateway
+        var configuration: SenderConfiguration
+        switch wireProtocol {
+        case .binary:
+            var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
+                                                    clientCertificateRoots: .certificates(pki.authority.certificate))
+            serverTLS.maximumVersion = .v1_2  // as `salvo mock` speaks the binary protocol
+            gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: try failures.plan()))
+            configuration = SenderConfiguration(
+                host: "127.0.0.1", port: gateway.port,
+                tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
+                             trustRoots: .certificates(pki.authority.certificate)))
+            engine.apply(to: &configuration)
+            configuration.transport = .binary(engine.format.format)
+        case .h2:
+            // Token authentication, as most providers use it: a throwaway signing key that the
+            // mock verifies every request's provider token against.
+            let key = try DevelopmentPKI.makeSigningKey()
+            let (keyID, teamID) = ("DEMOKEY001", "DEMOTEAM01")
+            let serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey)
+            gateway = try H2MockGateway(.init(
+                tls: serverTLS, tokenVerifier: try ProviderTokenVerifier(authKeyPEM: key, keyID: keyID, teamID: teamID),
+                loops: mockLoops, failurePlan: try failures.h2Plan()))
+            configuration = SenderConfiguration(host: "127.0.0.1", port: gateway.port,
+                                                tls: .client(trustRoots: .certificates(pki.authority.certificate)))
+            engine.apply(to: &configuration)
+            let credentials = try ProviderCredentials(pem: key, keyID: keyID, teamID: teamID)
+            configuration.transport = .http2(HTTP2Options(topic: "com.example.demo", authentication: .token(credentials)))
+        }
         defer { gateway.stop() }
-
-        var configuration = SenderConfiguration(
-            host: "127.0.0.1", port: gateway.port,
-            tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
-                         trustRoots: .certificates(pki.authority.certificate)))
-        engine.apply(to: &configuration)
-        printError("mock gateway on 127.0.0.1:\(gateway.port); sending \(count) notifications over "
-                   + "\(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
+        printError("mock \(wireProtocol == .h2 ? "HTTP/2 " : "")gateway on 127.0.0.1:\(gateway.port); sending \(count) "
+                   + "notifications over \(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
 
         let run = try CampaignRun(command: "demo", configuration: configuration, rejectedPath: nil, checkpoint: nil,
                                   total: count)
@@ -62,7 +91,7 @@ struct DemoCommand: AsyncParsableCommand {
         let ending = await run.send(campaign, from: campaign.makeReader())
         let report = await run.finish(badLines: [], badLineCount: 0, ending: ending, lastLine: count, resumedAfter: 0,
                                       reportPath: report)
-        let mock = gateway.statistics()
+        let mock = gateway.counts
         // After a silent drop the sender resends what may have arrived (at-least-once): the
         // mock may count those twice, never more than the duplicates the sender reports.
         let duplicates = mock.accepted - report.accepted
@@ -71,5 +100,27 @@ struct DemoCommand: AsyncParsableCommand {
               + (agrees ? "matches the sender's accounting" : "DOES NOT MATCH the sender's accounting")
               + (duplicates > 0 ? " (\(duplicates) resent after silent drops counted twice)" : ""))
         if !agrees || !report.isComplete { throw ExitCode(1) }
+    }
+}
+
+/// What the demo reads from either mock gateway.
+protocol DemoGateway {
+    var port: Int { get }
+    /// What the gateway accepted and rejected so far.
+    var counts: (accepted: Int, rejected: Int) { get }
+    func stop()
+}
+
+extension MockGateway: DemoGateway {
+    var counts: (accepted: Int, rejected: Int) {
+        let statistics = statistics()
+        return (statistics.accepted, statistics.rejected)
+    }
+}
+
+extension H2MockGateway: DemoGateway {
+    var counts: (accepted: Int, rejected: Int) {
+        let statistics = statistics()
+        return (statistics.accepted, statistics.rejected)
     }
 }

@@ -4,7 +4,7 @@ import SalvoWire
 
 /// Engine tuning flags shared by `send` and `demo`.
 struct EngineOptions: ParsableArguments {
-    @Option(help: "Notification format: frame (command 2), enhanced (1) or simple (0, no identifiers).")
+    @Option(help: "Binary protocol: the frame format, frame (command 2), enhanced (1) or simple (0, no identifiers).")
     var format: FormatChoice = .frame
 
     @Option(help: ArgumentHelp("Event-loop threads. Default: one per core.", valueName: "n"))
@@ -68,7 +68,6 @@ struct EngineOptions: ParsableArguments {
     }
 
     func apply(to configuration: inout SenderConfiguration) {
-        configuration.transport = .binary(format.format)
         if let shards { configuration.shards = shards }
         configuration.connectionsPerShard = connections
         configuration.maximumConnectionsPerShard = maximumConnections ?? max(connections, configuration.maximumConnectionsPerShard)

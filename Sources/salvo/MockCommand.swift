@@ -48,7 +48,7 @@ struct MockCommand: AsyncParsableCommand {
             """)
 
     @Option(name: .customLong("protocol"), help: "binary (the legacy protocol, default) or h2 (the HTTP/2 provider API).")
-    var wireProtocol: MockProtocol = .binary
+    var wireProtocol: WireProtocol = .binary
 
     @Option(help: "Gateway port; 0 picks a free one. Default 2195 (binary), 2197 (h2).")
     var port: Int?
@@ -260,9 +260,3 @@ final class StopSignal: Sendable {
 
 /// Where the signal handler writes; set once, before the handlers are installed.
 nonisolated(unsafe) private var stopPipeWriteEnd: Int32 = -1
-
-/// What `salvo mock` speaks.
-enum MockProtocol: String, ExpressibleByArgument, CaseIterable {
-    case binary
-    case h2
-}

@@ -8,20 +8,34 @@ import SalvoWire
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send a campaign to an APNs binary-protocol gateway.",
+        abstract: "Send a campaign to APNs: Apple's HTTP/2 provider API, or a binary-protocol gateway.",
         discussion: """
+            Protocol: --gateway production or sandbox is Apple's HTTP/2 provider API (api.push.apple.com, \
+            api.sandbox.push.apple.com). HOST:PORT speaks the legacy binary protocol unless --protocol h2 \
+            is given. HTTP/2 authenticates with --auth-key AuthKey_<KEYID>.p8 --key-id --team-id (a \
+            provider token, with --topic) or with the certificate of --cert/--key.
+
             Input: --input FILE.jsonl, one object per line: {"token": "<hex>", "payload": {...}} with \
-            optional "expiry" (UNIX seconds) and "priority" (10 or 5); or --tokens FILE (one hex token \
-            per line) with --payload FILE.json (one payload for all). Files are streamed: memory does \
-            not grow with their size.
+            optional "expiry" (or "expiration", UNIX seconds) and "priority" (10 or 5; HTTP/2 also 1); \
+            for HTTP/2 also "push_type", "topic", "collapse_id" and "apns_id". Or --tokens FILE (one hex \
+            token per line) with --payload FILE.json (one payload for all). Files are streamed: memory \
+            does not grow with their size.
 
             Exit status: 0 when every notification was accepted or rejected by the gateway; 1 when any \
             failed (unreachable gateway, unknown fate after a drop under --on-drop report, retry budget); \
             2 for usage or input errors.
             """)
 
-    @Option(help: ArgumentHelp("The gateway: host:port, [ipv6]:port, production or sandbox.", valueName: "host:port"))
+    @Option(help: ArgumentHelp("The gateway: production, sandbox (Apple's HTTP/2 API), host:port or [ipv6]:port.",
+                               valueName: "host:port"))
     var gateway: String
+
+    @Option(name: .customLong("protocol"),
+            help: "h2 (Apple's HTTP/2 provider API) or binary. Default: h2 for production and sandbox, binary for host:port.")
+    var wireProtocol: WireProtocol?
+
+    @OptionGroup(title: "HTTP/2 (--protocol h2)")
+    var http2: ProviderAPIOptions
 
     @OptionGroup(title: "TLS")
     var tls: TLSOptions
@@ -46,7 +60,23 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         if resume && checkpoint == nil { throw ValidationError("--resume needs --checkpoint FILE") }
-        do { _ = try Endpoint(parsing: gateway, service: .gateway) } catch { throw ValidationError(error.description) }
+        let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
+        do { _ = try Endpoint(parsing: gateway, service: spoken.service) } catch { throw ValidationError(error.description) }
+        switch spoken {
+        case .binary:
+            if let flag = http2.givenFlag { throw ValidationError("\(flag) is for the HTTP/2 provider API (--protocol h2)") }
+        case .h2:
+            if http2.authKey != nil, tls.certificate != nil {
+                throw ValidationError("give --auth-key (token authentication) or --cert (certificate authentication), not both")
+            }
+            if http2.authKey == nil, tls.certificate == nil {
+                throw ValidationError("HTTP/2 needs credentials: --auth-key AuthKey_<KEYID>.p8 --key-id ID --team-id ID --topic "
+                                      + "BUNDLE_ID (token), or --cert FILE (certificate)")
+            }
+            if http2.authKey != nil, http2.topic == nil {
+                throw ValidationError("token authentication needs --topic: the app's bundle id")
+            }
+        }
     }
 
     func run() async throws {
@@ -63,12 +93,26 @@ struct SendCommand: AsyncParsableCommand {
 extension SendCommand {
     /// Everything before the first notification: configuration, input, checkpoint, sender.
     func prepare() throws -> (CampaignFile, CampaignReader, resumedAfter: Int, CampaignRun) {
-        let endpoint = try Endpoint(parsing: gateway, service: .gateway)
+        let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
+        let endpoint = try Endpoint(parsing: gateway, service: spoken.service)
         var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
         if tls.insecure { _ = try tls.makeContext() }  // prints the warning once
         engine.apply(to: &configuration)
-        let (campaign, reader, checkpoint, resumedAfter) = try openCampaign(
-            maximumPayloadLength: configuration.maximumPayloadLength)
+        let campaignProtocol: CampaignProtocol
+        switch spoken {
+        case .binary:
+            configuration.transport = .binary(engine.format.format)
+            campaignProtocol = .binary(maximumPayloadLength: configuration.maximumPayloadLength)
+        case .h2:
+            do {
+                try http2.apply(to: &configuration, allowWorldReadableKey: tls.allowWorldReadableKey)
+            } catch {
+                printError("salvo send: \(error)")
+                throw ExitCode(2)
+            }
+            campaignProtocol = .http2(defaultPushType: http2.pushType)
+        }
+        let (campaign, reader, checkpoint, resumedAfter) = try openCampaign(for: campaignProtocol)
         // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
         let total = isatty(STDERR_FILENO) == 1 ? self.campaign.countLines() : nil
         let run = try CampaignRun(command: "send", configuration: configuration, rejectedPath: rejected,
@@ -78,11 +122,11 @@ extension SendCommand {
 
     /// Opens the input and the checkpoint; with --resume, checks that the checkpoint belongs
     /// to the input and moves past the lines it records as done.
-    func openCampaign(maximumPayloadLength: Int)
+    func openCampaign(for campaignProtocol: CampaignProtocol)
         throws -> (CampaignFile, CampaignReader, CampaignCheckpoint?, resumedAfter: Int)
     {
         do {
-            let file = try campaign.campaignFile(maximumPayloadLength: maximumPayloadLength)
+            let file = try campaign.campaignFile(for: campaignProtocol)
             let reader = try file.makeReader()
             let bound = try checkpoint.map { try CampaignCheckpoint(Checkpoint(path: $0), campaign: file.source.path) }
             var resumedAfter = 0
@@ -105,4 +149,9 @@ extension SendCommand {
             throw ExitCode(2)
         }
     }
+}
+
+extension WireProtocol {
+    /// The service a `--gateway` value names in this protocol (its default port).
+    var service: Endpoint.Service { self == .h2 ? .providerAPI : .gateway }
 }

@@ -51,7 +51,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         /// Backing off after a failed attempt or a drop; the reconnect timer is armed.
         case waitingToReconnect
         /// The gateway is out of reach: whatever is and will be sent through this slot fails.
-        case gaveUp(reason: String)
+        case gaveUp(reason: String, failing: FailureReason)
     }
 
     enum Standby {
@@ -150,6 +150,13 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
     var hasGivenUp: Bool {
         if case .gaveUp = state { return true }
         return false
+    }
+
+    /// What a slot that gave up fails its notifications as: `gatewayUnreachable`, or
+    /// `authenticationFailed` when the gateway refused the credentials.
+    var givenUpFailure: FailureReason? {
+        if case .gaveUp(_, let failing) = state { return failing }
+        return nil
     }
 
     // MARK: Events
@@ -261,7 +268,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
     /// The sender gives up on everything not final (finish timed out): fail it all.
     mutating func cancel() -> [Action] {
         let actions: [Action] = [.settle(window.failAll(reason: .cancelled))] + closeAll(reason: "cancelled")
-        state = .gaveUp(reason: "cancelled")
+        state = .gaveUp(reason: "cancelled", failing: .gatewayUnreachable)
         return actions
     }
 
@@ -330,7 +337,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
 
     private mutating func giveUp(_ reason: String, failing: FailureReason = .gatewayUnreachable) -> [Action] {
         let closing = closeAll(reason: reason)
-        state = .gaveUp(reason: reason)
+        state = .gaveUp(reason: reason, failing: failing)
         // The window first: its notifications are older than those waiting to be written.
         return [.settle(window.failAll(reason: failing)), .giveUp(reason: reason, failing: failing)] + closing
     }

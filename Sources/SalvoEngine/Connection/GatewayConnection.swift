@@ -47,8 +47,8 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
     /// records are what keeps the cost per notification low.
     override func pump(flush: Bool = false) {
         shard.loop.assertInLoop()
-        if machine.hasGivenUp {
-            failUnwritten(.gatewayUnreachable)
+        if let failing = machine.givenUpFailure {
+            failUnwritten(failing)
             return
         }
         guard let link = machine.openTransport else {

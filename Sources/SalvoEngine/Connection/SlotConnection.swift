@@ -221,7 +221,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             case .settle(let settlement):
                 apply(settlement)
             case .giveUp(let reason, let failing):
-                shard.emit(.unreachable(reason: reason))
+                shard.emit(failing == .authenticationFailed ? .credentialsRefused(reason: reason) : .unreachable(reason: reason))
                 failUnwritten(failing)
             }
         }

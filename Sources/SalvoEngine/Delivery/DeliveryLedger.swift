@@ -361,6 +361,10 @@ public enum SenderEvent: Sendable, Hashable {
     case connectionFailed(shard: Int, connection: Int, reason: String)
     /// A connection gave up: the gateway is out of reach, or refuses the credentials.
     case unreachable(reason: String)
+    /// A connection gave up because the gateway refused the sender's credentials (a 403
+    /// other than ExpiredProviderToken): the provider token's key, key id or team, or the
+    /// client certificate. Every connection shares them, so the run cannot go on.
+    case credentialsRefused(reason: String)
     /// HTTP/2: the gateway's SETTINGS allow this many open streams on a connection (APNs:
     /// one until it has seen a valid provider token, then 1000).
     case streamLimit(shard: Int, connection: Int, limit: Int)

@@ -134,8 +134,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// whatever nghttp2 has to send (requests, SETTINGS and PING answers, WINDOW_UPDATEs).
     override func pump(flush: Bool = false) {
         shard.loop.assertInLoop()
-        if machine.hasGivenUp {
-            failUnwritten(.gatewayUnreachable)
+        if let failing = machine.givenUpFailure {
+            failUnwritten(failing)
             return
         }
         guard let link = machine.activeTransport, link === sessionLink, let session else {

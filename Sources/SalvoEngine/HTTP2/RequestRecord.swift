@@ -69,10 +69,10 @@ struct RequestRecord {
     /// Writes a record for `notification` at the start of `buffer` (which holds `length`
     /// bytes, see `RequestRecordBuilder`), with the sender's defaults already applied.
     fileprivate static func write(_ notification: SourceNotification, pushType: APNsPushType, expiry: UInt32?,
-                                  priority: UInt8?, into buffer: UnsafeMutableRawBufferPointer) {
+                                  priority: UInt8?, collapse: UnsafeRawBufferPointer,
+                                  into buffer: UnsafeMutableRawBufferPointer) {
         let request = notification.request
         let topic = request.topic ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        let collapse = request.collapseID ?? UnsafeRawBufferPointer(start: nil, count: 0)
         notification.token.copyBytes(to: buffer.baseAddress!)
         buffer.storeBytes(of: expiry ?? 0, toByteOffset: 32, as: UInt32.self)
         buffer.storeBytes(of: UInt16(notification.payload.count), toByteOffset: 36, as: UInt16.self)
@@ -107,6 +107,8 @@ struct RequestRecordBuilder: Sendable {
     let defaultPushType: APNsPushType
     let defaultExpiry: UInt32?
     let defaultPriority: UInt8?
+    /// The `apns-collapse-id` of notifications that give none; empty: none.
+    let defaultCollapseID: [UInt8]
 
     /// The longest `apns-topic` a record holds (a bundle id with its suffix).
     static let topicLimit = 255
@@ -119,8 +121,8 @@ struct RequestRecordBuilder: Sendable {
 
     @inline(__always)
     func length(of notification: SourceNotification) -> Int {
-        RequestRecord.headerLength + (notification.request.topic?.count ?? 0) + (notification.request.collapseID?.count ?? 0)
-            + notification.payload.count
+        RequestRecord.headerLength + (notification.request.topic?.count ?? 0)
+            + (notification.request.collapseID?.count ?? defaultCollapseID.count) + notification.payload.count
     }
 
     /// Writes the record at the start of `buffer` (at least `length(of:)` bytes).
@@ -137,9 +139,18 @@ struct RequestRecordBuilder: Sendable {
             throw .headerTooLong(name: "apns-collapse-id", length: collapse.count, maximum: APNsRequestHeader.collapseIdLimit)
         }
         // A background push must go at priority 5: APNs refuses it at 10, which is what a
-        // request without apns-priority means.
-        let priority = notification.priority ?? defaultPriority ?? (pushType == .background ? 5 : nil)
-        RequestRecord.write(notification, pushType: pushType, expiry: notification.expiry ?? defaultExpiry,
-                            priority: priority, into: buffer)
+        // request without apns-priority means (a campaign line that names its own priority
+        // was checked when it was read).
+        let priority = notification.priority ?? (pushType == .background ? 5 : defaultPriority)
+        let expiry = notification.expiry ?? defaultExpiry
+        if let collapse = notification.request.collapseID {
+            RequestRecord.write(notification, pushType: pushType, expiry: expiry, priority: priority, collapse: collapse,
+                                into: buffer)
+        } else {
+            defaultCollapseID.withUnsafeBytes {
+                RequestRecord.write(notification, pushType: pushType, expiry: expiry, priority: priority, collapse: $0,
+                                    into: buffer)
+            }
+        }
     }
 }

@@ -5,6 +5,11 @@ public struct ProviderCredentials: Sendable {
     public let keyID: String
     public let teamID: String
     let pem: String
+    public init(keyFile path: String, keyID: String, teamID: String, allowWorldReadable: Bool = false) throws {
+        self.pem = ""
+        self.keyID = keyID
+        self.teamID = teamID
+    }
     public init(pem: String, keyID: String, teamID: String) throws {
         self.pem = pem
         self.keyID = keyID

@@ -1,0 +1,106 @@
+import ArgumentParser
+import SalvoEngine
+import SalvoWire
+
+/// Which protocol `salvo send`, `demo` and `mock` speak.
+enum WireProtocol: String, ExpressibleByArgument, CaseIterable {
+    /// The legacy binary provider protocol.
+    case binary
+    /// Apple's HTTP/2 provider API.
+    case h2
+}
+
+extension APNsPushType: ExpressibleByArgument {
+    public init?(argument: String) {
+        guard let type = Self.allCases.first(where: { $0.name == argument }) else { return nil }
+        self = type
+    }
+
+    public static var allValueStrings: [String] { allCases.map(\.name) }
+}
+
+/// The flags of Apple's HTTP/2 provider API (`--protocol h2`): the topic, what every
+/// notification's headers default to, and token authentication.
+struct ProviderAPIOptions: ParsableArguments {
+    @Option(name: .customLong("topic"),
+            help: ArgumentHelp("The app's bundle id: apns-topic, with the push type's suffix (.voip, .push-type.liveactivity, ...). Needed with --auth-key.",
+                               valueName: "bundle-id"))
+    var topic: String?
+
+    @Option(name: .customLong("push-type"), help: "apns-push-type of lines that name none.")
+    var pushType: APNsPushType = .alert
+
+    @Option(help: ArgumentHelp("apns-priority of lines that name none: 10, 5 or 1 (default: APNs's 10; background is always 5).",
+                               valueName: "n"))
+    var priority: UInt8?
+
+    @Option(help: ArgumentHelp("apns-expiration (UNIX seconds; 0: deliver once or not at all) of lines that name none.",
+                                valueName: "seconds"))
+    var expiration: UInt32?
+
+    @Option(name: .customLong("collapse-id"), help: ArgumentHelp("apns-collapse-id (at most 64 bytes) of lines that name none.", valueName: "id"))
+    var collapseID: String?
+
+    @Option(name: .customLong("auth-key"),
+            help: ArgumentHelp("Token authentication: the AuthKey_<KEYID>.p8 signing key (instead of --cert).", valueName: "file"))
+    var authKey: String?
+
+    @Option(name: .customLong("key-id"), help: ArgumentHelp("Token authentication: the key's id (10 characters).", valueName: "id"))
+    var keyID: String?
+
+    @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: your team id (10 characters).", valueName: "id"))
+    var teamID: String?
+
+    @Option(name: .customLong("max-streams"),
+            help: ArgumentHelp("The most streams open per connection (default 1000, Apple's limit).", valueName: "n"))
+    var maximumStreams: Int?
+
+    /// The first of these flags given, for the message that says they need `--protocol h2`.
+    var givenFlag: String? {
+        let given: [(Bool, String)] = [
+            (topic != nil, "--topic"), (pushType != .alert, "--push-type"), (priority != nil, "--priority"),
+            (expiration != nil, "--expiration"), (collapseID != nil, "--collapse-id"), (authKey != nil, "--auth-key"),
+            (keyID != nil, "--key-id"), (teamID != nil, "--team-id"), (maximumStreams != nil, "--max-streams"),
+        ]
+        return given.first { $0.0 }?.1
+    }
+
+    func validate() throws {
+        switch (authKey, keyID, teamID) {
+        case (nil, nil, nil), (_?, _?, _?): break
+        case (_?, _, _): throw ValidationError("--auth-key needs --key-id and --team-id (both on the key's page in your developer account)")
+        case (nil, _, _): throw ValidationError("--key-id and --team-id go with --auth-key AuthKey_<KEYID>.p8")
+        }
+        if let maximumStreams, maximumStreams < 1 { throw ValidationError("--max-streams must be at least 1") }
+    }
+
+    /// The protocol `gateway` is spoken in: as `--protocol` says, else HTTP/2 for Apple's
+    /// endpoints (`production`, `sandbox`) and the binary protocol for `HOST:PORT`.
+    static func wireProtocol(_ given: WireProtocol?, gateway: String) throws -> WireProtocol {
+        let preset = Endpoint.preset(gateway, service: .providerAPI) != nil
+        switch given {
+        case .binary? where preset:
+            throw ValidationError("--gateway \(gateway) is Apple's HTTP/2 provider API; Apple retired its binary gateways in 2021 "
+                                  + "(give HOST:PORT for a gateway that still speaks the binary protocol)")
+        case let given?: return given
+        case nil: return preset ? .h2 : .binary
+        }
+    }
+
+    /// The HTTP/2 transport these flags describe, with the campaign-wide header defaults
+    /// set on `configuration`. Reads the `.p8` key (refusing one every user may read unless
+    /// `allowWorldReadableKey`).
+    func apply(to configuration: inout SenderConfiguration, allowWorldReadableKey: Bool) throws {
+        var authentication = HTTP2Authentication.certificate
+        if let authKey, let keyID, let teamID {
+            authentication = .token(try ProviderCredentials(keyFile: authKey, keyID: keyID, teamID: teamID,
+                                                            allowWorldReadable: allowWorldReadableKey))
+        }
+        var options = HTTP2Options(topic: topic, pushType: pushType, authentication: authentication)
+        options.collapseID = collapseID
+        if let maximumStreams { options.maximumConcurrentStreams = maximumStreams }
+        configuration.transport = .http2(options)
+        configuration.defaultPriority = priority
+        configuration.defaultExpiry = expiration
+    }
+}

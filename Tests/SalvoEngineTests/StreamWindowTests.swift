@@ -1,0 +1,103 @@
+import SalvoWire
+import Testing
+@testable import SalvoEngine
+
+/// The HTTP/2 window without sockets: answers in any order, the checkpoint right before
+/// the lowest unanswered notification, one notification at a time retried with its limits.
+@Suite struct StreamWindowTests {
+    static let token = try! DeviceToken(hex: String(repeating: "ab", count: 32))
+
+    /// A window with `count` new notifications (lane indices and sequences 0..<count) each
+    /// on its own stream; returns their slots.
+    static func window(opening count: Int, limits: StreamWindow.Limits = .init(throttled: 2, serverErrors: 1))
+        -> (StreamWindow, [Int32])
+    {
+        let window = StreamWindow(limits: limits)
+        window.connectionOpened()
+        let slots = (0..<count).map { n in
+            let position = SourcePosition(offset: UInt64(n) * 100, sequence: UInt64(n))
+            window.recordNew(index: UInt64(n), origin: Origin(position: position, source: 1, continuesRun: true))
+            return window.open(OpenStream(index: UInt64(n), source: 1, position: position, token: token,
+                                          attempts: Attempts(), tokenGeneration: 0))
+        }
+        return (window, slots)
+    }
+
+    @Test func answersInAnyOrderReleaseOnlyFromTheOldestUnanswered() {
+        let (window, slots) = Self.window(opening: 4)
+        var settlement = Settlement()
+        window.accepted(slots[2], into: &settlement)
+        window.rejected(slots[1], .http(status: 400, reason: "BadDeviceToken", timestamp: nil), into: &settlement)
+        #expect(window.oldestSequence == 0, "notification 0 is unanswered: the checkpoint stays before it")
+        #expect(settlement.accepted == 1 && settlement.refused.count == 1 && window.openCount == 2)
+        window.accepted(slots[0], into: &settlement)
+        #expect(window.oldestSequence == 3, "0, 1 and 2 are final and released together")
+        window.accepted(slots[3], into: &settlement)
+        #expect(window.isEmpty && window.oldestSequence == nil)
+        #expect(settlement.finals.map(\.count).reduce(0, +) == 4)
+    }
+
+    @Test func aThrottledNotificationWaitsOutItsBackoffAndAskedTimesAreNeverPast() {
+        let (window, slots) = Self.window(opening: 1)
+        var settlement = Settlement()
+        window.retry(slots[0], .throttled(after: 1_000), now: 5_000, into: &settlement)
+        #expect(settlement.resent == 1 && settlement.possibleDuplicates == 0)
+        #expect(window.nextRetry(now: 5_500) == nil)
+        #expect(window.nextRetryTime(now: 5_500) == 6_000)
+        // Due, but no stream free to take it: the window must not ask to be woken in the past
+        // (a timer for a past time fires at once, again and again).
+        #expect(window.nextRetryTime(now: 6_000) == nil)
+        #expect(window.hasRetries)
+        let retry = window.nextRetry(now: 6_001)
+        #expect(retry?.index == 0 && retry?.attempts.throttled == 1)
+        #expect(!window.hasRetries)
+    }
+
+    @Test func throttledTooOftenFailsAsThrottled() {
+        let (window, slots) = Self.window(opening: 1, limits: .init(throttled: 1, serverErrors: 1))
+        var settlement = Settlement()
+        window.retry(slots[0], .throttled(after: 0), now: 0, into: &settlement)
+        let retry = try! #require(window.nextRetry(now: 0))
+        let slot = window.open(OpenStream(index: retry.index, source: retry.source, position: retry.position,
+                                          token: Self.token, attempts: retry.attempts, tokenGeneration: 0))
+        window.retry(slot, .throttled(after: 0), now: 0, into: &settlement)
+        #expect(settlement.failures.map(\.reason) == [.throttled])
+        #expect(window.isEmpty && !window.hasRetries)
+    }
+
+    @Test func aServerErrorIsRetriedOnAnotherConnectionOnly() {
+        let (window, slots) = Self.window(opening: 2)
+        var settlement = Settlement()
+        window.retry(slots[0], .serverError, now: 0, into: &settlement)
+        window.retry(slots[1], .refused, now: 0, into: &settlement)
+        // The refused one may go again here; the 500's waits for the next connection.
+        #expect(window.nextRetry(now: 0)?.index == 1)
+        #expect(window.nextRetry(now: 0) == nil)
+        window.connectionOpened()
+        #expect(window.nextRetry(now: 0)?.index == 0)
+        #expect(settlement.resent == 2 && settlement.possibleDuplicates == 0)
+    }
+
+    @Test func aDropResendsOpenStreamsAsPossibleDuplicatesOrReportsThemUnknown() {
+        let (resending, _) = Self.window(opening: 3)
+        let resent = resending.connectionLost(DropHandling(atMostOnce: false, retryBudget: 3))
+        #expect(resent.resent == 3 && resent.possibleDuplicates == 3 && resent.failures.isEmpty)
+        #expect(resending.openCount == 0 && resending.oldestSequence == 0)
+
+        let (reporting, slots) = Self.window(opening: 3)
+        var settlement = Settlement()
+        reporting.accepted(slots[1], into: &settlement)
+        let reported = reporting.connectionLost(DropHandling(atMostOnce: true, retryBudget: 3))
+        #expect(reported.failures.map(\.reason) == [.deliveryUnknown, .deliveryUnknown])
+        #expect(reporting.isEmpty)
+    }
+
+    @Test func failingEverythingIncludesWaitingRetries() {
+        let (window, slots) = Self.window(opening: 3)
+        var settlement = Settlement()
+        window.retry(slots[0], .throttled(after: 1_000_000), now: 0, into: &settlement)
+        let failed = window.failAll(reason: .authenticationFailed)
+        #expect(failed.failures.count == 3 && failed.failures.allSatisfy { $0.reason == .authenticationFailed })
+        #expect(window.isEmpty && !window.hasRetries)
+    }
+}
