@@ -48,7 +48,8 @@ release: deps
 	$(SWIFT) build -c release
 
 run: release
-	$(SWIFT) run -c release --skip-build salvo demo --count 1000000
+	$(SWIFT) run -c release --skip-build salvo demo --protocol h2 --count 1000000
+	$(SWIFT) run -c release --skip-build salvo demo --protocol binary --count 1000000
 
 test: test-deps
 	$(SWIFT) build --build-tests
