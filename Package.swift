@@ -58,6 +58,8 @@ let package = Package(
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // ES256 provider tokens for HTTP/2 token authentication.
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // The mock APNs gateways (binary and HTTP/2) and the feedback service.
@@ -100,7 +102,8 @@ let package = Package(
         // (`swift build --build-tests` builds it); nothing here imports it.
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport"]
+            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
         .testTarget(name: "SalvoBenchTests",

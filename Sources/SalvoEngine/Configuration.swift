@@ -186,6 +186,10 @@ public struct SenderConfiguration: Sendable {
     }
 
     /// The HTTP/2 options, when the sender speaks HTTP/2.
+    /// The clock provider tokens are signed and renewed by (UNIX seconds); nil: the
+    /// system's. Tests move their own.
+    package var tokenClock: (@Sendable () -> Int64)?
+
     package var http2: HTTP2Options? {
         if case .http2(let options) = transport { return options }
         return nil

@@ -146,7 +146,12 @@ public final class Sender: Sendable {
         // One provider token for the team, shared by every connection of every shard.
         var tokens: ProviderTokenSigner?
         if case .token(let credentials) = configuration.http2?.authentication {
-            tokens = ProviderTokenSigner(credentials: credentials)
+            do {
+                tokens = try ProviderTokenSigner(credentials: credentials,
+                                                 clock: configuration.tokenClock ?? ProviderTokenSigner.systemClock)
+            } catch {
+                throw SenderError(description: error.description)
+            }
         }
         var lanes: [Lane] = []
         var shards: [Shard] = []

@@ -3,6 +3,7 @@ import SalvoIO
 import SalvoMock
 import SalvoWire
 import Testing
+import Synchronization
 @testable import SalvoEngine
 
 /// An HTTP/2 mock gateway with throwaway certificates and a sender configured for it.
@@ -186,5 +187,111 @@ extension HTTP2SenderTests {
         #expect(report.failed > 0 && report.failedByReason.keys.allSatisfy { $0 == "delivery_unknown" })
         let mock = rig.statistics { $0.accepted >= report.accepted }
         #expect(mock.duplicates == 0 && mock.accepted == report.accepted)
+    }
+}
+
+/// Token authentication against the mock's verifier, with a clock the test moves.
+extension HTTP2SenderTests {
+    static let keyID = "TESTKEY001", teamID = "TESTTEAM01"
+
+    /// A mock that verifies provider tokens of a fresh key, and a sender that signs them
+    /// by `clock` (UNIX seconds).
+    static func tokenRig(plan: H2FailurePlan = H2FailurePlan(), clock: (@Sendable () -> Int64)? = nil)
+        throws -> (H2LoopbackRig, SenderConfiguration)
+    {
+        let pem = try DevelopmentPKI.makeSigningKey()
+        let rig = try H2LoopbackRig(plan: plan, clientCertificates: false) {
+            $0.tokenVerifier = try! ProviderTokenVerifier(authKeyPEM: pem, keyID: keyID, teamID: teamID)
+        }
+        var configuration = rig.senderConfiguration()
+        let credentials = try ProviderCredentials(pem: pem, keyID: keyID, teamID: teamID)
+        configuration.transport = .http2(HTTP2Options(topic: "com.example.app", authentication: .token(credentials)))
+        configuration.shards = 1
+        configuration.tokenClock = clock
+        return (rig, configuration)
+    }
+
+    /// A clock `offset` seconds from the real one; the test moves it.
+    final class MovableClock: Sendable {
+        let offset: Atomic<Int64>
+        init(offset: Int64) { self.offset = Atomic(offset) }
+        var read: @Sendable () -> Int64 { { [self] in Int64(time(nil)) + offset.load(ordering: .relaxed) } }
+    }
+
+    @Test func oneStreamUntilTheFirstTokenIsSeenThenTheGatewaysLimit() async throws {
+        let (rig, configuration) = try Self.tokenRig()
+        let (report, events) = try await Self.send(configuration, count: 3000)
+        #expect(report.accepted == 3000 && report.isComplete)
+        #expect(events.streamLimits.first == 1, "APNs allows one stream until it has seen a valid token")
+        #expect(events.streamLimits.contains(1000))
+        #expect(rig.statistics { $0.accepted >= 3000 }.accepted == 3000)
+    }
+
+    /// The gateway calls the token expired while this machine says it is 31 minutes old:
+    /// renewed (allowed: older than 20 minutes), the request is sent again and accepted.
+    @Test func anExpiredProviderTokenIsRenewedAndTheRequestsSentAgain() async throws {
+        let clock = MovableClock(offset: -61 * 60)  // the first token: 61 minutes old for the gateway
+        let (rig, configuration) = try Self.tokenRig(clock: clock.read)
+        let sender = try Sender(configuration)
+        clock.offset.store(-31 * 60, ordering: .relaxed)  // 30 minutes later: not due for renewal (50)
+        try await sender.send(contentsOf: Self.list(200))
+        let report = await sender.finish(timeout: .seconds(60))
+        #expect(report.accepted == 200 && report.failed == 0 && report.isComplete)
+        #expect(report.resent >= 1 && report.possibleDuplicates == 0)
+        let mock = rig.statistics { $0.accepted >= 200 }
+        #expect(mock.rejected(.expiredProviderToken) >= 1 && mock.accepted == 200)
+        #expect(mock.acceptedDigests == Self.digests(0..<200))
+    }
+
+    /// The gateway calls a token expired that this machine signed a moment ago: the clock
+    /// is wrong; renewing would only earn 429s. The run stops, saying so.
+    @Test func aTokenCalledExpiredAsSoonAsSignedStopsTheRunAskingAboutTheClock() async throws {
+        let (rig, configuration) = try Self.tokenRig(clock: MovableClock(offset: -2 * 3600).read)
+        let sender = try Sender(configuration)
+        var thrown: SendError?
+        do {
+            try await sender.send(contentsOf: Self.list(100_000))
+        } catch {
+            thrown = error as? SendError
+        }
+        let report = await sender.finish(timeout: .seconds(30))
+        guard case .credentialsRefused(let reason)? = thrown else {
+            Issue.record("expected credentialsRefused, got \(String(describing: thrown))")
+            return
+        }
+        #expect(reason.contains("clock") && reason.contains(Self.keyID) && reason.contains(Self.teamID), "\(reason)")
+        #expect(report.isComplete && report.accepted == 0 && report.submitted < 100_000)
+        #expect(rig.gateway.statistics().rejected(.expiredProviderToken) >= 1)
+        #expect(report.failedByReason.keys.allSatisfy { $0 == "authentication_failed" }, "\(report.failedByReason)")
+    }
+
+    @Test func internalServerErrorsAreRetriedOnAnotherConnection() async throws {
+        let rig = try H2LoopbackRig(plan: H2FailurePlan(internalErrorEvery: 50))
+        let (report, _) = try await Self.send(rig.senderConfiguration(), count: 1000)
+        #expect(report.accepted == 1000 && report.failed == 0 && report.isComplete && report.resent >= 20)
+        let mock = rig.statistics { $0.accepted >= 1000 }
+        #expect(mock.rejected(.internalServerError) >= 20 && mock.connections > 2)
+        #expect(mock.acceptedDigests == Self.digests(0..<1000))
+    }
+
+    /// Tokens ending in `fade`: the mock answers 410 ExpiredToken, with a timestamp.
+    @Test func expiredDeviceTokensAreRejectedWithTheirTimestamp() async throws {
+        let rig = try H2LoopbackRig()
+        var items = (0..<100).map { NotificationList.Item(token: LoopbackRig.token($0), payload: LoopbackRig.payload($0)) }
+        var bytes = [UInt8](repeating: 0x11, count: 32)
+        bytes[30] = 0xFA
+        bytes[31] = 0xDE
+        items[7] = NotificationList.Item(token: bytes.withUnsafeBytes { try! DeviceToken(bytes: $0) }, payload: LoopbackRig.payload(7))
+        let sender = try Sender(rig.senderConfiguration())
+        try await sender.send(contentsOf: NotificationList(items))
+        let report = await sender.finish(timeout: .seconds(30))
+        #expect(report.accepted == 99 && report.rejectedByReason == ["ExpiredToken": 1])
+        var rejection: Rejection?
+        for await event in sender.events { if case .rejected(_, let r, 7) = event { rejection = r } }
+        guard case .http(410, "ExpiredToken", let timestamp?)? = rejection else {
+            Issue.record("not a 410 ExpiredToken with a timestamp: \(String(describing: rejection))")
+            return
+        }
+        #expect(timestamp > 1_700_000_000_000)
     }
 }

@@ -20,6 +20,8 @@ protocol ClientSessionDelegate: AnyObject {
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer)
     /// The answer to our PING.
     func pingAcknowledged()
+    /// The gateway's SETTINGS arrived (and apply): it allows `streamLimit` open streams.
+    func settingsReceived(streamLimit: Int)
 }
 
 /// Why the HTTP/2 session cannot go on.
@@ -221,6 +223,9 @@ private final class ClientCallbacks: @unchecked Sendable {
                 } else if header.type == UInt8(NGHTTP2_PING.rawValue), header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
                     delegate.pingAcknowledged()
                 }
+            }
+            if header.type == UInt8(NGHTTP2_SETTINGS.rawValue), header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
+                withSession(user) { session, delegate in delegate.settingsReceived(streamLimit: session.remoteStreamLimit) }
             }
             return 0
         }

@@ -308,10 +308,12 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// With token authentication: the team's current token, refreshed when it is due.
     private func refreshProviderToken() {
         guard let tokens = shard.tokens else { return }
-        tokens.refreshIfDue()
-        guard tokens.generation != tokenGeneration || authorization.isEmpty else { return }
+        // A renewal that could not be signed keeps the current token (good for ten more
+        // minutes); the next turn tries again.
+        try? tokens.refreshIfDue()
+        guard tokens.generation != tokenGeneration else { return }
         let current = tokens.token()
-        authorization = Array("bearer ".utf8) + current.text
+        authorization = current.authorization
         tokenGeneration = current.generation
     }
 
@@ -369,11 +371,6 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         if !settlement.isEmpty {
             apply(settlement)
             settlement.reset()
-        }
-        let limit = session?.remoteStreamLimit ?? 0
-        if limit != lastStreamLimit, session != nil {
-            lastStreamLimit = limit
-            shard.emit(.streamLimit(shard: shard.index, connection: index, limit: limit))
         }
         let actions = pending
         pending = PendingActions()
@@ -450,6 +447,12 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     func pingAcknowledged() { pingOutstanding = false }
 
+    func settingsReceived(streamLimit: Int) {
+        guard streamLimit != lastStreamLimit else { return }
+        lastStreamLimit = streamLimit
+        shard.emit(.streamLimit(shard: shard.index, connection: index, limit: streamLimit))
+    }
+
     /// 403 ExpiredProviderToken for a request sent with the token of `generation`.
     private func expiredProviderToken(_ slot: Int32, now: UInt64) {
         guard let tokens = shard.tokens, let stream = window.stream(slot) else {
@@ -457,12 +460,16 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
                 + "certificate and sends no provider token"
             return
         }
-        switch tokens.expired(generation: stream.tokenGeneration) {
-        case .retry:
-            window.retry(slot, .expiredToken, now: now, into: &settlement)
-        case .clockSkew(let age):
-            pending.credentialsFault = "the gateway says a provider token signed \(age / 60) minute(s) ago has expired "
-                + "(key id \(tokens.credentials.keyID), team \(tokens.credentials.teamID)): is this machine's clock right?"
+        do {
+            let verdict = try tokens.expired(generation: stream.tokenGeneration)
+            switch verdict {
+            case .retry:
+                window.retry(slot, .expiredToken, now: now, into: &settlement)
+            case .clockSkew:
+                pending.credentialsFault = "\(verdict) (key id \(tokens.credentials.keyID), team \(tokens.credentials.teamID))"
+            }
+        } catch {
+            pending.credentialsFault = error.description
         }
     }
 

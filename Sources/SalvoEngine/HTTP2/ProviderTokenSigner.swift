@@ -1,0 +1,190 @@
+import SalvoIO
+import SalvoWire
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Makes a team's provider token (an ES256 JWT) and renews it: one token for every
+/// connection of every shard, as APNs wants (it counts renewals per team).
+///
+/// The hot path is a connection asking, per request, whether the token it cached is still
+/// the current one: `generation`, one relaxed atomic load. Only when that changed does it
+/// call `token()` (under the lock) and cache the new bytes. Relaxed is enough: a connection
+/// that sees a new generation late sends the previous token a little longer, and that one
+/// is still good, since tokens are renewed at 50 minutes and live 60.
+///
+/// Renewal is decided by time, by whichever connection finds it due first:
+///
+///     generation     1                  2                  3
+///     issued at      t                  t + 50 min         t + 100 min
+///     gateway's end  t + 60 min         t + 110 min        …
+///
+/// `refreshIfDue()` (once per write turn) signs when the current token is `refreshAge`
+/// old; while it is not, it costs one atomic load and one clock read. A 403
+/// ExpiredProviderToken goes to `expired(generation:)`, which renews early when that is
+/// allowed and otherwise calls it what it is, a clock fault. Either way a team's tokens
+/// are never renewed within `ProviderToken.minimumRefreshInterval` of each other (faster
+/// earns 429 TooManyProviderTokenUpdates), and only one thread signs when several find a
+/// renewal due: the lock decides again on the time it holds. Any thread.
+package final class ProviderTokenSigner: Sendable {
+    /// A signed token, as connections cache it.
+    package struct Token: Sendable {
+        /// The compact JWT.
+        package let text: String
+        /// `bearer <JWT>`: the `authorization` header's value, as written.
+        package let authorization: [UInt8]
+        /// Which token this is: 1 for the first, one more for each renewal (never 0, so
+        /// that a connection may start with 0 cached).
+        package let generation: UInt32
+        /// When it was signed (its `iat`), UNIX seconds.
+        package let issuedAt: Int64
+    }
+
+    /// How old a token gets before `refreshIfDue` renews it: 50 minutes, ten before the
+    /// gateway refuses it, a margin for clocks that disagree by a few minutes.
+    package static let refreshAge: Int64 = 3000
+
+    /// The key and ids tokens are signed with.
+    package let credentials: ProviderCredentials
+    private let clock: @Sendable () -> Int64
+    /// The current token's generation: published after the token, read without the lock.
+    private let currentGeneration: Atomic<UInt32>
+    /// When `refreshIfDue` next has work, UNIX seconds: the one value its fast path reads.
+    private let nextRenewal: Atomic<Int64>
+    private let current: Locked<Token>
+
+    /// The time as tokens count it: UNIX seconds, from the real-time clock.
+    package static let systemClock: @Sendable () -> Int64 = { Int64(time(nil)) }
+
+    /// A signer for `credentials` that signs its first token now.
+    ///
+    /// - Parameter clock: UNIX seconds; tests pass a clock they move.
+    /// - Throws: `ProviderTokenSigningError` if swift-crypto cannot sign (not seen in
+    ///   practice: the key was checked when the credentials were made).
+    package init(credentials: ProviderCredentials,
+                 clock: @escaping @Sendable () -> Int64 = ProviderTokenSigner.systemClock) throws(ProviderTokenSigningError) {
+        self.credentials = credentials
+        self.clock = clock
+        let first = try Self.sign(credentials, at: clock(), generation: 1)
+        currentGeneration = Atomic(first.generation)
+        nextRenewal = Atomic(first.issuedAt + Self.refreshAge)
+        current = Locked(first)
+    }
+
+    /// The current token's generation; when it differs from the one a connection cached,
+    /// the connection takes `token()`. One relaxed atomic load.
+    package var generation: UInt32 { currentGeneration.load(ordering: .relaxed) }
+
+    /// The current token (its generation may be newer than the last `generation` read).
+    package func token() -> Token {
+        current.withLock { $0 }
+    }
+
+    /// Renews the token if it is `refreshAge` old. Cheap when it is not: connections call
+    /// this once per write turn.
+    ///
+    /// - Throws: `ProviderTokenSigningError` when signing failed; the current token stays,
+    ///   and the next call tries again.
+    package func refreshIfDue() throws(ProviderTokenSigningError) {
+        let now = clock()
+        guard now >= nextRenewal.load(ordering: .relaxed) else { return }
+        try current.withLock { (token: inout Token) throws(ProviderTokenSigningError) in
+            // Another thread may have renewed it since the load: decide again, under the lock.
+            guard now - token.issuedAt >= Self.refreshAge else { return }
+            try renew(&token, at: now)
+        }
+    }
+
+    /// The gateway answered 403 ExpiredProviderToken to a request sent with token
+    /// `generation`: what to do with that request.
+    ///
+    /// A newer token than the one refused: resend with it. The refused one is current and
+    /// at least `minimumRefreshInterval` old: renew now and resend. Current and younger:
+    /// renewing would earn 429 TooManyProviderTokenUpdates, and the gateway calling a young
+    /// token expired means its clock and this machine's disagree, so `.clockSkew`. A skewed
+    /// clock thus costs at most one early renewal before the verdict: the renewed token is
+    /// young when it too is refused.
+    ///
+    /// - Throws: `ProviderTokenSigningError` when renewing failed.
+    package func expired(generation: UInt32) throws(ProviderTokenSigningError) -> ExpiredTokenVerdict {
+        let now = clock()
+        return try current.withLock { (token: inout Token) throws(ProviderTokenSigningError) -> ExpiredTokenVerdict in
+            guard generation == token.generation else { return .retry }
+            let age = now - token.issuedAt
+            guard age >= ProviderToken.minimumRefreshInterval else { return .clockSkew(age: age) }
+            try renew(&token, at: now)
+            return .retry
+        }
+    }
+
+    /// Replaces `token` (under the lock) and publishes the new one.
+    private func renew(_ token: inout Token, at now: Int64) throws(ProviderTokenSigningError) {
+        token = try Self.sign(credentials, at: now, generation: token.generation &+ 1)
+        nextRenewal.store(now + Self.refreshAge, ordering: .relaxed)
+        // After the token: whoever sees the new generation and asks for the token gets it
+        // (the lock orders the rest).
+        currentGeneration.store(token.generation, ordering: .releasing)
+    }
+
+    private static func sign(_ credentials: ProviderCredentials, at now: Int64,
+                             generation: UInt32) throws(ProviderTokenSigningError) -> Token {
+        let claims = ProviderToken(keyID: credentials.keyID, teamID: credentials.teamID, issuedAt: now)
+        let signature: [UInt8]
+        do {
+            signature = try credentials.key.signature(for: Array(claims.signingInput.utf8))
+        } catch {
+            throw ProviderTokenSigningError(credentials: credentials, reason: "\(error)")
+        }
+        let text = claims.compact(signature: signature)
+        return Token(text: text, authorization: Array("bearer \(text)".utf8), generation: generation, issuedAt: now)
+    }
+}
+
+extension ProviderTokenSigner.Token: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// Which token and when it was signed; never the token, which is a credential for an
+    /// hour.
+    package var description: String { "provider token #\(generation) issued at \(issuedAt)" }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror {
+        Mirror(self, children: ["generation": generation, "issuedAt": issuedAt], displayStyle: .struct)
+    }
+}
+
+/// What to do with a request the gateway answered 403 ExpiredProviderToken.
+package enum ExpiredTokenVerdict: Sendable, Hashable, CustomStringConvertible {
+    /// Resend it with the current token (`ProviderTokenSigner.token()`).
+    case retry
+    /// The refused token is the current one, signed `age` seconds ago (by this machine's
+    /// clock), too young to renew: a configuration fault the sender stops on.
+    case clockSkew(age: Int64)
+
+    package var description: String {
+        switch self {
+        case .retry:
+            return "renewed: resend with the current token"
+        case .clockSkew(let age) where age < 0:
+            return "the gateway says a provider token has expired, and this machine's clock went back "
+                + "\(-age) seconds since signing it: is this machine's clock right?"
+        case .clockSkew(let age):
+            let ago = age < 120 ? "\(age) seconds" : "\(age / 60) minutes"
+            return "the gateway says a provider token signed \(ago) ago has expired (they live "
+                + "\(ProviderToken.lifetime / 60) minutes): is this machine's clock right?"
+        }
+    }
+}
+
+/// swift-crypto could not sign a provider token.
+package struct ProviderTokenSigningError: Error, Sendable, CustomStringConvertible {
+    /// The key id and team, the signing key's source.
+    package var credentials: String
+    /// swift-crypto's error.
+    package var reason: String
+
+    init(credentials: ProviderCredentials, reason: String) {
+        self.credentials = credentials.description
+        self.reason = reason
+    }
+
+    package var description: String { "cannot sign a provider token with \(credentials): \(reason)" }
+}
