@@ -20,8 +20,11 @@ package enum BulkTCPProbe {
         let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
         let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline {
-            let written = chunk.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 && errno != EINTR { throw BenchError("bulk TCP probe: write failed: \(String(cString: strerror(errno)))") }
+            do {
+                _ = try chunk.withUnsafeBytes { bytes in try syscallOrThrow("write") { Glibc.write(fd, bytes.baseAddress, bytes.count) } }
+            } catch {
+                throw BenchError("bulk TCP probe: \(error)")
+            }
         }
         shutdown(fd, Int32(SHUT_WR))
         guard let (bytes, seconds) = sink.waitForEnd(), seconds > 0 else {
@@ -81,9 +84,11 @@ package enum BulkTCPProbe {
             }
             port = Int(UInt16(bigEndian: local.sin_port))
             ready.signal()
-            let connection = accept(listener, nil, nil)
-            guard connection >= 0 else {
-                failure = "accept failed: \(String(cString: strerror(errno)))"
+            let connection: Int32
+            do {
+                connection = try syscallOrThrow("accept") { accept(listener, nil, nil) }
+            } catch {
+                failure = "\(error)"
                 ended.signal()
                 return
             }
@@ -92,8 +97,10 @@ package enum BulkTCPProbe {
             var total = 0
             var first: ContinuousClock.Instant?
             while true {
-                let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-                if count < 0 && errno == EINTR { continue }
+                // A failed read ends the count as the end of the stream does.
+                let count = buffer.withUnsafeMutableBytes { bytes in
+                    (try? syscallOrThrow("recv") { recv(connection, bytes.baseAddress, bytes.count, 0) }) ?? 0
+                }
                 guard count > 0 else { break }
                 if first == nil { first = .now }
                 total += count

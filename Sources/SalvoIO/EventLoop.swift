@@ -1,5 +1,6 @@
 internal import CLinuxShim
 import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -133,8 +134,9 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Descriptors
 
-    /// Watches `fd` for `interest`; `handler` is retained until `deregister`.
-    public func register(_ fd: Int32, interest: IOEvents, handler: EventHandler) throws(IOError) -> Registration {
+    /// Watches `descriptor` for `interest`; `handler` is retained until `deregister`.
+    public func register(_ descriptor: FileDescriptor, interest: IOEvents, handler: EventHandler) throws(IOError) -> Registration {
+        let fd = descriptor.rawValue
         assertInLoop()
         let slot: UInt32
         if let free = freeSlots.popLast() {

@@ -1,4 +1,5 @@
 internal import CLinuxShim
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -45,7 +46,7 @@ public final class LoopThread: @unchecked Sendable {
         }, start)
         guard rc == 0 else {
             Unmanaged<AnyObject>.fromOpaque(start).release()
-            throw IOError("pthread_create", errno: rc, target: name)
+            throw IOError("pthread_create", errno: Errno(rawValue: rc), target: name)
         }
         self.thread = thread
     }

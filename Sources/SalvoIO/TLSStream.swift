@@ -1,5 +1,6 @@
 internal import COpenSSL
 internal import COpenSSLShims
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -76,7 +77,7 @@ public final class TLSStream {
         self.peerDescription = serverName.map { name in socket.peer.map { "\(name) (\($0))" } ?? name }
             ?? socket.peer?.description ?? "peer"
         _ = salvo_SSL_set_partial_write_modes(ssl)
-        SSL_set_fd(ssl, socket.fd)
+        SSL_set_fd(ssl, socket.fd.rawValue)
         if context.role == .client {
             SSL_set_connect_state(ssl)
             if let session { _ = salvo_SSL_resume_session(ssl, session.session) }
@@ -225,7 +226,7 @@ public final class TLSStream {
         let savedErrno = errno
         if code == SSL_ERROR_SYSCALL {
             let queued = ERR_peek_error() != 0 ? TLSError.drainErrorQueue() : nil
-            let reason = savedErrno != 0 ? IOError("socket", errno: savedErrno).description : "connection closed by peer"
+            let reason = savedErrno != 0 ? IOError("socket", errno: Errno(rawValue: savedErrno)).description : "connection closed by peer"
             return TLSError(stage, subject: peerDescription, reason: queued.map { "\($0): \(reason)" } ?? reason)
         }
         var reason = TLSError.drainErrorQueue()
