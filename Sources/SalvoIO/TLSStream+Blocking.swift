@@ -29,7 +29,7 @@ extension TLSStream {
             let progress = try handshake()
             if progress == .complete { return }
             guard wait(for: progress, until: deadline) else {
-                throw TLSError(.handshake, subject: peerDescription, reason: "timed out")
+                throw TLSError(.handshake, subject: peerDescription, reason: "timed out", cause: .timedOut)
             }
         }
     }
@@ -43,7 +43,8 @@ extension TLSStream {
             case .wrote(let n): offset += n
             case .wouldBlock(let progress):
                 guard wait(for: progress, until: deadline) else {
-                    throw TLSError(.write, subject: peerDescription, reason: "timed out with \(bytes.count - offset) bytes unsent")
+                    throw TLSError(.write, subject: peerDescription, reason: "timed out with \(bytes.count - offset) bytes unsent",
+                                   cause: .timedOut)
                 }
             }
         }
@@ -76,7 +77,7 @@ extension TLSStream {
             case .closed: return collected
             case .wouldBlock(let progress):
                 guard wait(for: progress, until: deadline) else {
-                    throw TLSError(.read, subject: peerDescription, reason: "timed out before the peer closed")
+                    throw TLSError(.read, subject: peerDescription, reason: "timed out before the peer closed", cause: .timedOut)
                 }
             }
         }

@@ -226,14 +226,22 @@ public final class TLSStream {
         let savedErrno = errno
         if code == SSL_ERROR_SYSCALL {
             let queued = ERR_peek_error() != 0 ? TLSError.drainErrorQueue() : nil
-            let reason = savedErrno != 0 ? IOError("socket", errno: Errno(rawValue: savedErrno)).description : "connection closed by peer"
-            return TLSError(stage, subject: peerDescription, reason: queued.map { "\($0): \(reason)" } ?? reason)
+            let socketErrno = savedErrno != 0 ? Errno(rawValue: savedErrno) : nil
+            let reason = socketErrno.map { IOError("socket", errno: $0).description } ?? "connection closed by peer"
+            return TLSError(stage, subject: peerDescription, reason: queued.map { "\($0): \(reason)" } ?? reason,
+                            cause: .io(socketErrno))
         }
-        var reason = TLSError.drainErrorQueue()
-        let verify = SSL_get_verify_result(ssl)
-        if verify != X509_V_OK {
-            reason += ": " + String(cString: X509_verify_cert_error_string(verify))
+        let drained = TLSError.drainErrorQueueWithCodes()
+        var reason = drained.reason
+        let cause: TLSError.Cause
+        if code == SSL_ERROR_ZERO_RETURN {
+            cause = .io(nil)  // close_notify where a handshake or a write expected more
+        } else {
+            cause = .derived(fromErrorCodes: drained.codes, verifyResult: SSL_get_verify_result(ssl))
         }
-        return TLSError(stage, subject: peerDescription, reason: reason)
+        if case .certificateVerificationFailed(let verification) = cause {
+            reason += ": \(verification)"
+        }
+        return TLSError(stage, subject: peerDescription, reason: reason, cause: cause)
     }
 }
