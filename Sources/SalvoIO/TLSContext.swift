@@ -88,6 +88,8 @@ public struct TLSConfiguration: Sendable {
 
 /// One immutable `SSL_CTX`, built once and shared by every connection on every thread
 /// (OpenSSL allows concurrent `SSL_new` on a context that is no longer modified).
+///
+/// Thread rule: any thread; nothing changes after `init` (OpenSSL locks its session cache itself).
 public final class TLSContext: @unchecked Sendable {
     /// Client or server.
     public enum Role: Sendable { case client, server }

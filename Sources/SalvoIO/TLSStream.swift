@@ -35,6 +35,8 @@ public enum TLSWriteResult: Sendable, Equatable {
 
 /// A TLS session a client can resume on its next connection to the same server: the
 /// handshake then skips certificate signing and verification. Owns its `SSL_SESSION *`.
+///
+/// Thread rule: any thread; the session is never changed here (OpenSSL counts its references atomically).
 public final class TLSSession: @unchecked Sendable {
     let session: OpaquePointer
     init(_ session: OpaquePointer) { self.session = session }

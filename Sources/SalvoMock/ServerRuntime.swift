@@ -4,21 +4,34 @@ import SalvoIO
 /// feedback service: one listener accepted on the first loop, connections spread round-robin
 /// over all loops, and an orderly, idempotent stop.
 final class ServerRuntime: Sendable {
-    /// One loop thread and what its connections share. The registry and the buffer are only
-    /// touched on the loop's thread (or after it was joined).
+    /// One loop thread and what its connections share.
+    ///
+    /// Thread rule: `registry` and `buffer` on the loop's thread only (or once it was joined); debug builds check.
     final class Loop: @unchecked Sendable {
         let thread: LoopThread
-        let registry = ConnectionRegistry()
-        let buffer: UnsafeMutableRawBufferPointer
+        private let sharedRegistry = ConnectionRegistry()
+        private let sharedBuffer: UnsafeMutableRawBufferPointer
 
         init(name: String, bufferSize: Int) throws(IOError) {
             thread = try LoopThread(name: name)
-            buffer = .allocate(byteCount: bufferSize, alignment: 64)
+            sharedBuffer = .allocate(byteCount: bufferSize, alignment: 64)
         }
 
         var eventLoop: EventLoop { thread.loop }
 
-        deinit { buffer.deallocate() }
+        /// The connections open on this loop.
+        var registry: ConnectionRegistry {
+            eventLoop.assertInLoop()
+            return sharedRegistry
+        }
+
+        /// The read buffer every connection on this loop shares.
+        var buffer: UnsafeMutableRawBufferPointer {
+            eventLoop.assertInLoop()
+            return sharedBuffer
+        }
+
+        deinit { sharedBuffer.deallocate() }
     }
 
     /// Makes the connection for an accepted socket, on the owning loop's thread; nil drops
@@ -28,7 +41,7 @@ final class ServerRuntime: Sendable {
     let loops: [Loop]
     /// The port the listener is bound to.
     let port: Int
-    private let acceptor: UncheckedBox<Acceptor?>
+    private let acceptor: LoopBound<Acceptor?>
     private let stopped = Locked(false)
 
     init(name: String, host: String, port: Int, loopCount: Int, bufferSize: Int, factory: @escaping Factory) throws {
@@ -57,7 +70,7 @@ final class ServerRuntime: Sendable {
                 loop.eventLoop.execute { factory(socket, ordinal, loop)?.start() }
             }
         }
-        self.acceptor = UncheckedBox(acceptor)
+        self.acceptor = LoopBound(acceptor, on: loops[0].eventLoop)
         do {
             try loops[0].eventLoop.runAndWait { try acceptor.register(on: loops[0].eventLoop) }
         } catch {
