@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     ],
     targets: [
         // C: the Linux system calls Swift's Glibc module does not expose cleanly.
@@ -48,7 +49,10 @@ let package = Package(
         // Event loops, sockets, TLS.
         .target(
             name: "SalvoIO",
-            dependencies: ["CLinuxShim", "COpenSSL", "COpenSSLShims"]
+            dependencies: [
+                "CLinuxShim", "COpenSSL", "COpenSSLShims",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         // The sender: shards, connections (binary and HTTP/2), send rings, accounting, campaign sources.
         .target(
@@ -60,6 +64,7 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 // ES256 provider tokens for HTTP/2 token authentication.
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // The mock APNs gateways (binary and HTTP/2) and the feedback service.
@@ -87,13 +92,17 @@ let package = Package(
             dependencies: [
                 "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
 
         // What several test targets share: child processes whose pipes are both drained.
-        .target(name: "SalvoTestSupport", path: "Tests/SalvoTestSupport"),
+        .target(name: "SalvoTestSupport", dependencies: ["SalvoIO"], path: "Tests/SalvoTestSupport"),
         .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire"]),
-        .testTarget(name: "SalvoIOTests", dependencies: ["SalvoIO", "SalvoWire"]),
+        .testTarget(
+            name: "SalvoIOTests",
+            dependencies: ["SalvoIO", "SalvoWire", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         .testTarget(
             name: "SalvoMockTests",
             dependencies: ["SalvoMock", "SalvoIO", "SalvoWire", .product(name: "Crypto", package: "swift-crypto")]
@@ -102,8 +111,11 @@ let package = Package(
         // (`swift build --build-tests` builds it); nothing here imports it.
         .testTarget(
             name: "SalvoEngineTests",
-            dependencies: ["SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
-                           .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
         .testTarget(name: "SalvoBenchTests",

@@ -88,10 +88,8 @@ final class BenchMockProcess {
         let fd = pipe.fileHandleForReading.fileDescriptor
         var byte: UInt8 = 0
         while line.last != UInt8(ascii: "\n") {
-            let count = read(fd, &byte, 1)
-            if count == 1 { line.append(byte); continue }
-            if count < 0 && errno == EINTR { continue }
-            return nil
+            guard (try? syscallOrThrow("read") { read(fd, &byte, 1) }) == 1 else { return nil }
+            line.append(byte)
         }
         return String(decoding: line, as: UTF8.self)
     }

@@ -20,8 +20,11 @@ package enum BulkTCPProbe {
         let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
         let deadline = ContinuousClock.now + duration
         while ContinuousClock.now < deadline {
-            let written = chunk.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 && errno != EINTR { throw BenchError("bulk TCP probe: write failed: \(String(cString: strerror(errno)))") }
+            do {
+                _ = try chunk.withUnsafeBytes { bytes in try syscallOrThrow("write") { Glibc.write(fd, bytes.baseAddress, bytes.count) } }
+            } catch {
+                throw BenchError("bulk TCP probe: \(error)")
+            }
         }
         shutdown(fd, Int32(SHUT_WR))
         guard let (bytes, seconds) = sink.waitForEnd(), seconds > 0 else {
@@ -47,19 +50,29 @@ package enum BulkTCPProbe {
     }
 
     /// The far end: accepts one connection and counts bytes from the first to the end.
-    private final class Sink: @unchecked Sendable {
+    private final class Sink: Sendable {
+        private struct State {
+            var port: Int?
+            var result: (bytes: Int, seconds: Double)?
+            var failure: String?
+        }
         private let ready = DispatchSemaphore(value: 0)
         private let ended = DispatchSemaphore(value: 0)
-        private var port: Int?
-        private var result: (bytes: Int, seconds: Double)?
-        private(set) var failure: String?
+        private let state = Locked(State())
+
+        var failure: String? { state.withLock { $0.failure } }
+
+        /// Records why the sink stopped and wakes whoever waits on `waiter`.
+        private func fail(_ reason: String, waking waiter: DispatchSemaphore) {
+            state.withLock { $0.failure = reason }
+            waiter.signal()
+        }
 
         func run(namespace: String, address: String) {
             do {
                 try enterNetworkNamespace(namespace)
             } catch {
-                failure = "\(error)"
-                ready.signal()
+                fail("\(error)", waking: ready)
                 return
             }
             let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -75,16 +88,16 @@ package enum BulkTCPProbe {
                 }
             }
             guard bound else {
-                failure = "cannot listen on \(address): \(String(cString: strerror(errno)))"
-                ready.signal()
+                fail("cannot listen on \(address): \(String(cString: strerror(errno)))", waking: ready)
                 return
             }
-            port = Int(UInt16(bigEndian: local.sin_port))
+            state.withLock { [port = Int(UInt16(bigEndian: local.sin_port))] in $0.port = port }
             ready.signal()
-            let connection = accept(listener, nil, nil)
-            guard connection >= 0 else {
-                failure = "accept failed: \(String(cString: strerror(errno)))"
-                ended.signal()
+            let connection: Int32
+            do {
+                connection = try syscallOrThrow("accept") { accept(listener, nil, nil) }
+            } catch {
+                fail("\(error)", waking: ended)
                 return
             }
             defer { close(connection) }
@@ -92,24 +105,27 @@ package enum BulkTCPProbe {
             var total = 0
             var first: ContinuousClock.Instant?
             while true {
-                let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-                if count < 0 && errno == EINTR { continue }
+                // A failed read ends the count as the end of the stream does.
+                let count = buffer.withUnsafeMutableBytes { bytes in
+                    (try? syscallOrThrow("recv") { recv(connection, bytes.baseAddress, bytes.count, 0) }) ?? 0
+                }
                 guard count > 0 else { break }
                 if first == nil { first = .now }
                 total += count
             }
-            result = (total, first.map { $0.duration(to: .now).secondsDouble } ?? 0)
+            let result = (bytes: total, seconds: first.map { $0.duration(to: .now).secondsDouble } ?? 0)
+            state.withLock { $0.result = result }
             ended.signal()
         }
 
         func waitForPort() -> Int? {
             ready.wait()
-            return port
+            return state.withLock { $0.port }
         }
 
         func waitForEnd() -> (Int, Double)? {
             ended.wait()
-            return result
+            return state.withLock { $0.result }
         }
     }
 }

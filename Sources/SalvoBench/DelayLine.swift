@@ -11,7 +11,7 @@ import SalvoIO
 /// The near end is `nearAddress` on this side; `farAddress` is inside the namespace, where
 /// `command(_:)` runs a gateway. One delay line at a time per machine (the addresses are
 /// fixed). Needs root (namespaces, TUN devices) and `ip` from iproute2.
-package final class DelayLine: @unchecked Sendable {
+package final class DelayLine: Sendable {
     package static let nearAddress = "10.78.0.1"
     package static let farAddress = "10.78.0.2"
 
@@ -20,7 +20,6 @@ package final class DelayLine: @unchecked Sendable {
     private let thread: LoopThread
     private let near: TunDevice
     private let far: TunDevice
-    private var forwarders: [Forwarder] = []
     private let stopped = Locked(false)
 
     /// Why a delay line cannot be made here, or nil when it can.
@@ -58,11 +57,11 @@ package final class DelayLine: @unchecked Sendable {
         }
         let loop = thread.loop
         let delayNanoseconds = delay.nanosecondsClamped
-        let started = UncheckedResult()
-        loop.execute { [self] in
+        let started = StartOutcome()
+        loop.execute { [near, far] in
+            // The loop keeps the forwarders (registered handlers) for as long as it lives.
             let outward = Forwarder(from: near, to: far, delay: delayNanoseconds, loop: loop)
             let inward = Forwarder(from: far, to: near, delay: delayNanoseconds, loop: loop)
-            forwarders = [outward, inward]
             do {
                 _ = try loop.register(near.fd, interest: .read, handler: outward)
                 _ = try loop.register(far.fd, interest: .read, handler: inward)
@@ -152,18 +151,18 @@ package struct DelayLineError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A result handed from the loop thread to the thread that waits for it.
-private final class UncheckedResult: @unchecked Sendable {
+/// How the forwarders' start went, handed from the loop thread to the thread that waits for it.
+private final class StartOutcome: Sendable {
     private let done = DispatchSemaphore(value: 0)
-    private var error: (any Error)?
+    private let error = Locked<(any Error)?>(nil)
 
     func finish(_ error: (any Error)?) {
-        self.error = error
+        self.error.withLock { $0 = error }
         done.signal()
     }
 
     func wait() -> (any Error)? {
         done.wait()
-        return error
+        return error.withLock { $0 }
     }
 }

@@ -1,5 +1,6 @@
 internal import COpenSSL
 internal import COpenSSLShims
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -189,18 +190,10 @@ public enum DevelopmentPKI {
 
 /// Writes `text` to `path` with `mode`, replacing the file.
 func writeFile(_ path: String, _ text: String, mode: mode_t) throws(IOError) {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-    guard fd >= 0 else { throw IOError("open", errno: errno, target: path) }
-    defer { close(fd) }
-    fchmod(fd, mode)
-    var bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw IOError("write", errno: errno, target: path)
-        }
-        offset += n
-    }
+    let fd = try FileDescriptor.open(path: path, .writeOnly, options: [.create, .truncate],
+                                     permissions: FilePermissions(rawValue: mode))
+    defer { try? fd.close() }
+    // open's mode applies to a new file only (and through the umask): set it on an old one too.
+    fchmod(fd.rawValue, mode)
+    try fd.writeAll(text, target: path)
 }

@@ -1,5 +1,6 @@
 internal import CLinuxShim
 import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,9 +63,9 @@ public struct TimerID: Hashable, Sendable {
 /// One thread's epoll event loop: level-triggered descriptors, timers, and an eventfd for
 /// cross-thread wake-ups.
 ///
-/// Everything but `execute(_:)`, `wakeUp()` and `stop()` must be called on the loop's own
-/// thread (or before `run()` starts). That is what lets connections, rings and counters
-/// on a loop go without locks; debug builds check it (`assertInLoop()`).
+/// Thread rule: all but `execute(_:)`, `wakeUp()` and `stop()` on the loop's thread (or while no thread runs it); debug builds check (`assertInLoop()`).
+///
+/// That rule is what lets connections, rings and counters on a loop go without locks.
 public final class EventLoop: @unchecked Sendable {
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -133,8 +134,9 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Descriptors
 
-    /// Watches `fd` for `interest`; `handler` is retained until `deregister`.
-    public func register(_ fd: Int32, interest: IOEvents, handler: EventHandler) throws(IOError) -> Registration {
+    /// Watches `descriptor` for `interest`; `handler` is retained until `deregister`.
+    public func register(_ descriptor: FileDescriptor, interest: IOEvents, handler: EventHandler) throws(IOError) -> Registration {
+        let fd = descriptor.rawValue
         assertInLoop()
         let slot: UInt32
         if let free = freeSlots.popLast() {
@@ -288,6 +290,7 @@ public final class EventLoop: @unchecked Sendable {
     /// One iteration: wait for events (at most `timeoutMilliseconds`, -1 for no limit),
     /// dispatch them, then run due timers. Exposed for tests that drive a loop by hand.
     public func runOnce(timeoutMilliseconds: Int32) throws(IOError) {
+        assertInLoop()
         let ready: Int32
         switch try syscall("epoll_wait", { epoll_wait(epollFD, events, Int32(eventCapacity), timeoutMilliseconds) }) {
         case .processed(let n): ready = n

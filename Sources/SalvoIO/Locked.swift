@@ -37,7 +37,8 @@ public struct Locked<Value: ~Copyable>: ~Copyable {
     }
 }
 
-extension Locked: @unchecked Sendable where Value: ~Copyable {}
+// Checked: its one stored property, `Mutex`, is Sendable for any value.
+extension Locked: Sendable where Value: ~Copyable {}
 
 #if SALVO_TSAN
 @usableFromInline

@@ -1,4 +1,6 @@
 internal import CLinuxShim
+import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,11 +9,12 @@ import Glibc
 ///
 /// Salvo's loops are not Swift concurrency executors: each is a pinned pthread that owns
 /// its connections outright, which is what keeps the hot path free of locks and hops.
-public final class LoopThread: @unchecked Sendable {
+public final class LoopThread: Sendable {
     /// The loop this thread runs.
     public let loop: EventLoop
-    private var thread: pthread_t
-    private var joined = false
+    private let thread: pthread_t
+    /// Set by the first `stopAndJoin`, from whichever thread calls it.
+    private let joined = Atomic<Bool>(false)
 
     private final class Start {
         let loop: EventLoop
@@ -45,15 +48,14 @@ public final class LoopThread: @unchecked Sendable {
         }, start)
         guard rc == 0 else {
             Unmanaged<AnyObject>.fromOpaque(start).release()
-            throw IOError("pthread_create", errno: rc, target: name)
+            throw IOError("pthread_create", errno: Errno(rawValue: rc), target: name)
         }
         self.thread = thread
     }
 
     /// Stops the loop and waits for the thread to end. Idempotent.
     public func stopAndJoin() {
-        guard !joined else { return }
-        joined = true
+        guard !joined.exchange(true, ordering: .acquiringAndReleasing) else { return }
         loop.stop()
         pthread_join(thread, nil)
     }

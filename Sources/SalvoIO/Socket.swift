@@ -1,4 +1,5 @@
 internal import CLinuxShim
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -112,18 +113,23 @@ public struct ResolutionError: Error, Sendable, CustomStringConvertible {
 }
 
 /// A nonblocking TCP socket that owns its descriptor and closes it on deinit.
-public final class Socket: @unchecked Sendable {
+///
+/// Immutable, so it may be shared; the kernel orders concurrent calls on one socket (the
+/// engine still gives each socket to one loop thread).
+public final class Socket: Sendable {
     /// The descriptor; valid for the socket's lifetime.
-    public let fd: Int32
+    public var fd: FileDescriptor { FileDescriptor(rawValue: descriptor) }
     /// The address this socket connects to, or accepted from; for messages.
     public let peer: SocketAddress?
+    /// Stored raw: swift-system leaves `FileDescriptor` non-Sendable, and this class owns it.
+    private let descriptor: Int32
 
     init(fd: Int32, peer: SocketAddress?) {
-        self.fd = fd
+        self.descriptor = fd
         self.peer = peer
     }
 
-    deinit { close(fd) }
+    deinit { close(descriptor) }
 
     private static func make(family: Int32) throws(IOError) -> Int32 {
         ignoreSIGPIPE()
@@ -140,7 +146,7 @@ public final class Socket: @unchecked Sendable {
         let socket = Socket(fd: try make(family: address.family), peer: address)
         try socket.setNoDelay()
         let result = try syscall("connect to", target: address.description) {
-            address.withSockaddr { Glibc.connect(socket.fd, $0, $1) }
+            address.withSockaddr { Glibc.connect(socket.descriptor, $0, $1) }
         }
         if case .processed = result { return (socket, true) }
         return (socket, false)
@@ -150,8 +156,8 @@ public final class Socket: @unchecked Sendable {
     public func finishConnect() throws(IOError) {
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
-        try syscallOrThrow("getsockopt(SO_ERROR)") { getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) }
-        if error != 0 { throw IOError("connect to", errno: error, target: peer?.description) }
+        try syscallOrThrow("getsockopt(SO_ERROR)") { getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &error, &length) }
+        if error != 0 { throw IOError("connect to", errno: Errno(rawValue: error), target: peer?.description) }
     }
 
     /// Connects to `host:port`, trying each resolved address in turn, waiting at most
@@ -169,10 +175,10 @@ public final class Socket: @unchecked Sendable {
             do throws(IOError) {
                 let (socket, connected) = try startConnect(to: address)
                 if connected { return socket }
-                var poller = pollfd(fd: socket.fd, events: Int16(POLLOUT), revents: 0)
+                var poller = pollfd(fd: socket.descriptor, events: Int16(POLLOUT), revents: 0)
                 let millis = Int32(clamping: timeout.nanosecondsClamped / 1_000_000)
                 let ready = try syscallOrThrow("poll", target: address.description) { poll(&poller, 1, millis) }
-                if ready == 0 { throw IOError("connect to", errno: ETIMEDOUT, target: address.description) }
+                if ready == 0 { throw IOError("connect to", errno: .timedOut, target: address.description) }
                 try socket.finishConnect()
                 return socket
             } catch {
@@ -185,17 +191,17 @@ public final class Socket: @unchecked Sendable {
     public func setNoDelay() throws(IOError) {
         var on: Int32 = 1
         try syscallOrThrow("setsockopt(TCP_NODELAY)") {
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
         }
     }
 
     /// Sets SO_SNDBUF/SO_RCVBUF; the kernel doubles and caps the values.
     public func setBufferSizes(send: Int?, receive: Int?) {
         if var value = send.map({ Int32(clamping: $0) }) {
-            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, socklen_t(MemoryLayout<Int32>.size))
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &value, socklen_t(MemoryLayout<Int32>.size))
         }
         if var value = receive.map({ Int32(clamping: $0) }) {
-            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, socklen_t(MemoryLayout<Int32>.size))
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &value, socklen_t(MemoryLayout<Int32>.size))
         }
     }
 
@@ -212,11 +218,11 @@ public final class Socket: @unchecked Sendable {
         do {
             let socket = Socket(fd: try make(family: address.family), peer: nil)
             var on: Int32 = 1
-            _ = setsockopt(socket.fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+            _ = setsockopt(socket.descriptor, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
             try syscallOrThrow("bind", target: address.description) {
-                address.withSockaddr { bind(socket.fd, $0, $1) }
+                address.withSockaddr { bind(socket.descriptor, $0, $1) }
             }
-            try syscallOrThrow("listen", target: address.description) { Glibc.listen(socket.fd, backlog) }
+            try syscallOrThrow("listen", target: address.description) { Glibc.listen(socket.descriptor, backlog) }
             return socket
         } catch {
             throw .io(error)
@@ -228,7 +234,7 @@ public final class Socket: @unchecked Sendable {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let rc = withUnsafeMutableBytes(of: &storage) {
-            getsockname(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+            getsockname(descriptor, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
         }
         return rc == 0 ? SocketAddress(storage: storage, length: length) : nil
     }
@@ -239,7 +245,7 @@ public final class Socket: @unchecked Sendable {
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = try syscall("accept") {
             withUnsafeMutableBytes(of: &storage) {
-                salvo_accept4_nonblocking(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+                salvo_accept4_nonblocking(descriptor, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
             }
         }
         guard case .processed(let client) = result else { return nil }
@@ -252,22 +258,22 @@ public final class Socket: @unchecked Sendable {
 
     /// Reads into `buffer`: the byte count (0 at end of stream), or `.wouldBlock`.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall("read", target: peer?.description) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        try syscall("read", target: peer?.description) { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
     }
 
     /// Writes from `bytes`: the byte count written, or `.wouldBlock`.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall("write", target: peer?.description) { Glibc.write(fd, bytes.baseAddress, bytes.count) }
+        try syscall("write", target: peer?.description) { Glibc.write(descriptor, bytes.baseAddress, bytes.count) }
     }
 
     /// Bytes written to this socket that the peer's TCP has not acknowledged yet (0 when
     /// unknown). What is still in here has certainly not been read by the peer.
-    public var unacknowledgedBytes: Int { max(0, Int(salvo_unacknowledged_bytes(fd))) }
+    public var unacknowledgedBytes: Int { max(0, Int(salvo_unacknowledged_bytes(descriptor))) }
 
     /// Bytes of the stream the peer's TCP has acknowledged so far, or nil when the kernel
     /// does not say.
     public var acknowledgedBytes: UInt64? {
-        let bytes = salvo_acknowledged_bytes(fd)
+        let bytes = salvo_acknowledged_bytes(descriptor)
         return bytes < 0 ? nil : UInt64(bytes)
     }
 
@@ -275,12 +281,12 @@ public final class Socket: @unchecked Sendable {
     /// failed. One `poll` that does not wait. (Not `recv(MSG_PEEK)`: that takes a pending
     /// error such as ECONNRESET off the socket, and the read after it sees a plain end.)
     public var isReadable: Bool {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         return poll(&entry, 1, 0) > 0
     }
 
     /// Shuts down the sending direction (the peer reads end of stream).
-    public func shutdownWrite() { _ = shutdown(fd, Int32(SHUT_WR)) }
+    public func shutdownWrite() { _ = shutdown(descriptor, Int32(SHUT_WR)) }
 }
 
 /// Why a connection or listener could not be set up.

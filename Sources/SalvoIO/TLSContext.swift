@@ -1,5 +1,6 @@
 internal import COpenSSL
 internal import COpenSSLShims
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -87,6 +88,8 @@ public struct TLSConfiguration: Sendable {
 
 /// One immutable `SSL_CTX`, built once and shared by every connection on every thread
 /// (OpenSSL allows concurrent `SSL_new` on a context that is no longer modified).
+///
+/// Thread rule: any thread; nothing changes after `init` (OpenSSL locks its session cache itself).
 public final class TLSContext: @unchecked Sendable {
     /// Client or server.
     public enum Role: Sendable { case client, server }
@@ -208,7 +211,7 @@ public final class TLSContext: @unchecked Sendable {
                 return try readSmallFile(path, limit: 16 << 20)
             } catch {
                 throw TLSError(.configuration, subject: path,
-                               reason: "cannot read the \(what): \(String(cString: strerror(error.errno)))")
+                               reason: "cannot read the \(what): \(error.errno)")
             }
         }
     }
@@ -318,19 +321,15 @@ extension PEMSource {
 /// Reads a whole small file (a key, a certificate, a passphrase, a payload), refusing
 /// anything over `limit` bytes with EFBIG. Shared with the CLI, which reads its own inputs.
 package func readSmallFile(_ path: String, limit: Int) throws(IOError) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw IOError("open", errno: errno, target: path) }
-    defer { close(fd) }
+    let fd = try FileDescriptor.open(path: path, .readOnly)
+    defer { try? fd.close() }
     var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16384)
+    let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 1)
+    defer { chunk.deallocate() }
     while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw IOError("read", errno: errno, target: path)
-        }
+        let n = try fd.readSome(into: chunk, target: path)
         if n == 0 { return bytes }
         bytes.append(contentsOf: chunk[0..<n])
-        guard bytes.count <= limit else { throw IOError("read", errno: EFBIG, target: path) }
+        guard bytes.count <= limit else { throw IOError("read", errno: .fileTooLarge, target: path) }
     }
 }

@@ -29,7 +29,7 @@ extension TLSStream {
             let progress = try handshake()
             if progress == .complete { return }
             guard wait(for: progress, until: deadline) else {
-                throw TLSError(.handshake, subject: peerDescription, reason: "timed out")
+                throw TLSError(.handshake, subject: peerDescription, reason: "timed out", cause: .timedOut)
             }
         }
     }
@@ -43,7 +43,8 @@ extension TLSStream {
             case .wrote(let n): offset += n
             case .wouldBlock(let progress):
                 guard wait(for: progress, until: deadline) else {
-                    throw TLSError(.write, subject: peerDescription, reason: "timed out with \(bytes.count - offset) bytes unsent")
+                    throw TLSError(.write, subject: peerDescription, reason: "timed out with \(bytes.count - offset) bytes unsent",
+                                   cause: .timedOut)
                 }
             }
         }
@@ -76,7 +77,7 @@ extension TLSStream {
             case .closed: return collected
             case .wouldBlock(let progress):
                 guard wait(for: progress, until: deadline) else {
-                    throw TLSError(.read, subject: peerDescription, reason: "timed out before the peer closed")
+                    throw TLSError(.read, subject: peerDescription, reason: "timed out before the peer closed", cause: .timedOut)
                 }
             }
         }
@@ -84,14 +85,16 @@ extension TLSStream {
 
     /// Polls the socket for what `progress` asks; false when the deadline passed.
     func wait(for progress: TLSProgress, until deadline: Instant) -> Bool {
-        let now = Instant.now()
-        guard now < deadline else { return false }
-        let millis = Int32(clamping: (deadline.nanoseconds - now.nanoseconds + 999_999) / 1_000_000)
-        var poller = pollfd(fd: socket.fd, events: Int16(progress == .wantWrite ? POLLOUT : POLLIN), revents: 0)
-        while true {
-            let rc = poll(&poller, 1, millis)
-            if rc < 0 && errno == EINTR { continue }
-            return rc != 0
+        guard Instant.now() < deadline else { return false }
+        var poller = pollfd(fd: socket.fd.rawValue, events: Int16(progress == .wantWrite ? POLLOUT : POLLIN), revents: 0)
+        do {
+            // The timeout is computed in the body: after EINTR the retry waits only what is left.
+            let ready = try syscallOrThrow("poll") {
+                poll(&poller, 1, Int32(clamping: (deadline.since(.now()).nanosecondsClamped + 999_999) / 1_000_000))
+            }
+            return ready != 0
+        } catch {
+            return true  // poll itself failed (not on a live socket): the next call reports the socket's error
         }
     }
 }

@@ -1,5 +1,6 @@
 internal import COpenSSL
 internal import COpenSSLShims
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,6 +35,8 @@ public enum TLSWriteResult: Sendable, Equatable {
 
 /// A TLS session a client can resume on its next connection to the same server: the
 /// handshake then skips certificate signing and verification. Owns its `SSL_SESSION *`.
+///
+/// Thread rule: any thread; the session is never changed here (OpenSSL counts its references atomically).
 public final class TLSSession: @unchecked Sendable {
     let session: OpaquePointer
     init(_ session: OpaquePointer) { self.session = session }
@@ -76,7 +79,7 @@ public final class TLSStream {
         self.peerDescription = serverName.map { name in socket.peer.map { "\(name) (\($0))" } ?? name }
             ?? socket.peer?.description ?? "peer"
         _ = salvo_SSL_set_partial_write_modes(ssl)
-        SSL_set_fd(ssl, socket.fd)
+        SSL_set_fd(ssl, socket.fd.rawValue)
         if context.role == .client {
             SSL_set_connect_state(ssl)
             if let session { _ = salvo_SSL_resume_session(ssl, session.session) }
@@ -225,14 +228,22 @@ public final class TLSStream {
         let savedErrno = errno
         if code == SSL_ERROR_SYSCALL {
             let queued = ERR_peek_error() != 0 ? TLSError.drainErrorQueue() : nil
-            let reason = savedErrno != 0 ? IOError("socket", errno: savedErrno).description : "connection closed by peer"
-            return TLSError(stage, subject: peerDescription, reason: queued.map { "\($0): \(reason)" } ?? reason)
+            let socketErrno = savedErrno != 0 ? Errno(rawValue: savedErrno) : nil
+            let reason = socketErrno.map { IOError("socket", errno: $0).description } ?? "connection closed by peer"
+            return TLSError(stage, subject: peerDescription, reason: queued.map { "\($0): \(reason)" } ?? reason,
+                            cause: .io(socketErrno))
         }
-        var reason = TLSError.drainErrorQueue()
-        let verify = SSL_get_verify_result(ssl)
-        if verify != X509_V_OK {
-            reason += ": " + String(cString: X509_verify_cert_error_string(verify))
+        let drained = TLSError.drainErrorQueueWithCodes()
+        var reason = drained.reason
+        let cause: TLSError.Cause
+        if code == SSL_ERROR_ZERO_RETURN {
+            cause = .io(nil)  // close_notify where a handshake or a write expected more
+        } else {
+            cause = .derived(fromErrorCodes: drained.codes, verifyResult: SSL_get_verify_result(ssl))
         }
-        return TLSError(stage, subject: peerDescription, reason: reason)
+        if case .certificateVerificationFailed(let verification) = cause {
+            reason += ": \(verification)"
+        }
+        return TLSError(stage, subject: peerDescription, reason: reason, cause: cause)
     }
 }

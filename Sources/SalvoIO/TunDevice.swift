@@ -1,4 +1,5 @@
 internal import CLinuxShim
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,32 +8,30 @@ import Glibc
 /// object owns (the device goes away with it). Needs CAP_NET_ADMIN and `/dev/net/tun`.
 package final class TunDevice: Sendable {
     package let name: String
-    package let fd: Int32
+    /// The device's descriptor, for registering with an event loop.
+    package var fd: FileDescriptor { FileDescriptor(rawValue: descriptor) }
+    /// Stored raw: swift-system leaves `FileDescriptor` non-Sendable, and this class owns it.
+    private let descriptor: Int32
 
     /// Creates the device `name` (at most 15 bytes), nonblocking.
     package init(name: String) throws(IOError) {
-        let fd = salvo_open_tun(name)
-        guard fd >= 0 else { throw IOError("open a TUN device", errno: errno, target: name) }
+        descriptor = try syscallOrThrow("open a TUN device", target: name) { salvo_open_tun(name) }
         self.name = name
-        self.fd = fd
     }
 
-    deinit { close(fd) }
+    deinit { close(descriptor) }
 
     /// Reads one packet into `buffer`; nil when none is waiting.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> Int? {
-        while true {
-            let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
-            if count >= 0 { return count }
-            if errno == EINTR { continue }
-            if errno == EAGAIN { return nil }
-            throw IOError("read", errno: errno, target: name)
+        switch try syscall("read", target: name, { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }) {
+        case .processed(let count): count
+        case .wouldBlock: nil
         }
     }
 
     /// Hands one packet to the kernel. A full queue drops it, as a congested link would.
     package func write(_ packet: UnsafeRawBufferPointer) {
-        while Glibc.write(fd, packet.baseAddress, packet.count) < 0 && errno == EINTR {}
+        _ = try? syscall("write", target: name, { Glibc.write(descriptor, packet.baseAddress, packet.count) })
     }
 }
 
@@ -40,5 +39,5 @@ package final class TunDevice: Sendable {
 /// its sockets then live there. Needs CAP_SYS_ADMIN.
 package func enterNetworkNamespace(_ name: String) throws(IOError) {
     let path = "/var/run/netns/\(name)"
-    guard salvo_enter_network_namespace(path) == 0 else { throw IOError("enter the network namespace", errno: errno, target: path) }
+    try syscallOrThrow("enter the network namespace", target: path) { salvo_enter_network_namespace(path) }
 }

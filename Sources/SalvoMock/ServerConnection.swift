@@ -241,22 +241,41 @@ final class Acceptor: EventHandler {
 extension EventLoop {
     /// Runs `body` on the loop's thread and waits for it: setup and teardown from another
     /// thread, where the loop's objects may not be touched directly.
-    func runAndWait<R>(_ body: @escaping () throws -> R) throws -> R {
-        let work = UncheckedBox(body)
+    func runAndWait<R: Sendable>(_ body: @escaping () throws -> R) throws -> R {
+        let work = LoopBound(body, on: self)
         let done = DispatchSemaphore(value: 0)
-        let outcome = UncheckedBox<Result<R, any Error>?>(nil)
+        let outcome = Locked<Result<R, any Error>?>(nil)
         execute {
-            outcome.value = Result { try work.value() }
+            let result = Result { try work.value() }
+            outcome.withLock { $0 = result }
             done.signal()
         }
         done.wait()
-        return try outcome.value!.get()
+        return try outcome.withLock { $0 }!.get()
     }
 }
 
-/// Carries a value to another thread where the hand-off itself provides the ordering (a
-/// task queued on a loop, a semaphore).
-final class UncheckedBox<Value>: @unchecked Sendable {
-    var value: Value
-    init(_ value: Value) { self.value = value }
+/// A value that lives on one event loop, made on (or carried from) another thread: the
+/// queued task or the semaphore that hands it over orders the accesses.
+///
+/// Thread rule: `value` on `loop`'s thread only (or while no thread runs it); debug builds check.
+final class LoopBound<Value>: @unchecked Sendable {
+    private let loop: EventLoop
+    private var storage: Value
+
+    init(_ value: Value, on loop: EventLoop) {
+        self.loop = loop
+        storage = value
+    }
+
+    var value: Value {
+        get {
+            loop.assertInLoop()
+            return storage
+        }
+        set {
+            loop.assertInLoop()
+            storage = newValue
+        }
+    }
 }

@@ -6,24 +6,37 @@ import Synchronization
 /// counted and wrapped in a TLS stream, connections spread round-robin over all loops, and
 /// an orderly, idempotent stop.
 final class ServerRuntime: Sendable {
-    /// One loop thread and what its connections share. The registry and the buffer are only
-    /// touched on the loop's thread (or after it was joined).
+    /// One loop thread and what its connections share.
+    ///
+    /// Thread rule: `registry` and `buffer` on the loop's thread only (or once it was joined); debug builds check.
     final class Loop: @unchecked Sendable {
         let thread: LoopThread
-        let registry = ConnectionRegistry()
-        let buffer: UnsafeMutableRawBufferPointer
+        private let sharedRegistry = ConnectionRegistry()
+        private let sharedBuffer: UnsafeMutableRawBufferPointer
         /// The runtime's, shared by every loop.
         let counts: ConnectionCounts
 
         init(name: String, bufferSize: Int, counts: ConnectionCounts) throws(IOError) {
             thread = try LoopThread(name: name)
-            buffer = .allocate(byteCount: bufferSize, alignment: 64)
+            sharedBuffer = .allocate(byteCount: bufferSize, alignment: 64)
             self.counts = counts
         }
 
         var eventLoop: EventLoop { thread.loop }
 
-        deinit { buffer.deallocate() }
+        /// The connections open on this loop.
+        var registry: ConnectionRegistry {
+            eventLoop.assertInLoop()
+            return sharedRegistry
+        }
+
+        /// The read buffer every connection on this loop shares.
+        var buffer: UnsafeMutableRawBufferPointer {
+            eventLoop.assertInLoop()
+            return sharedBuffer
+        }
+
+        deinit { sharedBuffer.deallocate() }
     }
 
     /// Makes the connection for an accepted client's TLS stream, on the owning loop's
@@ -36,7 +49,7 @@ final class ServerRuntime: Sendable {
     let port: Int
     /// Connections accepted and handshakes failed, over all loops.
     let counts = ConnectionCounts()
-    private let acceptor: UncheckedBox<Acceptor?>
+    private let acceptor: LoopBound<Acceptor?>
     private let stopped = Locked(false)
 
     /// Listens as `settings` say, with `settings.loops` loop threads (at least one).
@@ -82,7 +95,7 @@ final class ServerRuntime: Sendable {
                 loop.eventLoop.execute { start(socket, ordinal, loop) }
             }
         }
-        self.acceptor = UncheckedBox(acceptor)
+        self.acceptor = LoopBound(acceptor, on: loops[0].eventLoop)
         do {
             try loops[0].eventLoop.runAndWait { try acceptor.register(on: loops[0].eventLoop) }
         } catch {

@@ -118,9 +118,12 @@ public enum DecodeStop: Hashable, Sendable {
 /// After a violation, or after the callback returned false or threw, the decoder is
 /// finished: every later `decode` returns the same stop (`.stoppedByCaller` after a throw)
 /// without reading its input. The gateway answers and closes the connection.
+///
+/// Thread rule: the one owner of this noncopyable value, whichever thread it moved to; the compiler enforces it.
 public struct FrameDecoder: ~Copyable, @unchecked Sendable {
-    // @unchecked: the carry buffer is owned uniquely by this noncopyable value and only
-    // touched through `mutating` methods, so moving the decoder between threads is safe.
+    // @unchecked only because the carry buffer is a raw pointer: it is owned by this
+    // noncopyable value alone and touched through `mutating` methods, so exclusivity (not
+    // a runtime check) guarantees one thread at a time.
 
     /// The largest payload accepted, in bytes.
     public let maximumPayloadLength: Int

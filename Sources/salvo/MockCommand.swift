@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SalvoIO
+import SystemPackage
 import SalvoMock
 import SalvoWire
 
@@ -241,16 +242,13 @@ final class StopSignal: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let thread = Thread { [readEnd, deadline] in
                 var poller = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-                while true {
-                    var timeout: Int32 = -1
-                    if let deadline {
-                        let now = Instant.now()
-                        if now >= deadline { break }
-                        timeout = Int32(clamping: (deadline.nanoseconds - now.nanoseconds) / 1_000_000 + 1)
-                    }
-                    let ready = poll(&poller, 1, timeout)
-                    if ready > 0 || (ready < 0 && errno != EINTR) { break }
+                // Computed in the body, which runs again after EINTR: each wait is what is left.
+                func millisecondsLeft() -> Int32 {
+                    guard let deadline else { return -1 }
+                    return Int32(clamping: (deadline.since(.now()).nanosecondsClamped + 999_999) / 1_000_000)
                 }
+                // One poll: a byte in the pipe, the deadline, or a failure of poll itself all end the wait.
+                _ = try? syscallOrThrow("poll") { poll(&poller, 1, millisecondsLeft()) }
                 continuation.resume()
             }
             thread.start()

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SalvoIO
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -75,7 +76,7 @@ struct ServerTLSOptions: ParsableArguments {
     private static func makeTemporaryDirectory() throws -> String {
         var template = Array("\(NSTemporaryDirectory())/salvo-mock-XXXXXX".utf8CString)
         guard let path = mkdtemp(&template) else {
-            throw IOError("mkdtemp", errno: errno, target: NSTemporaryDirectory())
+            throw IOError("mkdtemp", errno: Errno(rawValue: errno), target: NSTemporaryDirectory())
         }
         return String(cString: path).replacingOccurrences(of: "//", with: "/")
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import SalvoIO
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -82,9 +83,9 @@ struct FileInputError: Error, CustomStringConvertible {
 func readWholeFile(_ path: String, limit: Int, what: String) throws -> [UInt8] {
     do {
         return try readSmallFile(path, limit: limit)
-    } catch where error.errno == EFBIG {
+    } catch where error.errno == .fileTooLarge {
         throw FileInputError(description: "the \(what) \(path) is larger than \(limit) bytes")
     } catch {
-        throw FileInputError(description: "cannot \(error.operation) the \(what) \(path): \(String(cString: strerror(error.errno)))")
+        throw FileInputError(description: "cannot \(error.operation) the \(what) \(path): \(error.errno)")
     }
 }

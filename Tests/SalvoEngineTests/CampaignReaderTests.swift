@@ -1,5 +1,6 @@
 import Foundation
 import SalvoWire
+import SystemPackage
 import Testing
 @testable import SalvoEngine
 
@@ -225,7 +226,7 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
 
     @Test func aMissingFileIsAnIOErrorNamingIt() throws {
         let path = "\(directory.path)/absent.jsonl"
-        #expect(throws: CampaignError.io(.init("open", errno: ENOENT, target: path))) {
+        #expect(throws: CampaignError.io(.init("open", errno: .noSuchFileOrDirectory, target: path))) {
             try CampaignReader(.jsonl(path))
         }
         do {

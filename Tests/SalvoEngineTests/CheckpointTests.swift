@@ -1,5 +1,6 @@
 import Foundation
 import SalvoIO
+import SystemPackage
 import Testing
 @testable import SalvoEngine
 
@@ -121,7 +122,7 @@ import Testing
         let path = "\(directory.path)/absent/run.checkpoint"
         let error = try #require(throws: CheckpointError.self) { try Checkpoint(path: path).save(ResumePoint(line: 1, prefix: nil)) }
         guard case .io(let io) = error else { Issue.record("expected an I/O error, got \(error)"); return }
-        #expect(io.operation == "create" && io.errno == ENOENT)
+        #expect(io.operation == "create" && io.errno == .noSuchFileOrDirectory)
         #expect(io.target?.hasPrefix("\(path).tmp-\(getpid())-") == true, "\(io)")
     }
 }

@@ -16,7 +16,7 @@ final class OneShotFeedbackServer: Sendable {
         port = listener.localAddress!.port
         let thread = Thread { [listener, finished] in
             defer { finished.signal() }
-            var poller = pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)
+            var poller = pollfd(fd: listener.fd.rawValue, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, 10_000) == 1, let socket = try? listener.accept() else { return }
             guard let stream = try? TLSStream(context: context, socket: socket) else { return }
             try? stream.completeHandshake()

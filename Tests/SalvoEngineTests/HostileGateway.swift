@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SalvoIO
+import SystemPackage
 import SalvoWire
 
 /// A TLS gateway for tests that misbehaves on purpose. It reads notifications as a gateway
@@ -89,7 +90,7 @@ final class HostileGateway: Sendable {
         if let receiveBuffer { listener.setBufferSizes(send: nil, receive: receiveBuffer) }
         port = listener.localAddress!.port
         var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw IOError("pipe", errno: errno) }
+        try syscallOrThrow("pipe") { pipe(&fds) }
         stopPipe = (fds[0], fds[1])
         threads.enter()
         Thread { [self] in
@@ -189,7 +190,7 @@ final class HostileGateway: Sendable {
             drain(stream)
         case .reset:
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-            _ = setsockopt(stream.socket.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            _ = setsockopt(stream.socket.fd.rawValue, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
             // Returning releases the stream and its socket: close(2) with linger 0 sends RST.
         case .neverRead, .neverHandshake:
             preconditionFailure("misbehaves before reading")
@@ -234,7 +235,7 @@ final class HostileGateway: Sendable {
 
     /// Keeps the connection open, doing nothing, until the gateway stops.
     private func hold(_ socket: Socket) {
-        withExtendedLifetime(socket) { _ = wait(for: -1, events: 0) }
+        withExtendedLifetime(socket) { _ = wait(for: FileDescriptor(rawValue: -1), events: 0) }
     }
 
     /// Whether this connection misbehaves now (counted when it does).
@@ -248,14 +249,11 @@ final class HostileGateway: Sendable {
     }
 
     /// Waits until `fd` is ready for `events` (true), or the gateway stops (false).
-    private func wait(for fd: Int32, events: Int32) -> Bool {
+    private func wait(for descriptor: FileDescriptor, events: Int32) -> Bool {
         var fds = [pollfd(fd: stopPipe.read, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: fd, events: Int16(events), revents: 0)]
-        while true {
-            let ready = poll(&fds, nfds_t(fds.count), -1)
-            if ready < 0 && errno == EINTR { continue }
-            return ready > 0 && fds[0].revents == 0
-        }
+                   pollfd(fd: descriptor.rawValue, events: Int16(events), revents: 0)]
+        let ready = (try? syscallOrThrow("poll") { poll(&fds, nfds_t(fds.count), -1) }) ?? -1
+        return ready > 0 && fds[0].revents == 0
     }
 
     /// The `n` of `LoopbackRig.token(n)`.

@@ -247,8 +247,8 @@ extension ProviderTokenSignerTests {
         @Test func aMissingKeyFileSaysWhy() throws {
             let path = "\(directory.path)/AuthKey_NOPE.p8"
             let error = try #require(failure(path))
-            #expect(error.problem == .unreadable(errno: ENOENT))
-            #expect(error.description.contains("cannot read the key file: No such file or directory"))
+            #expect(error.problem == .unreadable(errno: .noSuchFileOrDirectory))
+            #expect(error.description.contains("cannot read the key file: ENOENT (No such file or directory)"))
         }
 
         @Test(arguments: [

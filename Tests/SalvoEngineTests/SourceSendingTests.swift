@@ -2,6 +2,7 @@ import Foundation
 import SalvoIO
 import SalvoMock
 import SalvoWire
+import SystemPackage
 import Testing
 @testable import SalvoEngine
 
@@ -90,7 +91,7 @@ import Testing
             init(_ inner: NotificationList.Reader) { self.inner = inner }
             func next() -> SourceNotification? { inner.next() }
             func seek(to position: SourcePosition) throws {
-                throw CampaignError.io(IOError("seek", errno: EIO, target: "forgetful source"))
+                throw CampaignError.io(IOError("seek", errno: .ioError, target: "forgetful source"))
             }
         }
 

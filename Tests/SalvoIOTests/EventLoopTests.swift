@@ -143,7 +143,7 @@ import Testing
         do {
             let server = try #require(try Self.accept(listener))
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-            setsockopt(server.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            setsockopt(server.fd.rawValue, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
         }  // closed with a zero linger: a reset
         #expect(Self.eventually { client.isReadable })
         #expect(client.isReadable)

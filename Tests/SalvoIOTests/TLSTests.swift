@@ -25,7 +25,7 @@ final class EchoServer: Sendable {
         let thread = Thread { [listener, outcome, finished, sink] in
             defer { finished.signal() }
             for _ in 0..<connections {
-                var poller = pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)
+                var poller = pollfd(fd: listener.fd.rawValue, events: Int16(POLLIN), revents: 0)
                 guard poll(&poller, 1, 10_000) == 1, let socket = try? listener.accept() else { return }
                 if slowReader { socket.setBufferSizes(send: nil, receive: 65536) }
                 do {
@@ -44,7 +44,7 @@ final class EchoServer: Sendable {
                         case .bytes(let n): try stream.writeAll(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                         case .wouldBlock:
                             // Nothing yet (a loaded machine can delay the client): wait for more, bounded.
-                            var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+                            var poller = pollfd(fd: socket.fd.rawValue, events: Int16(POLLIN), revents: 0)
                             guard poll(&poller, 1, 10_000) == 1 else { break loop }
                         case .closed: break loop
                         }
@@ -278,7 +278,7 @@ final class EchoServer: Sendable {
                 case .wrote(let n): offset += n
                 case .wouldBlock(let progress):
                     stalledWrites += 1
-                    var poller = pollfd(fd: stream.socket.fd, events: Int16(progress == .wantWrite ? POLLOUT : POLLIN), revents: 0)
+                    var poller = pollfd(fd: stream.socket.fd.rawValue, events: Int16(progress == .wantWrite ? POLLOUT : POLLIN), revents: 0)
                     _ = poll(&poller, 1, 1000)
                 }
             }

@@ -251,7 +251,7 @@ import Testing
                     case .wrote(let n): offset += n
                     case .wouldBlock(let progress):
                         let started = Instant.now()
-                        var poller = pollfd(fd: stream.socket.fd, events: Int16(progress == .wantWrite ? POLLOUT : POLLIN), revents: 0)
+                        var poller = pollfd(fd: stream.socket.fd.rawValue, events: Int16(progress == .wantWrite ? POLLOUT : POLLIN), revents: 0)
                         _ = poll(&poller, 1, 1000)
                         longestWait = max(longestWait, Instant.now().since(started))
                     }

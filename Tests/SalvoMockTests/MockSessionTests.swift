@@ -41,7 +41,7 @@ import Testing
         // Seen on the socket, not through TLS: a client reading an end without close_notify
         // spoils its own session.
         let readHangup: Int16 = 0x2000  // POLLRDHUP, which Glibc's module leaves out
-        var hangup = pollfd(fd: first.socket.fd, events: readHangup, revents: 0)
+        var hangup = pollfd(fd: first.socket.fd.rawValue, events: readHangup, revents: 0)
         #expect(poll(&hangup, 1, 5_000) == 1)
 
         let socket = try Socket.connect(host: "127.0.0.1", port: gateway.port, timeout: .seconds(5))

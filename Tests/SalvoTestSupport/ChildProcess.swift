@@ -1,4 +1,5 @@
 import Foundation
+import SalvoIO
 
 /// A process started by a test: its standard output and error are both read as it writes
 /// them, each by a thread of its own, so it never blocks on a full pipe whatever the test
@@ -107,8 +108,10 @@ public final class ChildProcess: @unchecked Sendable {
             let fd = handle.fileDescriptor
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
             while true {
-                let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
+                // A failed read ends the pipe as its end does.
+                let count = chunk.withUnsafeMutableBytes { bytes in
+                    (try? syscallOrThrow("read") { read(fd, bytes.baseAddress, bytes.count) }) ?? 0
+                }
                 guard let self else { return }
                 condition.withLock {
                     if count <= 0 {

@@ -1,4 +1,5 @@
 import SalvoIO
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -122,18 +123,17 @@ public final class CampaignCheckpoint: Sendable {
 final class CampaignPrefixReader {
     let path: String
     private var lines: LineReader
-    private let fd: Int32
+    private let fd: FileDescriptor
     private var sample: [UInt8]
 
     init(path: String) throws(CampaignError) {
         self.path = path
         lines = try LineReader(path: path, maximumLineLength: CampaignReader.defaultMaximumLineLength)
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw .io(IOError("open", errno: errno, target: path)) }
+        do throws(IOError) { fd = try FileDescriptor.open(path: path, .readOnly) } catch { throw .io(error) }
         sample = []
     }
 
-    deinit { close(fd) }
+    deinit { try? fd.close() }
 
     /// Lines read so far: after `prefix` returned nil, the number of lines in the file.
     var linesRead: Int { lines.lineNumber }
@@ -165,13 +165,15 @@ final class CampaignPrefixReader {
         sample.append(contentsOf: repeatElement(0, count: range.count))
         var done = 0
         while done < range.count {
-            let n = sample.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + start + done, range.count - done,
-                                                          off_t(range.lowerBound + done)) }
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .io(IOError("read", errno: errno, target: path))
+            let read = sample.withUnsafeMutableBytes { bytes in
+                Result { () throws(IOError) in
+                    try fd.readSome(into: UnsafeMutableRawBufferPointer(rebasing: bytes[(start + done)..<(start + range.count)]),
+                                    atOffset: range.lowerBound + done, target: path)
+                }
             }
+            let n: Int
+            do throws(IOError) { n = try read.get() } catch { throw .io(error) }
+            if n == 0 { break }
             done += n
         }
         sample.removeLast(range.count - done)

@@ -1,5 +1,6 @@
 import SalvoIO
 import Synchronization
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,27 +45,31 @@ public struct Checkpoint: Sendable, Hashable {
         let directory = Self.directory(of: path)
         let temporary = "\(path).tmp-\(getpid())-\(Self.temporaryFiles.wrappingAdd(1, ordering: .relaxed).newValue)"
 
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .io(IOError("create", errno: errno, target: temporary)) }
-        do throws(CheckpointError) {
-            defer { close(fd) }
-            try Self.writeAll(point.text, to: fd, path: temporary)
-            // Without this, a rename can reach the disk before the data it names.
-            guard fsync(fd) == 0 else { throw .io(IOError("fsync", errno: errno, target: temporary)) }
+        do throws(IOError) {
+            let fd = try FileDescriptor.open(path: temporary, .writeOnly, options: [.create, .exclusiveCreate],
+                                             permissions: [.ownerReadWrite, .groupRead, .otherRead], operation: "create")
+            do throws(IOError) {
+                defer { try? fd.close() }
+                try fd.writeAll(point.text, target: temporary)
+                // Without this, a rename can reach the disk before the data it names.
+                try fd.synchronize(target: temporary)
+            } catch {
+                unlink(temporary)
+                throw error
+            }
+            do throws(IOError) {
+                try syscallOrThrow("rename to \(path)", target: temporary) { rename(temporary, path) }
+            } catch {
+                unlink(temporary)
+                throw error
+            }
+            // The rename lives in the directory: sync it too, or it may be lost on power failure.
+            let directoryFD = try FileDescriptor.open(path: directory, .readOnly, options: .directory)
+            defer { try? directoryFD.close() }
+            try directoryFD.synchronize(target: directory)
         } catch {
-            unlink(temporary)
-            throw error
-        }
-        guard rename(temporary, path) == 0 else {
-            let error = IOError("rename to \(path)", errno: errno, target: temporary)
-            unlink(temporary)
             throw .io(error)
         }
-        // The rename lives in the directory: sync it too, or it may be lost on power failure.
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw .io(IOError("open", errno: errno, target: directory)) }
-        defer { close(directoryFD) }
-        guard fsync(directoryFD) == 0 else { throw .io(IOError("fsync", errno: errno, target: directory)) }
     }
 
     /// The point saved last, or nil when there is no checkpoint file yet.
@@ -73,23 +78,27 @@ public struct Checkpoint: Sendable, Hashable {
     ///   guessed at: resuming from a wrong line would resend or drop notifications);
     ///   `.io` when it cannot be read.
     public func load() throws(CheckpointError) -> ResumePoint? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw .io(IOError("open", errno: errno, target: path))
+        let fd: FileDescriptor
+        do throws(IOError) {
+            fd = try FileDescriptor.open(path: path, .readOnly)
+        } catch where error.errno == .noSuchFileOrDirectory {
+            return nil
+        } catch {
+            throw .io(error)
         }
-        defer { close(fd) }
+        defer { try? fd.close() }
         // One byte more than a checkpoint can hold is enough to tell a longer file.
-        var bytes = [UInt8](repeating: 0, count: ResumePoint.maximumTextLength + 1)
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: ResumePoint.maximumTextLength + 1, alignment: 1)
+        defer { bytes.deallocate() }
         var count = 0
-        while count < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .io(IOError("read", errno: errno, target: path))
+        do throws(IOError) {
+            while count < bytes.count {
+                let n = try fd.readSome(into: UnsafeMutableRawBufferPointer(rebasing: bytes[count...]), target: path)
+                if n == 0 { break }
+                count += n
             }
-            count += n
+        } catch {
+            throw .io(error)
         }
         do throws(CheckpointFormatError) {
             return try ResumePoint.parse(Array(bytes[..<count]))
@@ -104,17 +113,6 @@ public struct Checkpoint: Sendable, Hashable {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
-    private static func writeAll(_ text: String, to fd: Int32, path: String) throws(CheckpointError) {
-        var remaining = Array(text.utf8)[...]
-        while !remaining.isEmpty {
-            let n = remaining.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .io(IOError("write", errno: errno, target: path))
-            }
-            remaining = remaining.dropFirst(n)
-        }
-    }
 }
 
 /// What a checkpoint holds: the line through which a campaign is done, and what those

@@ -1,4 +1,5 @@
 import SalvoIO
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,7 +15,7 @@ struct LineReader: ~Copyable {
     let path: String
     /// The longest line accepted, in bytes, without its line ending.
     let maximumLineLength: Int
-    private let fd: Int32
+    private let fd: FileDescriptor
     /// `maximumLineLength` plus room for `\r\n`: a full buffer without a `\n` therefore
     /// always holds a line that is too long, even after dropping a `\r`.
     private let buffer: UnsafeMutableRawBufferPointer
@@ -35,16 +36,14 @@ struct LineReader: ~Copyable {
 
     init(path: String, maximumLineLength: Int) throws(CampaignError) {
         precondition(maximumLineLength >= 1, "maximumLineLength must be positive")
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw .io(IOError("open", errno: errno, target: path)) }
-        self.fd = fd
+        do throws(IOError) { fd = try FileDescriptor.open(path: path, .readOnly) } catch { throw .io(error) }
         self.path = path
         self.maximumLineLength = maximumLineLength
         buffer = .allocate(byteCount: maximumLineLength + 2, alignment: 16)
     }
 
     deinit {
-        close(fd)
+        try? fd.close()
         buffer.deallocate()
     }
 
@@ -82,7 +81,7 @@ struct LineReader: ~Copyable {
         if offset >= bufferOffset, offset <= bufferOffset + UInt64(end) {
             start = Int(offset - bufferOffset)
         } else {
-            guard lseek(fd, off_t(offset), SEEK_SET) >= 0 else { throw .io(IOError("seek", errno: errno, target: path)) }
+            do throws(IOError) { try fd.seek(toOffset: offset, target: path) } catch { throw .io(error) }
             bufferOffset = offset
             start = 0
             end = 0
@@ -123,20 +122,12 @@ struct LineReader: ~Copyable {
         guard end < buffer.count else {
             throw .lineTooLong(line: lineNumber + 1, limit: maximumLineLength)
         }
-        while true {
-            // Reads of at most 64 KiB: a reader that seeks (to resend a run of lines) needs
-            // a few KiB after the seek, not a whole buffer; a long line takes several reads.
-            let count = read(fd, base + end, min(buffer.count - end, Self.readSize))
-            if count > 0 {
-                end += count
-                return
-            }
-            if count == 0 {
-                atEndOfFile = true
-                return
-            }
-            if errno == EINTR { continue }
-            throw .io(IOError("read", errno: errno, target: path))
-        }
+        // Reads of at most 64 KiB: a reader that seeks (to resend a run of lines) needs
+        // a few KiB after the seek, not a whole buffer; a long line takes several reads.
+        let space = UnsafeMutableRawBufferPointer(start: base + end, count: min(buffer.count - end, Self.readSize))
+        let count: Int
+        do throws(IOError) { count = try fd.readSome(into: space, target: path) } catch { throw .io(error) }
+        if count == 0 { atEndOfFile = true }
+        end += count
     }
 }

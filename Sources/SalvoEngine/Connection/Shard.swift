@@ -2,9 +2,9 @@ import SalvoIO
 import SalvoWire
 import Synchronization
 
-/// One event-loop thread and the gateway connections it owns. Everything here runs on
-/// the shard's thread (debug builds check), except `init`, `wake`, `execute`,
-/// `settlingChanged`, `isFinishing` and `stop`.
+/// One event-loop thread and the gateway connections it owns.
+///
+/// Thread rule: the shard's loop thread, but for `init`, `wake`, `execute`, `settlingChanged`, `isFinishing`, `stop`; debug builds check.
 final class Shard: @unchecked Sendable {
     let index: Int
     let configuration: SenderConfiguration
@@ -71,7 +71,8 @@ final class Shard: @unchecked Sendable {
 
     /// Whether a connection other than `connection` has something to write.
     func hasWork(besides connection: any LaneConnection) -> Bool {
-        connections.contains { $0 !== connection && $0.hasWork }
+        loop.assertInLoop()
+        return connections.contains { $0 !== connection && $0.hasWork }
     }
 
     /// Tells the loop new frames were published. Any thread; cheap when already pending.

@@ -30,6 +30,8 @@ struct Origin {
 ///   released == written ≤ published
 ///   [written, published): encoded, not yet (completely) handed to SSL_write
 /// ```
+///
+/// Thread rule: producers on any thread, under `producerLock`; the loop side on one thread at a time (debug builds check).
 final class StagingRing: @unchecked Sendable {
     struct Slot {
         var start: UInt64  // virtual byte offset; physical = start % byteCapacity
@@ -70,6 +72,8 @@ final class StagingRing: @unchecked Sendable {
     /// The index of the next frame to hand to SSL_write.
     private(set) var written: UInt64 = 0
     private var partialBytes = 0  // bytes of frame `written` already taken by SSL_write
+    /// Debug builds: stops a second thread on the loop side while one is there.
+    private let loopSide = OneThreadAtATime()
 
     init(byteCapacity: Int, maximumFrameLength: Int) {
         precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
@@ -185,6 +189,8 @@ final class StagingRing: @unchecked Sendable {
     /// The loop wrote everything it could see: producers should wake it for the next
     /// frame. Returns false when a frame arrived meanwhile (keep writing instead).
     func loopWentIdle() -> Bool {
+        let entered = loopSide.enter()
+        defer { loopSide.leave(entered) }
         loopIsIdle.store(true, ordering: .sequentiallyConsistent)
         guard written < publishedIndex.load(ordering: .sequentiallyConsistent) else { return true }
         loopIsIdle.store(false, ordering: .sequentiallyConsistent)
@@ -196,6 +202,8 @@ final class StagingRing: @unchecked Sendable {
     /// again without `markWritten` returns the same bytes (possibly followed by more),
     /// which is what OpenSSL's retry contract needs.
     func nextSlice(limit: Int, frames: Int = .max) -> UnsafeRawBufferPointer? {
+        let entered = loopSide.enter()
+        defer { loopSide.leave(entered) }
         let published = self.published
         let end = UInt64(frames) >= published - written ? published : written + UInt64(frames)
         guard written < end else { return nil }
@@ -219,6 +227,8 @@ final class StagingRing: @unchecked Sendable {
     /// and hands their space back to producers.
     @inline(__always)
     func markWritten(_ count: Int, _ frameWritten: (UInt64, Origin, Int) -> Void) {
+        let entered = loopSide.enter()
+        defer { loopSide.leave(entered) }
         var remaining = count
         while remaining > 0 {
             let frame = slot(written)
@@ -240,6 +250,8 @@ final class StagingRing: @unchecked Sendable {
     /// (its index, origin and bytes), in order: the gateway is out of reach or the sender
     /// is cancelling.
     func refuseAndTakeUnwritten(_ body: (UInt64, Origin, UnsafeRawBufferPointer) -> Void) {
+        let entered = loopSide.enter()
+        defer { loopSide.leave(entered) }
         let end: UInt64 = producerLock.withLock { _ in
             refusing = true
             return publishedIndex.load(ordering: .relaxed)

@@ -1,5 +1,6 @@
 internal import Crypto
 import SalvoIO
+import SystemPackage
 import SalvoWire
 #if canImport(Glibc)
 import Glibc
@@ -47,7 +48,7 @@ public struct ProviderCredentials: Sendable {
                 allowWorldReadable: Bool = false) throws(ProviderCredentialsError) {
         try Self.checkIDs(keyID: keyID, teamID: teamID, source: path)
         var info = stat()
-        guard stat(path, &info) == 0 else { throw ProviderCredentialsError(source: path, problem: .unreadable(errno: errno)) }
+        guard stat(path, &info) == 0 else { throw ProviderCredentialsError(source: path, problem: .unreadable(errno: Errno(rawValue: errno))) }
         if !allowWorldReadable && info.st_mode & S_IROTH != 0 {
             throw ProviderCredentialsError(source: path, problem: .worldReadable)
         }
@@ -163,7 +164,7 @@ public struct ProviderCredentialsError: Error, Sendable, Hashable, CustomStringC
         /// The file is readable by every user.
         case worldReadable
         /// The file cannot be read: `errno` of stat, open or read.
-        case unreadable(errno: Int32)
+        case unreadable(errno: Errno)
         /// Not a PEM private key, or a damaged one; the text says what was found.
         case notAPrivateKey(String)
         /// A private key, but not EC P-256; the text says which kind ("an RSA key").
@@ -194,7 +195,7 @@ public struct ProviderCredentialsError: Error, Sendable, Hashable, CustomStringC
         case .worldReadable:
             return "the key file is readable by every user; run `chmod 600 \(source)` (or pass --allow-world-readable-key to accept it)"
         case .unreadable(let code):
-            return "cannot read the key file: \(String(cString: strerror(code)))"
+            return "cannot read the key file: \(code.symbolicName) (\(String(cString: strerror(code.rawValue))))"
         case .notAPrivateKey(let why):
             return "not a PEM private key: \(why); \(wanted) (-----BEGIN PRIVATE KEY-----)"
         case .notP256(let kind):

@@ -158,6 +158,8 @@ public struct NotificationList: NotificationSource {
 
     /// The payload bytes of every item in one allocation, so a reader can hand out
     /// pointers that stay valid as long as the list lives.
+    ///
+    /// Thread rule: any thread; the bytes are written in `init` and only read after.
     final class Storage: @unchecked Sendable {
         enum Details {
             /// One payload (the first), expiry and priority for every token.

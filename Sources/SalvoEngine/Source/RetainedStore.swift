@@ -10,6 +10,8 @@ import Synchronization
 /// It is source 0 of every lane: positions are entry indices, consecutive per lane.
 /// Producers append under `lock`; the loop reads entries again to resend them and hands
 /// space back as the window makes them final, oldest first.
+///
+/// Thread rule: producers on any thread, holding `lock`; `release` and readers on the lane's loop (debug builds check appends and releases).
 final class RetainedStore: @unchecked Sendable {
     static let sourceID: SourceID = 0
 
@@ -32,6 +34,10 @@ final class RetainedStore: @unchecked Sendable {
     /// Set by a producer that found the store full; the loop then releases without waiting
     /// for the retention.
     let isUnderPressure = Atomic<Bool>(false)
+    /// Debug builds: stop a second thread on either side while one is there (a producer
+    /// without `lock`, two loops).
+    private let producerSide = OneThreadAtATime()
+    private let loopSide = OneThreadAtATime()
 
     init(byteCapacity: Int, maximumPayloadLength: Int) {
         precondition(byteCapacity >= 2 * (Self.headerLength + maximumPayloadLength), "the store must hold two entries")
@@ -51,6 +57,8 @@ final class RetainedStore: @unchecked Sendable {
     /// Copies a notification in; returns its position, or nil when the store is full.
     func append(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32?, priority: UInt8?,
                 sequence: UInt64) -> SourcePosition? {
+        let entered = producerSide.enter()
+        defer { producerSide.leave(entered) }
         let length = Self.headerLength + payload.count
         let released = finalEntry.load(ordering: .acquiring)
         guard nextEntry - released < UInt64(entryCapacity) else { return full() }
@@ -78,6 +86,8 @@ final class RetainedStore: @unchecked Sendable {
 
     /// Takes back the entry `append` just made (its frame did not fit the staging ring).
     func removeLast() {
+        let entered = producerSide.enter()
+        defer { producerSide.leave(entered) }
         nextEntry -= 1
         writeOffset = offsets[Int(nextEntry % UInt64(entryCapacity))]
     }
@@ -91,6 +101,8 @@ final class RetainedStore: @unchecked Sendable {
 
     /// Entries before `entry` are final: their space is free again.
     func release(before entry: UInt64) {
+        let entered = loopSide.enter()
+        defer { loopSide.leave(entered) }
         guard entry > finalEntry.load(ordering: .relaxed) else { return }
         finalEntry.store(entry, ordering: .releasing)
         isUnderPressure.store(false, ordering: .relaxed)

@@ -588,6 +588,8 @@ extension nghttp2_nv {
 
 /// nghttp2's callback table, built once; each callback finds its `H2Connection` in the
 /// session's user data.
+///
+/// Thread rule: any thread; the table is filled in `init` and only read after (nghttp2 copies it into each session).
 final class SessionCallbacks: @unchecked Sendable {
     static let shared = SessionCallbacks()
     let callbacks: OpaquePointer
