@@ -293,10 +293,10 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         link.connectTimer = nil
     }
 
-    /// Certificate problems do not heal by retrying.
+    /// Certificate, trust and protocol mismatches do not heal by retrying (`TLSError.Cause`).
     func isPermanent(_ error: any Error) -> Bool {
         guard let tls = error as? TLSError else { return false }
-        return tls.stage == .configuration || tls.reason.contains("certificate")
+        return tls.cause.isPermanent
     }
 
     func setInterest(_ link: Link, _ interest: IOEvents) {
