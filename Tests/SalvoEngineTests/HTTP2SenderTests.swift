@@ -1,6 +1,7 @@
 import Foundation
 import SalvoIO
 import SalvoMock
+import SalvoTestSupport
 import SalvoWire
 import Testing
 import Synchronization
@@ -31,13 +32,7 @@ struct H2LoopbackRig {
 
     /// The mock's statistics once `condition` holds (bounded).
     func statistics(when condition: (H2Statistics) -> Bool) -> H2Statistics {
-        let deadline = Instant.now() + .seconds(20)
-        var statistics = gateway.statistics()
-        while !condition(statistics) && Instant.now() < deadline {
-            usleep(2_000)
-            statistics = gateway.statistics()
-        }
-        return statistics
+        eventually(gateway.statistics, until: condition)
     }
 }
 

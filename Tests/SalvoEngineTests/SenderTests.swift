@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import SalvoIO
 import SalvoMock
+import SalvoTestSupport
 import SalvoWire
 import Testing
 @testable import SalvoEngine
@@ -23,13 +24,7 @@ struct LoopbackRig {
     /// The mock's statistics once `condition` holds (bounded). The sender settles by time,
     /// so when it finishes the mock may still be reading frames from its socket buffers.
     func statistics(when condition: (MockStatistics) -> Bool) -> MockStatistics {
-        let deadline = Instant.now() + .seconds(20)
-        var statistics = gateway.statistics()
-        while !condition(statistics) && Instant.now() < deadline {
-            usleep(2_000)
-            statistics = gateway.statistics()
-        }
-        return statistics
+        eventually(gateway.statistics, until: condition)
     }
 
     /// The mock's statistics once it has seen at least what `report` says was settled by it.
