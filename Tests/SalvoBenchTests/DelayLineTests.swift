@@ -75,9 +75,8 @@ struct DelayLineTests {
 }
 
 /// The rejection callback's sequences, from the sender's threads.
-private final class RejectedSequences: @unchecked Sendable {
-    private let lock = NSLock()
-    private var sequences: Set<UInt64> = []
-    func insert(_ sequence: UInt64) { lock.withLock { _ = sequences.insert(sequence) } }
-    var count: Int { lock.withLock { sequences.count } }
+private final class RejectedSequences: Sendable {
+    private let sequences = Locked<Set<UInt64>>([])
+    func insert(_ sequence: UInt64) { sequences.withLock { _ = $0.insert(sequence) } }
+    var count: Int { sequences.withLock { $0.count } }
 }

@@ -46,7 +46,7 @@ import Testing
     }
 
     /// Opened once, from any thread; waited for by one reader, with a bound.
-    final class Gate: @unchecked Sendable {
+    final class Gate: Sendable {
         private let semaphore = DispatchSemaphore(value: 0)
         private let isOpen = Atomic<Bool>(false)
 

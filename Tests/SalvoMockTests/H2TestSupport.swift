@@ -264,15 +264,16 @@ struct MissingTool: Error, CustomStringConvertible {
 }
 
 /// Reads a pipe to its end on a thread of its own.
-final class DrainedPipe: @unchecked Sendable {
-    private var data = Data()
+final class DrainedPipe: Sendable {
+    private let data = Locked(Data())
     private let done = DispatchGroup()
 
     init(_ pipe: Pipe) {
         let handle = pipe.fileHandleForReading
         done.enter()
         Thread.detachNewThread { [self] in
-            data = handle.readDataToEndOfFile()
+            let read = handle.readDataToEndOfFile()
+            data.withLock { $0 = read }
             done.leave()
         }
     }
@@ -283,6 +284,6 @@ final class DrainedPipe: @unchecked Sendable {
     /// What was read, once the pipe ended.
     var text: String {
         done.wait()
-        return String(decoding: data, as: UTF8.self)
+        return data.withLock { String(decoding: $0, as: UTF8.self) }
     }
 }

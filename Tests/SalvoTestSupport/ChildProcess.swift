@@ -4,8 +4,11 @@ import SalvoIO
 /// A process started by a test: its standard output and error are both read as it writes
 /// them, each by a thread of its own, so it never blocks on a full pipe whatever the test
 /// reads and when; every wait is bounded.
+///
+/// Thread rule: any thread; every stored `var` is read and written holding `condition`.
 public final class ChildProcess: @unchecked Sendable {
-    // @unchecked: the buffers and the exit status are guarded by `condition`.
+    // @unchecked because the waits need a condition variable with a deadline, which
+    // `Mutex` lacks; `NSCondition` guards the state, and the compiler cannot see that.
 
     /// What a bounded wait ran out of.
     public struct Timeout: Error, CustomStringConvertible {
