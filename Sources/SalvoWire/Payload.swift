@@ -46,6 +46,13 @@ public enum PayloadError: Error, Equatable, Sendable, CustomStringConvertible {
     case criticalVolumeOutOfRange(Double)
     /// A custom property used a key the payload reserves (`aps`).
     case reservedKey(String)
+    /// A Live Activity push lacks `key` (as named in `aps`), which its `event` needs.
+    case liveActivityFieldMissing(key: String, event: PayloadBuilder.LiveActivity.Event)
+    /// A Live Activity push has `key`, which only an `allowedWith` push takes, not `event`.
+    case liveActivityFieldNotAllowed(key: String, event: PayloadBuilder.LiveActivity.Event,
+                                     allowedWith: PayloadBuilder.LiveActivity.Event)
+    /// The value at `key` must be a JSON object (`content-state`, `attributes`).
+    case notAnObject(key: String)
 
     public var description: String {
         switch self {
@@ -57,6 +64,12 @@ public enum PayloadError: Error, Equatable, Sendable, CustomStringConvertible {
             return "critical sound volume \(volume) is outside 0.0...1.0"
         case .reservedKey(let key):
             return "custom property \"\(key)\" is reserved for the APNs dictionary; choose another key"
+        case .liveActivityFieldMissing(let key, let event):
+            return "a Live Activity \(event) needs \(key)"
+        case .liveActivityFieldNotAllowed(let key, let event, let allowedWith):
+            return "\(key) goes only with a Live Activity \(allowedWith), not \(event)"
+        case .notAnObject(let key):
+            return "\(key) must be a JSON object"
         }
     }
 }
@@ -69,7 +82,9 @@ public enum PayloadError: Error, Equatable, Sendable, CustomStringConvertible {
 /// each only when set:
 ///
 ///     alert, badge, sound, content-available, mutable-content, category, thread-id,
-///     target-content-id, interruption-level, relevance-score
+///     target-content-id, interruption-level, relevance-score, timestamp, event,
+///     content-state, stale-date, dismissal-date, attributes-type, attributes,
+///     input-push-token, input-push-channel
 ///
 /// and inside a dictionary alert:
 ///
@@ -163,13 +178,79 @@ public struct PayloadBuilder: Sendable {
     public var targetContentID: String?
     /// `interruption-level`.
     public var interruptionLevel: InterruptionLevel?
-    /// `relevance-score`, 0.0...1.0: rank in the notification summary. Must be finite.
+    /// `relevance-score`: for an alert, 0.0...1.0, its rank in the notification summary;
+    /// for a Live Activity, which of the app's activities shows first (higher wins). Must be finite.
     public var relevanceScore: Double?
+    /// The Live Activity keys of an `apns-push-type: liveactivity` push; nil for other pushes.
+    public var liveActivity: LiveActivity?
 
     /// The properties written next to `aps`, in writing order. Set with `setCustomProperty`.
     public private(set) var customProperties: [(key: String, value: JSONValue)] = []
 
     public init() {}
+
+    /// The `aps` keys of a Live Activity push (`apns-push-type: liveactivity`), as ActivityKit
+    /// reads them. `build` checks Apple's rules: a `start` needs `attributesType`,
+    /// `attributes` and `contentState`; an `update` needs `contentState`; `dismissalDate`
+    /// goes only with `end`; the `attributes*` and `inputPush*` keys only with `start`.
+    public struct LiveActivity: Sendable, Equatable {
+        /// What the push does to the activity.
+        public enum Event: String, Sendable, Equatable, CaseIterable, CustomStringConvertible {
+            case start, update, end
+            public var description: String { rawValue }
+        }
+
+        /// `event`.
+        public var event: Event
+        /// `timestamp`, UNIX seconds: the device drops a push older than the last one it applied.
+        public var timestamp: Int
+        /// `content-state`: the activity's `ContentState`, a JSON object.
+        public var contentState: JSONValue?
+        /// `stale-date`, UNIX seconds: when the system marks the activity out of date.
+        public var staleDate: Int?
+        /// `dismissal-date`, UNIX seconds: when an ended activity leaves the Lock Screen.
+        public var dismissalDate: Int?
+        /// `attributes-type`: the name of the app's `ActivityAttributes` type to start.
+        public var attributesType: String?
+        /// `attributes`: the started activity's `ActivityAttributes`, a JSON object.
+        public var attributes: JSONValue?
+        /// `input-push-token: 1` when true: the started activity reports an update token.
+        public var inputPushToken = false
+        /// `input-push-channel`: the broadcast channel the started activity listens on.
+        public var inputPushChannel: String?
+
+        public init(event: Event, timestamp: Int) {
+            self.event = event
+            self.timestamp = timestamp
+        }
+
+        func validate() throws(PayloadError) {
+            func require(_ present: Bool, _ key: String) throws(PayloadError) {
+                if !present { throw .liveActivityFieldMissing(key: key, event: event) }
+            }
+            func only(_ allowedWith: Event, _ present: Bool, _ key: String) throws(PayloadError) {
+                if present, event != allowedWith {
+                    throw .liveActivityFieldNotAllowed(key: key, event: event, allowedWith: allowedWith)
+                }
+            }
+            if event == .start {
+                try require(attributesType != nil, "attributes-type")
+                try require(attributes != nil, "attributes")
+            }
+            // An end may leave the last content as it was; a start or update must say it.
+            if event != .end { try require(contentState != nil, "content-state") }
+            try only(.end, dismissalDate != nil, "dismissal-date")
+            try only(.start, attributesType != nil, "attributes-type")
+            try only(.start, attributes != nil, "attributes")
+            try only(.start, inputPushToken, "input-push-token")
+            try only(.start, inputPushChannel != nil, "input-push-channel")
+            for (key, value) in [("content-state", contentState), ("attributes", attributes)] {
+                guard let value else { continue }
+                guard case .object = value else { throw .notAnObject(key: key) }
+                if let path = value.firstNonFiniteNumber(path: key) { throw .nonFiniteNumber(key: path) }
+            }
+        }
+    }
 
     /// Sets a property outside `aps`. Setting an existing key replaces its value and keeps
     /// its position. Allocation happens here, not when building.
@@ -212,8 +293,8 @@ public struct PayloadBuilder: Sendable {
     /// - Parameter maximumLength: at most `buffer.capacity`; use `binaryMaximumLength`,
     ///   `legacyMaximumLength` or `http2MaximumLength`.
     /// - Throws: `PayloadError.tooLong` when even a body of just "…" (or no body at all)
-    ///   leaves the payload too long; `.nonFiniteNumber` or `.criticalVolumeOutOfRange`
-    ///   for unusable numbers. The buffer's `count` is then 0.
+    ///   leaves the payload too long; what `validate` throws otherwise. The buffer's
+    ///   `count` is then 0.
     public func build(
         into buffer: PayloadBuffer, maximumLength: Int = PayloadBuilder.binaryMaximumLength
     ) throws(PayloadError) -> Int {
@@ -221,7 +302,7 @@ public struct PayloadBuilder: Sendable {
             maximumLength >= 0 && maximumLength <= buffer.capacity,
             "maximumLength \(maximumLength) exceeds the buffer's capacity \(buffer.capacity)")
         buffer.count = 0
-        try validateNumbers()
+        try validate()
         let region = UnsafeMutableRawBufferPointer(rebasing: buffer.storage[..<maximumLength])
 
         var writer = JSONWriter(into: region)
@@ -281,7 +362,13 @@ public struct PayloadBuilder: Sendable {
             && launchImage == nil && showActionButton
     }
 
-    func validateNumbers() throws(PayloadError) {
+    /// Checks what `build` cannot write: NaN or infinite numbers, a critical volume outside
+    /// 0.0...1.0, a Live Activity push that breaks Apple's rules.
+    ///
+    /// - Throws: `PayloadError.nonFiniteNumber`, `.criticalVolumeOutOfRange`,
+    ///   `.liveActivityFieldMissing`, `.liveActivityFieldNotAllowed` or `.notAnObject`.
+    public func validate() throws(PayloadError) {
+        try liveActivity?.validate()
         if let relevanceScore, !relevanceScore.isFinite { throw .nonFiniteNumber(key: "relevance-score") }
         if case .critical(_, let volume) = sound {
             guard volume.isFinite else { throw .nonFiniteNumber(key: "sound.volume") }
@@ -418,6 +505,7 @@ public struct PayloadBuilder: Sendable {
             writer.key(fixed: "relevance-score")
             do { try writer.double(relevanceScore) } catch { throw .nonFiniteNumber(key: "relevance-score") }
         }
+        if let liveActivity { try Self.write(liveActivity, into: &writer) }
         writer.endObject()
 
         for property in customProperties {
@@ -427,6 +515,42 @@ public struct PayloadBuilder: Sendable {
         }
         writer.endObject()
         return bodyRange
+    }
+
+    static func write(_ activity: LiveActivity, into writer: inout JSONWriter) throws(PayloadError) {
+        writer.key(fixed: "timestamp")
+        writer.int(Int64(activity.timestamp))
+        writer.key(fixed: "event")
+        writer.string(activity.event.rawValue)
+        if let contentState = activity.contentState {
+            writer.key(fixed: "content-state")
+            // validate() rejected non-finite numbers, so this cannot throw in practice.
+            do { try writer.value(contentState) } catch { throw .nonFiniteNumber(key: "content-state") }
+        }
+        if let staleDate = activity.staleDate {
+            writer.key(fixed: "stale-date")
+            writer.int(Int64(staleDate))
+        }
+        if let dismissalDate = activity.dismissalDate {
+            writer.key(fixed: "dismissal-date")
+            writer.int(Int64(dismissalDate))
+        }
+        if let attributesType = activity.attributesType {
+            writer.key(fixed: "attributes-type")
+            writer.string(attributesType)
+        }
+        if let attributes = activity.attributes {
+            writer.key(fixed: "attributes")
+            do { try writer.value(attributes) } catch { throw .nonFiniteNumber(key: "attributes") }
+        }
+        if activity.inputPushToken {
+            writer.key(fixed: "input-push-token")
+            writer.int(1)
+        }
+        if let inputPushChannel = activity.inputPushChannel {
+            writer.key(fixed: "input-push-channel")
+            writer.string(inputPushChannel)
+        }
     }
 
     static func writeStrings(_ strings: [String], into writer: inout JSONWriter) {

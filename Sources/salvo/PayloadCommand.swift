@@ -1,14 +1,18 @@
 import ArgumentParser
 import SalvoWire
 
-/// `salvo payload`: builds a payload and shows the frame it becomes, byte by byte.
+/// `salvo payload`: builds a payload and shows what goes on the wire: the binary frame,
+/// byte by byte, or the HTTP/2 request's header fields and body.
 struct PayloadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "payload",
-        abstract: "Build a payload and show its encoded frame as an annotated hex dump.",
+        abstract: "Build a payload and show its binary frame as an annotated hex dump, or its HTTP/2 request.",
         discussion: """
             With no payload options it shows an example. A body that makes the payload \
-            longer than --max-length is shortened, ending in "…", as the sender does.
+            longer than --max-length is shortened, ending in "…", as the sender does. \
+            --protocol h2 shows the request to Apple's HTTP/2 provider API instead of the frame; \
+            Live Activity pushes (--push-type liveactivity) take --event, --timestamp and the \
+            flags after them.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -33,69 +37,241 @@ struct PayloadCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("A property next to aps, as key=JSON (repeatable), e.g. --custom 'offer={\"id\":7}'.",
                                valueName: "key=json"))
     var custom: [String] = []
-    @Option(name: .customLong("max-length"), help: "The payload limit in bytes.") var maxLength = PayloadBuilder.binaryMaximumLength
+    @Option(name: .customLong("max-length"),
+            help: "The payload limit in bytes (default 2048; with --protocol h2, the push type's: 4096, 5120 for voip).")
+    var maxLength: Int?
     @Option(help: ArgumentHelp("The device token, 64 hex characters.", valueName: "hex")) var token: String?
-    @Option(help: "The notification format: frame (command 2), enhanced (1) or simple (0).") var format: Format = .frame
-    @Option(help: "The notification identifier (frame and enhanced).") var identifier: UInt32 = 1
-    @Option(help: "Expiry, UNIX seconds (frame and enhanced); 0 = do not store.") var expiry: UInt32?
-    @Option(help: "Priority, 10 (immediate) or 5 (power-saving); frame only.") var priority: UInt8?
+    @Option(help: "The notification format: frame (command 2, the default), enhanced (1) or simple (0); binary only.")
+    var format: Format?
+    @Option(help: "The notification identifier (frame and enhanced; default 1); binary only.") var identifier: UInt32?
+    @Option(help: "Expiry, UNIX seconds (frame, enhanced, or apns-expiration); 0 = do not store.") var expiry: UInt32?
+    @Option(help: "Priority: 10 (immediate) or 5 (power-saving), frame only; with --protocol h2 also 1 (background: 5).")
+    var priority: UInt8?
+
+    @Option(name: .customLong("protocol"), help: "binary (show the frame) or h2 (show the HTTP/2 request).")
+    var wireProtocol: WireProtocol = .binary
+
+    @OptionGroup(title: "HTTP/2 (--protocol h2)") var http2: HTTP2Flags
+    @OptionGroup(title: "Live Activity (--push-type liveactivity)") var liveActivity: LiveActivityFlags
+
+    /// The flags that only the HTTP/2 request has.
+    struct HTTP2Flags: ParsableArguments {
+        @Option(name: .customLong("push-type"), help: "apns-push-type (default alert); sets the payload limit.")
+        var pushType: APNsPushType?
+        @Option(help: ArgumentHelp("The app's bundle id; apns-topic adds the push type's suffix (.voip, ...).",
+                                   valueName: "bundle-id"))
+        var topic: String?
+        @Option(name: .customLong("collapse-id"), help: ArgumentHelp("apns-collapse-id, at most 64 bytes.", valueName: "id"))
+        var collapseID: String?
+        @Option(name: .customLong("apns-id"), help: ArgumentHelp("apns-id, a UUID.", valueName: "uuid"))
+        var apnsID: String?
+
+        var givenFlag: String? {
+            [(pushType != nil, "--push-type"), (topic != nil, "--topic"), (collapseID != nil, "--collapse-id"),
+             (apnsID != nil, "--apns-id")].first { $0.0 }?.1
+        }
+    }
+
+    /// The `aps` keys of a Live Activity push. Each flag is named after its key, which is
+    /// what lets `flagMessage` name the flag of a `PayloadError`.
+    struct LiveActivityFlags: ParsableArguments {
+        @Option(help: "What the push does to the activity.") var event: PayloadBuilder.LiveActivity.Event?
+        @Option(help: ArgumentHelp("UNIX seconds; required.", valueName: "seconds")) var timestamp: Int?
+        @Option(name: .customLong("content-state"),
+                help: ArgumentHelp("The activity's ContentState, a JSON object (start, update, end).", valueName: "json"))
+        var contentState: String?
+        @Option(name: .customLong("stale-date"), help: ArgumentHelp("When it goes stale, UNIX seconds.", valueName: "seconds"))
+        var staleDate: Int?
+        @Option(name: .customLong("dismissal-date"),
+                help: ArgumentHelp("When an ended activity leaves the Lock Screen, UNIX seconds (end).", valueName: "seconds"))
+        var dismissalDate: Int?
+        @Option(name: .customLong("relevance-score"), help: "Which of the app's activities shows first (higher wins).")
+        var relevanceScore: Double?
+        @Option(name: .customLong("attributes-type"), help: ArgumentHelp("The ActivityAttributes type (start).", valueName: "name"))
+        var attributesType: String?
+        @Option(help: ArgumentHelp("The ActivityAttributes, a JSON object (start).", valueName: "json"))
+        var attributes: String?
+        @Flag(name: .customLong("input-push-token"), help: "Ask the started activity for an update token (start).")
+        var inputPushToken = false
+        @Option(name: .customLong("input-push-channel"), help: ArgumentHelp("The broadcast channel to listen on (start).", valueName: "id"))
+        var inputPushChannel: String?
+
+        var givenFlag: String? {
+            [(event != nil, "--event"), (timestamp != nil, "--timestamp"), (contentState != nil, "--content-state"),
+             (staleDate != nil, "--stale-date"), (dismissalDate != nil, "--dismissal-date"),
+             (relevanceScore != nil, "--relevance-score"), (attributesType != nil, "--attributes-type"),
+             (attributes != nil, "--attributes"), (inputPushToken, "--input-push-token"),
+             (inputPushChannel != nil, "--input-push-channel")].first { $0.0 }?.1
+        }
+    }
+
+    var pushType: APNsPushType { http2.pushType ?? .alert }
+
+    /// The payload limit: `--max-length`, else the protocol's (the push type's for HTTP/2).
+    var limit: Int {
+        maxLength ?? (wireProtocol == .h2 ? pushType.payloadLimit : PayloadBuilder.binaryMaximumLength)
+    }
 
     /// Whether any option that shapes the payload was given; without one, the example is shown.
-    var describesPayload: Bool { body != nil || title != nil || badge != nil || sound != nil || !custom.isEmpty }
+    var describesPayload: Bool {
+        body != nil || title != nil || badge != nil || sound != nil || !custom.isEmpty || liveActivity.givenFlag != nil
+    }
 
     func validate() throws {
-        guard (1...Int(UInt16.max)).contains(maxLength) else {
+        if let maxLength, !(1...Int(UInt16.max)).contains(maxLength) {
             throw ValidationError("--max-length must be 1...65535 (the binary interface allows 2048)")
         }
-        if let priority, priority != 5, priority != 10 {
-            throw ValidationError("--priority must be 5 or 10")
+        switch wireProtocol {
+        case .binary:
+            if let flag = http2.givenFlag { throw ValidationError("\(flag) is for the HTTP/2 provider API (--protocol h2)") }
+            if let priority, priority != 5, priority != 10 {
+                throw ValidationError("--priority must be 5 or 10")
+            }
+            if priority != nil, let format, format != .frame {
+                throw ValidationError("only --format frame carries a priority; \(format.rawValue) notifications are always sent at 10")
+            }
+        case .h2:
+            if format != nil || identifier != nil {
+                throw ValidationError("--format and --identifier describe binary frames; leave them out with --protocol h2")
+            }
+            if let priority, ![10, 5, 1].contains(priority) {
+                throw ValidationError("--priority must be 10, 5 or 1")
+            }
+            if let priority, pushType == .background, priority != 5 {
+                throw ValidationError("--priority must be 5 for --push-type background (APNs refuses it at \(priority))")
+            }
+            if let maxLength, maxLength > pushType.payloadLimit {
+                throw ValidationError("--max-length \(maxLength) is over the \(pushType.payloadLimit) bytes APNs takes for --push-type \(pushType)")
+            }
+            if let collapseID = http2.collapseID, collapseID.utf8.count > APNsRequestHeader.collapseIdLimit {
+                throw ValidationError("--collapse-id is \(collapseID.utf8.count) bytes; APNs takes at most \(APNsRequestHeader.collapseIdLimit)")
+            }
+            if let apnsID = http2.apnsID, APNsID(apnsID) == nil {
+                throw ValidationError("--apns-id '\(apnsID)' is not a UUID (8-4-4-4-12 hex digits)")
+            }
         }
-        if priority != nil, format != .frame {
-            throw ValidationError("only --format frame carries a priority; \(format.rawValue) notifications are always sent at 10")
+        if pushType == .liveactivity {
+            if liveActivity.event == nil { throw ValidationError("--push-type liveactivity needs --event start|update|end") }
+            if liveActivity.timestamp == nil { throw ValidationError("--push-type liveactivity needs --timestamp (UNIX seconds)") }
+        } else if let flag = liveActivity.givenFlag {
+            let needs = wireProtocol == .h2 ? "--push-type liveactivity" : "--protocol h2 --push-type liveactivity"
+            throw ValidationError("\(flag) is for Live Activities: it needs \(needs)")
         }
         if let token {
             do { _ = try DeviceToken(hex: token) } catch { throw ValidationError("--token: \(error)") }
         }
-        _ = try customProperties()
+        do { try makeBuilder().validate() } catch { throw ValidationError(Self.flagMessage(error)) }
     }
 
     func run() async throws {
-        let example = !describesPayload
-        var builder = PayloadBuilder()
-        if example {
-            builder.alertBody = "Hello from Salvo"
-            builder.badge = 1
-            builder.sound = .default
-        } else {
-            builder.alertBody = body
-            builder.alertTitle = title
-            builder.badge = badge
-            builder.sound = sound.map(PayloadBuilder.Sound.named)
-        }
-        for (key, value) in try customProperties() {
-            do { try builder.setCustomProperty(key, value) } catch { throw ValidationError("--custom \(key): \(error)") }
-        }
-        let payload = try builder.build(maximumLength: maxLength)
+        // validate() has checked the builder; what can still go wrong is a payload too long to shorten.
+        let payload = try makeBuilder().build(maximumLength: limit)
         let deviceToken = try DeviceToken(hex: token ?? Self.exampleToken)
-        let priority = self.priority ?? (example && format == .frame ? 10 : nil)
+        if !describesPayload { print("Example (see `salvo payload --help` to build your own):\n") }
+        switch wireProtocol {
+        case .binary: try printFrame(payload: payload, token: deviceToken)
+        case .h2: printRequest(payload: payload, token: deviceToken)
+        }
+    }
 
-        let encoder = FrameEncoder(format: format.frameFormat, maximumPayloadLength: maxLength)
+    func printFrame(payload: [UInt8], token: DeviceToken) throws {
+        let format = self.format ?? .frame
+        let priority = self.priority ?? (!describesPayload && format == .frame ? 10 : nil)
+        let encoder = FrameEncoder(format: format.frameFormat, maximumPayloadLength: limit)
         var frame = [UInt8](repeating: 0, count: encoder.encodedLength(
             payloadLength: payload.count, hasExpiry: expiry != nil, hasPriority: priority != nil))
         _ = try payload.withUnsafeBytes { payloadBytes in
             try frame.withUnsafeMutableBytes { buffer in
-                try encoder.encode(token: deviceToken, payload: payloadBytes, identifier: identifier,
+                try encoder.encode(token: token, payload: payloadBytes, identifier: identifier ?? 1,
                                    expiry: expiry, priority: priority, into: buffer)
             }
         }
 
-        if example { print("Example (see `salvo payload --help` to build your own):\n") }
-        print("Payload, \(payload.count) bytes (limit \(maxLength)):")
+        print("Payload, \(payload.count) bytes (limit \(limit)):")
         print(String(decoding: payload, as: UTF8.self))
         print("\nFrame, \(frame.count) bytes:")
         for row in HexDump.rows(frame, fields: FrameAnnotation.fields(of: frame, format: format.frameFormat)) {
             print(row)
         }
+    }
+
+    func printRequest(payload: [UInt8], token: DeviceToken) {
+        print("Request header fields, HTTP/2:")
+        for (name, value) in requestHeaders(token: token, contentLength: payload.count) { print("\(name): \(value)") }
+        let shortened = maxLength.map { ", shortened to --max-length \($0)" } ?? ""
+        print("\nBody, \(payload.count) bytes (\(pushType) limit \(pushType.payloadLimit)\(shortened)):")
+        print(String(decoding: payload, as: UTF8.self))
+    }
+
+    /// The request's header fields, named and valued as the sender writes them. Left out:
+    /// `:authority` and `authorization` (the connection's), and the `apns-id` the sender
+    /// makes up when none is given. The sender leaves the length to the DATA frames;
+    /// `content-length` is shown for the byte count.
+    func requestHeaders(token: DeviceToken, contentLength: Int) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = [
+            (":method", "POST"), (":scheme", "https"), (":path", "\(APNsRequestHeader.devicePathPrefix)\(token.hex)"),
+            ("apns-push-type", pushType.name),
+        ]
+        if let topic = http2.topic { fields.append(("apns-topic", topic + (pushType.topicSuffix ?? ""))) }
+        // As the sender does: APNs's default priority, 10, is refused for a background push.
+        if let priority = priority ?? (pushType == .background ? 5 : nil) { fields.append(("apns-priority", "\(priority)")) }
+        if let expiry { fields.append(("apns-expiration", "\(expiry)")) }
+        if let collapseID = http2.collapseID { fields.append(("apns-collapse-id", collapseID)) }
+        if let apnsID = http2.apnsID.flatMap(APNsID.init) { fields.append(("apns-id", apnsID.description)) }
+        fields.append(("content-length", "\(contentLength)"))
+        return fields
+    }
+
+    /// The payload the flags describe (the example without any).
+    func makeBuilder() throws -> PayloadBuilder {
+        var builder = PayloadBuilder()
+        if describesPayload {
+            builder.alertBody = body
+            builder.alertTitle = title
+            builder.badge = badge
+            builder.sound = sound.map(PayloadBuilder.Sound.named)
+        } else {
+            builder.alertBody = "Hello from Salvo"
+            builder.badge = 1
+            builder.sound = .default
+        }
+        for (key, value) in try customProperties() {
+            do { try builder.setCustomProperty(key, value) } catch { throw ValidationError("--custom \(key): \(error)") }
+        }
+        builder.relevanceScore = liveActivity.relevanceScore
+        if let event = liveActivity.event, let timestamp = liveActivity.timestamp {
+            var activity = PayloadBuilder.LiveActivity(event: event, timestamp: timestamp)
+            activity.contentState = try liveActivity.contentState.map { try Self.json($0, flag: "--content-state") }
+            activity.staleDate = liveActivity.staleDate
+            activity.dismissalDate = liveActivity.dismissalDate
+            activity.attributesType = liveActivity.attributesType
+            activity.attributes = try liveActivity.attributes.map { try Self.json($0, flag: "--attributes") }
+            activity.inputPushToken = liveActivity.inputPushToken
+            activity.inputPushChannel = liveActivity.inputPushChannel
+            builder.liveActivity = activity
+        }
+        return builder
+    }
+
+    /// The message for a payload the builder refused, naming the flag to change: the Live
+    /// Activity flags have their keys' names.
+    static func flagMessage(_ error: some Error) -> String {
+        switch error as? PayloadError {
+        case .liveActivityFieldMissing(let key, let event)?:
+            "--event \(event) needs --\(key)"
+        case .liveActivityFieldNotAllowed(let key, let event, let allowedWith)?:
+            "--\(key) goes only with --event \(allowedWith), not \(event)"
+        case .notAnObject(let key)?:
+            "--\(key) must be a JSON object, e.g. --\(key) '{\"score\":2}'"
+        case .nonFiniteNumber(let key)?:
+            "--\(key.prefix { $0 != "." && $0 != "[" }): \(error)"
+        default:
+            "\(error)"
+        }
+    }
+
+    static func json(_ text: String, flag: String) throws -> JSONValue {
+        do { return try JSONValue(parsingCommandLine: text) } catch { throw ValidationError("\(flag): the value is not JSON (\(error))") }
     }
 
     /// The `--custom` options as key and value.
@@ -114,6 +290,8 @@ struct PayloadCommand: AsyncParsableCommand {
         }
     }
 }
+
+extension PayloadBuilder.LiveActivity.Event: ExpressibleByArgument {}
 
 /// Names the parts of an encoded notification, for `HexDump`.
 enum FrameAnnotation {
