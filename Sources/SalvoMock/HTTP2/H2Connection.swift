@@ -22,8 +22,6 @@ final class H2Connection: ServerConnection {
         var streamID: Int32
         var validation = RequestValidation()
         var digest = NotificationDigest()
-        /// With `recordRequests`: the token and headers, kept if the request is accepted.
-        var recorded: H2RecordedRequest?
         /// The error reason being sent as the body, if any.
         var answer: APNsReason?
         /// For 410: since when the token is gone (UNIX ms).
@@ -35,9 +33,8 @@ final class H2Connection: ServerConnection {
         var isHeld = false
         var inUse = true
 
-        init(streamID: Int32, recording: Bool) {
+        init(streamID: Int32) {
             self.streamID = streamID
-            if recording { recorded = H2RecordedRequest(token: "") }
         }
     }
 
@@ -66,6 +63,9 @@ final class H2Connection: ServerConnection {
     private let ordinal: Int
     private var session: OpaquePointer?
     private var slots: [Slot] = []
+    /// With `recordRequests` only, beside `slots` (so that slots stay plain values): each
+    /// stream's token and headers, kept if the request is accepted.
+    private var recordings: [H2RecordedRequest?] = []
     private var freeSlots: [Int32] = []
     private var output = OutputBuffer(capacity: 1 << 16)
     private var tally = Tally()
@@ -148,7 +148,7 @@ final class H2Connection: ServerConnection {
             switch result {
             case .bytes(let count):
                 now = Int64(time(nil))
-                readAt = .now()
+                if state.holdsAnswers { readAt = .now() }
                 let consumed = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count)
                 if isDropping {
                     drop()
@@ -304,13 +304,17 @@ final class H2Connection: ServerConnection {
     fileprivate func beginRequest(streamID: Int32) {
         guard !isDropping else { return }
         let index: Int
-        let slot = Slot(streamID: streamID, recording: state.recordRequests)
+        let slot = Slot(streamID: streamID)
         if let free = freeSlots.popLast() {
             index = Int(free)
             slots[index] = slot
         } else {
             index = slots.count
             slots.append(slot)
+        }
+        if state.recordRequests {
+            if recordings.count <= index { recordings.append(contentsOf: repeatElement(nil, count: index + 1 - recordings.count)) }
+            recordings[index] = H2RecordedRequest(token: "")
         }
         nghttp2_session_set_stream_user_data(session, streamID, UnsafeMutableRawPointer(bitPattern: index + 1))
         tally.streams += 1
@@ -322,7 +326,7 @@ final class H2Connection: ServerConnection {
             slots[index].validation.authorization = authorize(value, verifier)
         }
         slots[index].validation.header(header, value, allowedTopics: state.allowedTopics)
-        if state.recordRequests { slots[index].recorded?.take(header, value) }
+        if state.recordRequests { recordings[index]?.take(header, value) }
         if header == .path, state.recordAccepted, let token = slots[index].validation.token {
             token.withUnsafeBytes { slots[index].digest.add($0) }
         }
@@ -416,7 +420,7 @@ final class H2Connection: ServerConnection {
         } else {
             tally.accepted += 1
             if state.recordAccepted { tally.digests.append(slots[index].digest.value) }
-            if var recorded = slots[index].recorded {
+            if state.recordRequests, var recorded = recordings[index] {
                 recorded.token = slots[index].validation.token!.hex
                 tally.recorded.append(recorded)
             }
