@@ -85,15 +85,21 @@ protocol GatewayStatistics {
     var acceptedDigests: [UInt64]? { get set }
 }
 
-extension MockStatistics: GatewayStatistics {}
-extension H2Statistics: GatewayStatistics {}
+extension MockStatistics: GatewayStatistics, AcceptedCounts {}
+extension H2Statistics: GatewayStatistics, AcceptedCounts {}
 
-extension MockStatistics {
-    /// `acceptedDigests` as a set (empty without `recordAccepted`).
-    public var acceptedDigestSet: Set<UInt64> { Set(acceptedDigests ?? []) }
+/// What either mock gateway accepted and rejected: what a test or the demo compares with
+/// a sender's report.
+public protocol AcceptedCounts {
+    /// Notifications accepted (a resent one counts again).
+    var accepted: Int { get }
+    /// Notifications rejected.
+    var rejected: Int { get }
+    /// With `recordAccepted`: the digest of each accepted notification, sorted.
+    var acceptedDigests: [UInt64]? { get }
 }
 
-extension H2Statistics {
+extension AcceptedCounts {
     /// `acceptedDigests` as a set (empty without `recordAccepted`).
     public var acceptedDigestSet: Set<UInt64> { Set(acceptedDigests ?? []) }
 }

@@ -22,8 +22,6 @@ struct HeldAnswers {
     private var entries: [Entry] = []
     private var arrivals: UInt64 = 0
 
-    var isEmpty: Bool { entries.isEmpty }
-    var count: Int { entries.count }
     /// When the earliest answer is due.
     var earliest: Instant? { entries.first?.due }
 
