@@ -167,7 +167,7 @@ struct FailurePlanOptions: ParsableArguments {
 
     /// The first flag given that only the binary gateway understands.
     var binaryOnlyFlag: String? {
-        Self.firstGiven([
+        firstGivenFlag([
             ("--invalid-token", !invalidTokens.isEmpty), ("--invalid-token-suffix", invalidTokenSuffix != nil),
             ("--reject-status", rejectStatus != 8), ("--reject-probability", rejectProbability != nil),
             ("--shutdown-every", shutdownEvery != nil), ("--stall-jitter-ms", stallJitterMilliseconds != 0),
@@ -176,15 +176,12 @@ struct FailurePlanOptions: ParsableArguments {
 
     /// The first flag given that only the HTTP/2 gateway understands.
     var h2OnlyFlag: String? {
-        Self.firstGiven([
+        firstGivenFlag([
             ("--throttle-every", throttleEvery != nil), ("--unavailable-every", unavailableEvery != nil),
             ("--internal-error-every", internalErrorEvery != nil), ("--goaway-every", goawayEvery != nil),
             ("--response-delay-ms", responseDelay != nil),
         ])
     }
-
-    /// The first flag of `flags` whose condition holds.
-    static func firstGiven(_ flags: [(String, Bool)]) -> String? { flags.first { $0.1 }?.0 }
 
     static func hexBytes(_ text: String) -> [UInt8]? {
         let digits = Array(text.utf8)

@@ -29,7 +29,7 @@ struct H2MockOptions: ParsableArguments {
 
     /// The first of these flags that was given, for refusing it with the binary protocol.
     var givenFlag: String? {
-        FailurePlanOptions.firstGiven([
+        firstGivenFlag([
             ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
             ("--record-requests", recordRequests),
@@ -68,7 +68,7 @@ extension H2MockGateway.Environment: ExpressibleByArgument {}
 extension MockCommand {
     /// The first binary-only flag given, for refusing it with --protocol h2.
     var binaryOnlyFlag: String? {
-        failures.binaryOnlyFlag ?? FailurePlanOptions.firstGiven([
+        failures.binaryOnlyFlag ?? firstGivenFlag([
             ("--feedback-port", feedbackPort != nil), ("--feedback-tuple", !feedbackTuples.isEmpty),
             ("--receive-buffer-kib", receiveBufferKiB != nil), ("--ingest-probe", ingestProbe != nil),
         ])

@@ -67,8 +67,8 @@ struct PayloadCommand: AsyncParsableCommand {
         var apnsID: String?
 
         var givenFlag: String? {
-            [(pushType != nil, "--push-type"), (topic != nil, "--topic"), (collapseID != nil, "--collapse-id"),
-             (apnsID != nil, "--apns-id")].first { $0.0 }?.1
+            firstGivenFlag([("--push-type", pushType != nil), ("--topic", topic != nil), ("--collapse-id", collapseID != nil),
+                            ("--apns-id", apnsID != nil)])
         }
     }
 
@@ -97,11 +97,11 @@ struct PayloadCommand: AsyncParsableCommand {
         var inputPushChannel: String?
 
         var givenFlag: String? {
-            [(event != nil, "--event"), (timestamp != nil, "--timestamp"), (contentState != nil, "--content-state"),
-             (staleDate != nil, "--stale-date"), (dismissalDate != nil, "--dismissal-date"),
-             (relevanceScore != nil, "--relevance-score"), (attributesType != nil, "--attributes-type"),
-             (attributes != nil, "--attributes"), (inputPushToken, "--input-push-token"),
-             (inputPushChannel != nil, "--input-push-channel")].first { $0.0 }?.1
+            firstGivenFlag([("--event", event != nil), ("--timestamp", timestamp != nil), ("--content-state", contentState != nil),
+                            ("--stale-date", staleDate != nil), ("--dismissal-date", dismissalDate != nil),
+                            ("--relevance-score", relevanceScore != nil), ("--attributes-type", attributesType != nil),
+                            ("--attributes", attributes != nil), ("--input-push-token", inputPushToken),
+                            ("--input-push-channel", inputPushChannel != nil)])
         }
     }
 

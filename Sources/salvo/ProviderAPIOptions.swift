@@ -57,12 +57,11 @@ struct ProviderAPIOptions: ParsableArguments {
 
     /// The first of these flags given, for the message that says they need `--protocol h2`.
     var givenFlag: String? {
-        let given: [(Bool, String)] = [
-            (topic != nil, "--topic"), (pushType != .alert, "--push-type"), (priority != nil, "--priority"),
-            (expiration != nil, "--expiration"), (collapseID != nil, "--collapse-id"), (authKey != nil, "--auth-key"),
-            (keyID != nil, "--key-id"), (teamID != nil, "--team-id"), (maximumStreams != nil, "--max-streams"),
-        ]
-        return given.first { $0.0 }?.1
+        firstGivenFlag([
+            ("--topic", topic != nil), ("--push-type", pushType != .alert), ("--priority", priority != nil),
+            ("--expiration", expiration != nil), ("--collapse-id", collapseID != nil), ("--auth-key", authKey != nil),
+            ("--key-id", keyID != nil), ("--team-id", teamID != nil), ("--max-streams", maximumStreams != nil),
+        ])
     }
 
     func validate() throws {

@@ -72,3 +72,7 @@ var jemallocVersion: String {
     return total
     #endif
 }
+
+/// The first flag of `flags` whose condition holds: what a message about flags that do
+/// not go together names.
+func firstGivenFlag(_ flags: [(String, Bool)]) -> String? { flags.first { $0.1 }?.0 }
