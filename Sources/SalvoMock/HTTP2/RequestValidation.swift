@@ -169,46 +169,20 @@ struct MessageID {
     static let length = 36
     private var storage: (UInt64, UInt64, UInt64, UInt64, UInt32) = (0, 0, 0, 0, 0)
 
-    /// Nil unless `text` is a canonical UUID.
+    /// Nil unless `text` is a canonical UUID (`APNsID`'s rule).
     init?(_ text: UnsafeRawBufferPointer) {
-        guard text.count == Self.length else { return nil }
-        for (index, byte) in text.enumerated() {
-            let isHyphenPlace = index == 8 || index == 13 || index == 18 || index == 23
-            guard isHyphenPlace ? byte == UInt8(ascii: "-") : Self.isHex(byte) else { return nil }
-        }
+        guard APNsID(text: text) != nil else { return nil }
         withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: text) }
     }
 
     /// A version-4 UUID from 128 bits, in lowercase canonical form.
     init(random high: UInt64, _ low: UInt64) {
-        // Version 4 and the RFC 9562 variant.
-        let bits = ((high & ~0xF000) | 0x4000, (low & ~(0xC << 60)) | (0x8 << 60))
-        let digits = Self.digits
-        withUnsafeMutableBytes(of: &storage) { text in
-            withUnsafeBytes(of: (bits.0.bigEndian, bits.1.bigEndian)) { bytes in
-                var index = 0
-                for (position, byte) in bytes.enumerated() {
-                    if position == 4 || position == 6 || position == 8 || position == 10 {
-                        text[index] = UInt8(ascii: "-")
-                        index += 1
-                    }
-                    text[index] = digits.utf8Start[Int(byte >> 4)]
-                    text[index + 1] = digits.utf8Start[Int(byte & 0xF)]
-                    index += 2
-                }
-            }
-        }
+        withUnsafeMutableBytes(of: &storage) { APNsID(random: high, low).write(into: $0) }
     }
-
-    private static let digits: StaticString = "0123456789abcdef"
 
     /// Calls `body` with the 36 bytes of text.
     func withText<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[..<Self.length])) }
-    }
-
-    private static func isHex(_ byte: UInt8) -> Bool {
-        byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
     }
 }
 

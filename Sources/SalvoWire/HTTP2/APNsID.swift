@@ -31,7 +31,7 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
                 guard byte == UInt8(ascii: "-") else { return nil }
                 continue
             }
-            guard let value = Self.hexValue(byte) else { return nil }
+            guard let value = DeviceToken.nibble(byte) else { return nil }
             if digits < 16 { high = high << 4 | UInt64(value) } else { low = low << 4 | UInt64(value) }
             digits += 1
         }
@@ -70,13 +70,4 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     }
 
     private static let hexDigits: StaticString = "0123456789abcdef"
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }
