@@ -68,12 +68,15 @@ private protocol LinkOwner: AnyObject {
 /// ledger, the events and the sources in one place (`apply`).
 ///
 /// A protocol subclasses it (`GatewayConnection`: binary frames and error responses;
-/// `ProviderConnection`: HTTP/2 streams) and overrides the hooks marked as such.
+/// `ProviderConnection`: HTTP/2 streams) and overrides the hooks marked as such. Everything
+/// else is `final`: called directly (and specialized for the subclass's window) rather than
+/// through the class's table, and the machine is stored without an overridable accessor,
+/// which the write path touches for every record.
 class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     let lane: Lane
     unowned let shard: Shard
     let index: Int
-    var machine: ConnectionMachine<Link, Window>
+    final var machine: ConnectionMachine<Link, Window>
     /// The machine's window, held here too: the write path touches it for every record.
     let window: Window
     /// The last closed connection's TLS session: the next connection resumes it and skips
@@ -83,7 +86,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     /// What the last stall check saw on the active connection: the bytes the gateway's TCP
     /// had acknowledged, and whether bytes were waiting for it.
     private var stallCheck: (acknowledged: UInt64?, waiting: Bool) = (nil, false)
-    var ledger: DeliveryLedger { shard.ledger }
+    final var ledger: DeliveryLedger { shard.ledger }
 
     init(shard: Shard, index: Int, lane: Lane, window: Window, usesStandby: Bool) {
         self.shard = shard
@@ -129,7 +132,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
 
     // MARK: Events
 
-    func handleEvents(_ events: IOEvents, on link: Link) {
+    final func handleEvents(_ events: IOEvents, on link: Link) {
         shard.loop.assertInLoop()
         if !link.isHandshakeComplete {
             do {
@@ -189,13 +192,13 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         perform(machine.connectionLost(link, "the standby connection ended", permanentReason: nil))
     }
 
-    func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
+    final func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
         perform(machine.connectionLost(link, reason, permanentReason: permanent))
     }
 
     // MARK: Actions
 
-    func perform(_ actions: [ConnectionMachine<Link, Window>.Action]) {
+    final func perform(_ actions: [ConnectionMachine<Link, Window>.Action]) {
         for action in actions {
             switch action {
             case .connect:
@@ -294,19 +297,19 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     }
 
     /// Certificate, trust and protocol mismatches do not heal by retrying (`TLSError.Cause`).
-    func isPermanent(_ error: any Error) -> Bool {
+    final func isPermanent(_ error: any Error) -> Bool {
         guard let tls = error as? TLSError else { return false }
         return tls.cause.isPermanent
     }
 
-    func setInterest(_ link: Link, _ interest: IOEvents) {
+    final func setInterest(_ link: Link, _ interest: IOEvents) {
         guard let registration = link.registration else { return }
         try? shard.loop.setInterest(registration, interest)
     }
 
     /// Fails what waits in the staging ring and refuses more: the slot gave up, or the
     /// sender is cancelling.
-    func failUnwritten(_ reason: FailureReason) {
+    final func failUnwritten(_ reason: FailureReason) {
         shard.loop.assertInLoop()
         var settlement = Settlement()
         var failed = 0
@@ -324,7 +327,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         apply(settlement)
     }
 
-    func cancel() {
+    final func cancel() {
         perform(machine.cancel())
         failUnwritten(.cancelled)
     }
@@ -333,7 +336,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
 
     /// Applies what the window decided: the one place where notifications become final
     /// for the ledger, the events, the sources and the retained store.
-    func apply(_ settlement: Settlement, unreadable: String? = nil) {
+    final func apply(_ settlement: Settlement, unreadable: String? = nil) {
         if settlement.accepted > 0 { ledger.accepted.add(settlement.accepted, ordering: .relaxed) }
         for refused in settlement.refused {
             ledger.recordRejected(refused.rejection)
@@ -379,7 +382,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         }
     }
 
-    func publishOldestSequence() {
+    final func publishOldestSequence() {
         lane.oldestSequenceInWindow.store(window.oldestSequence ?? .max, ordering: .releasing)
     }
 
