@@ -219,14 +219,11 @@ public final class Sender: Sendable {
         do {
             let reader = try reader ?? source.makeReader()
             var turn = LaneTurn(lane: cursor.wrappingAdd(1, ordering: .relaxed).oldValue % growth.count)
-            while let notification = try reader.next() {
-                if try !tryPublish(notification, source: entry.id, turn: &turn) {
-                    try await untilTaken { () throws(SendError) -> Bool in
-                        try tryPublish(notification, source: entry.id, turn: &turn)
-                    }
+            while let waiting = try publishUntilFull(reader, source: entry.id, turn: &turn, published: &published) {
+                try await untilTaken { () throws(SendError) -> Bool in
+                    try tryPublish(waiting, source: entry.id, turn: &turn)
                 }
-                published += 1
-                submittedSequenceEnd.store(notification.position.sequence &+ 1, ordering: .releasing)
+                countPublished(waiting, &published)
             }
         } catch {
             stopped = error
@@ -240,6 +237,25 @@ public final class Sender: Sendable {
             await hub.waitForProgress(after: generation)
         }
         if let stopped { throw stopped }
+    }
+
+    /// Publishes what `reader` yields while a lane takes it at once, without suspending (a
+    /// notification held across a suspension lives in the task's heap frame, a copy per
+    /// notification); returns the first one no lane could take, nil at the reader's end.
+    private func publishUntilFull<Reader: NotificationReader>(
+        _ reader: Reader, source: SourceID, turn: inout LaneTurn, published: inout Int
+    ) throws -> SourceNotification? {
+        while let notification = try reader.next() {
+            guard try tryPublish(notification, source: source, turn: &turn) else { return notification }
+            countPublished(notification, &published)
+        }
+        return nil
+    }
+
+    @inline(__always)
+    private func countPublished(_ notification: SourceNotification, _ count: inout Int) {
+        count += 1
+        submittedSequenceEnd.store(notification.position.sequence &+ 1, ordering: .releasing)
     }
 
     /// Which lane a source's reader publishes to, and for how much longer.

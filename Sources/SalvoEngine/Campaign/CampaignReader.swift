@@ -79,37 +79,62 @@ public enum CampaignProtocol: Sendable, Hashable {
 /// `skip(throughLine:)`, and the reader must stay alive meanwhile. Copy them (the send
 /// path copies them into a frame or a staged request) before reading on.
 public struct CampaignItem {
-    /// The line this notification came from (1-based).
-    public var line: Int
-    /// Where the line starts in the file, in bytes.
-    public var offset: UInt64
-    /// The device token.
-    public var token: DeviceToken
-    /// The payload, minified JSON, at most the reader's `maximumPayloadLength` bytes (for
-    /// HTTP/2, at most its push type's limit).
-    public var payload: UnsafeRawBufferPointer
-    /// UNIX seconds after which APNs may discard the notification (`expiry` or
-    /// `expiration`), when given.
-    public var expiry: UInt32?
-    /// 10 (immediate) or 5 (power-saving), or 1 (lowest) for HTTP/2, when given.
-    public var priority: UInt8?
+    /// What the sender reads from the line: the notification and where it is.
+    public var notification: SourceNotification
     /// The JSONL line's `id` value exactly as written (a string keeps its quotes), when given.
     public var id: UnsafeRawBufferPointer?
+
+    /// The line this notification came from (1-based).
+    public var line: Int {
+        get { Int(notification.position.sequence) }
+        set { notification.position.sequence = UInt64(newValue) }
+    }
+    /// Where the line starts in the file, in bytes.
+    public var offset: UInt64 {
+        get { notification.position.offset }
+        set { notification.position.offset = newValue }
+    }
+    /// The device token.
+    public var token: DeviceToken {
+        get { notification.token }
+        set { notification.token = newValue }
+    }
+    /// The payload, minified JSON, at most the reader's `maximumPayloadLength` bytes (for
+    /// HTTP/2, at most its push type's limit).
+    public var payload: UnsafeRawBufferPointer {
+        get { notification.payload }
+        set { notification.payload = newValue }
+    }
+    /// UNIX seconds after which APNs may discard the notification (`expiry` or
+    /// `expiration`), when given.
+    public var expiry: UInt32? {
+        get { notification.expiry }
+        set { notification.expiry = newValue }
+    }
+    /// 10 (immediate) or 5 (power-saving), or 1 (lowest) for HTTP/2, when given.
+    public var priority: UInt8? {
+        get { notification.priority }
+        set { notification.priority = newValue }
+    }
     /// The HTTP/2 headers the line sets for itself; all nil when read for the binary protocol.
-    public var request: RequestFields
+    public var request: RequestFields {
+        get { notification.request }
+        set { notification.request = newValue }
+    }
+
+    public init(notification: SourceNotification, id: UnsafeRawBufferPointer? = nil) {
+        self.notification = notification
+        self.id = id
+    }
 
     public init(
         line: Int, offset: UInt64 = 0, token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil,
         priority: UInt8? = nil, id: UnsafeRawBufferPointer? = nil, request: RequestFields = RequestFields()
     ) {
-        self.line = line
-        self.offset = offset
-        self.token = token
-        self.payload = payload
-        self.expiry = expiry
-        self.priority = priority
+        notification = SourceNotification(token: token, payload: payload, expiry: expiry, priority: priority,
+                                          position: SourcePosition(offset: offset, sequence: UInt64(line)),
+                                          request: request)
         self.id = id
-        self.request = request
     }
 }
 
@@ -205,6 +230,8 @@ public final class CampaignReader {
     public private(set) var skippedLineCount = 0
 
     private var lines: LineReader
+    /// The `id` of the last JSONL line parsed, for `nextItem()`.
+    private var lastLineID: UnsafeRawBufferPointer?
     private let format: Format
     /// Holds the payload `nextItem()` hands out: rewritten per line for JSONL, written once
     /// (the shared payload) for a token list.
@@ -302,6 +329,9 @@ public final class CampaignReader {
         scratch.deallocate()
     }
 
+    /// The line being parsed, as a position to read it again from.
+    private var position: SourcePosition { SourcePosition(offset: lines.lineOffset, sequence: UInt64(lines.lineNumber)) }
+
     /// The number of lines read so far (the last line returned or skipped).
     public var linesRead: Int { lines.lineNumber }
 
@@ -313,9 +343,17 @@ public final class CampaignReader {
     /// - Throws: `CampaignError.badLine` for an unusable line under `.abort` (under
     ///   `.skip` it is recorded and reading goes on); `.lineTooLong`; `.io`.
     public func nextItem() throws(CampaignError) -> CampaignItem? {
+        guard let notification = try nextNotification() else { return nil }
+        return CampaignItem(notification: notification, id: lastLineID)
+    }
+
+    /// `nextItem()` without the line's `id` (left in `lastLineID`): what the sender reads.
+    /// A `SourceNotification` is small enough to be copied in registers; the item with its
+    /// `id` is not, and the send path copies what it reads a few times.
+    private func nextNotification() throws(CampaignError) -> SourceNotification? {
         while let line = try lines.nextLine() {
             do throws(LineProblem) {
-                if let item = try parse(line) { return item }
+                if let notification = try parse(line) { return notification }
             } catch {
                 try reject(error.reason)
             }
@@ -352,7 +390,7 @@ public final class CampaignReader {
     }
 
     /// An item for `line`, nil for a line to pass over (blank, comment).
-    private func parse(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> CampaignItem? {
+    private func parse(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> SourceNotification? {
         switch format {
         case .jsonl:
             return try parseJSONLine(line)
@@ -361,16 +399,17 @@ public final class CampaignReader {
         }
     }
 
-    private func parseTokenLine(_ line: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) throws(LineProblem) -> CampaignItem? {
+    private func parseTokenLine(_ line: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) throws(LineProblem) -> SourceNotification? {
         guard let first = Self.firstNonBlank(line), first != UInt8(ascii: "#") else { return nil }
+        lastLineID = nil
         do throws(DeviceTokenError) {
-            return CampaignItem(line: lines.lineNumber, offset: lines.lineOffset, token: try DeviceToken(hex: line), payload: payload)
+            return SourceNotification(token: try DeviceToken(hex: line), payload: payload, position: position)
         } catch {
             throw LineProblem(reason: error.description)
         }
     }
 
-    private func parseJSONLine(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> CampaignItem? {
+    private func parseJSONLine(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> SourceNotification? {
         guard Self.firstNonBlank(line) != nil else { return nil }
         // Read for HTTP/2: the push type the line is sent as, which sets its payload limit
         // and its priorities. Nil for the binary protocol.
@@ -414,12 +453,11 @@ public final class CampaignReader {
             request.collapseID = try collapseIDField(fields.collapseID, in: line)
             request.apnsID = try apnsIDField(fields.apnsID, in: line)
         }
-        let id = fields.id.flatMap { $0.kind == .null ? nil : $0.value(in: line) }
+        lastLineID = fields.id.flatMap { $0.kind == .null ? nil : $0.value(in: line) }
 
-        return CampaignItem(
-            line: lines.lineNumber, offset: lines.lineOffset, token: token,
-            payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]),
-            expiry: expiry, priority: priority, id: id, request: request)
+        return SourceNotification(
+            token: token, payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]),
+            expiry: expiry, priority: priority, position: position, request: request)
     }
 
     private static func token(_ member: JSONMember, in line: UnsafeRawBufferPointer) throws(LineProblem) -> DeviceToken {
@@ -769,10 +807,7 @@ public struct CampaignFile: NotificationSource {
 
 extension CampaignReader: NotificationReader {
     public func next() throws(CampaignError) -> SourceNotification? {
-        guard let item = try nextItem() else { return nil }
-        return SourceNotification(token: item.token, payload: item.payload, expiry: item.expiry, priority: item.priority,
-                                  position: SourcePosition(offset: item.offset, sequence: UInt64(item.line)),
-                                  request: item.request)
+        try nextNotification()
     }
 
     /// Moves to the line that starts at `position.offset`, numbered `position.sequence`.
