@@ -112,7 +112,7 @@ let package = Package(
         .testTarget(
             name: "SalvoEngineTests",
             dependencies: [
-                "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport", "CNghttp2",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

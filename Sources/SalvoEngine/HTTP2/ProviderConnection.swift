@@ -19,7 +19,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// Frames nghttp2 produced, waiting for `SSL_write`.
     private var output = OutputBuffer(capacity: 1 << 16)
     private var bodies: BodyArena
-    private var fields = HeaderFields(capacity: 12)
+    private var headers: RequestHeaders
     /// Per stream slot (`StreamWindow`'s): the answer so far, and its body in the arena.
     private var answers: [StreamAnswer] = []
     private var bodyNumbers: [UInt64] = []
@@ -29,20 +29,10 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// connection inside a callback would free the session under it).
     private var pending = PendingActions()
     private let readBuffer: UnsafeMutableRawBufferPointer
-    /// Header values of the request being submitted: `:path`, `apns-id`, the expiration.
-    private let values: UnsafeMutableRawBufferPointer
     /// A notification read again from its source, encoded as a record.
     private let rebuilt: UnsafeMutableRawBufferPointer
-    private let authority: [UInt8]
-    /// `apns-topic` per push type (the bundle id with the type's suffix); empty: none.
-    private let topics: [[UInt8]]
-    private let pushTypeNames: [[UInt8]]
-    /// `bearer <provider token>`, and the token's generation; empty with certificates.
-    private var authorization: [UInt8] = []
+    /// The generation of the provider token in `headers.authorization`.
     private var tokenGeneration: UInt32 = 0
-    /// Makes the `apns-id`s of notifications that name none: the same notification gets the
-    /// same id each time it is sent, within a run.
-    private let idSeed: UInt64
     private var random: SplitMix64
     private var lastStreamLimit = 0
     private var lastHeard: Instant = .now()
@@ -73,12 +63,9 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         self.options = options
         bodies = BodyArena(capacity: max(256 << 10, 4 * requests.maximumLength))
         readBuffer = .allocate(byteCount: 4 * GatewayConnection.recordSize, alignment: 64)
-        values = .allocate(byteCount: 256, alignment: 16)
         rebuilt = .allocate(byteCount: requests.maximumLength, alignment: 16)
-        authority = Array((configuration.serverName ?? configuration.host).utf8)
-        topics = APNsPushType.allCases.map { type in options.topic.map { Array(($0 + (type.topicSuffix ?? "")).utf8) } ?? [] }
-        pushTypeNames = APNsPushType.allCases.map { Array($0.name.utf8) }
-        idSeed = configuration.seed ^ UInt64.random(in: 0...UInt64.max)
+        headers = RequestHeaders(authority: configuration.serverName ?? configuration.host, topic: options.topic,
+                                 idSeed: configuration.seed ^ UInt64.random(in: 0...UInt64.max))
         random = SplitMix64(seed: configuration.seed &+ UInt64(shard.index * 1000 + index) &+ 0x4832)
         super.init(shard: shard, index: index, lane: lane,
                    window: StreamWindow(limits: .init(throttled: options.throttleRetries,
@@ -88,7 +75,6 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     deinit {
         readBuffer.deallocate()
-        values.deallocate()
         rebuilt.deallocate()
     }
 
@@ -239,47 +225,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         // The arena has room: the caller checked.
         bodyNumbers[Int(slot)] = bodies.store(record.payload)!
         answers[Int(slot)] = StreamAnswer()
-        headerFields(for: record, token: token, position: position, source: source)
-        _ = try session.submit(fields, bodyLength: record.payload.count, slot: slot)
-    }
-
-    /// The request's header fields. Values that vary are written into `values`, which
-    /// lives until nghttp2 has copied them (when the request is submitted).
-    private func headerFields(for record: RequestRecord, token: DeviceToken, position: SourcePosition, source: SourceID) {
-        fields.removeAll()
-        fields.add(":method", "POST")
-        fields.add(":scheme", "https")
-        authority.withUnsafeBytes { fields.add(":authority", $0) }
-        let prefix = APNsRequestHeader.devicePathPrefix
-        let pathLength = prefix.utf8CodeUnitCount + 2 * DeviceToken.byteCount
-        values.copyMemory(from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
-        token.writeHex(into: UnsafeMutableRawBufferPointer(rebasing: values[prefix.utf8CodeUnitCount..<pathLength]))
-        fields.addUnique(":path", UnsafeRawBufferPointer(rebasing: values[..<pathLength]))
-        if !authorization.isEmpty { authorization.withUnsafeBytes { fields.add("authorization", $0) } }
-        let pushType = record.pushType
-        if let topic = record.topic {
-            fields.add("apns-topic", topic)
-        } else if !topics[Int(pushType.rawValue)].isEmpty {
-            topics[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-topic", $0) }
-        }
-        pushTypeNames[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-push-type", $0) }
-        let idStart = pathLength
-        let id = record.apnsID ?? APNsID(random: SplitMix64.draw(seed: idSeed, key: position.sequence),
-                                         SplitMix64.draw(seed: idSeed ^ 0x1D, key: position.offset ^ UInt64(source) << 48))
-        id.write(into: UnsafeMutableRawBufferPointer(rebasing: values[idStart..<idStart + APNsID.textLength]))
-        fields.addUnique("apns-id", UnsafeRawBufferPointer(rebasing: values[idStart..<idStart + APNsID.textLength]))
-        if let expiry = record.expiry {
-            let start = idStart + APNsID.textLength
-            let count = writeDecimal(expiry, into: UnsafeMutableRawBufferPointer(rebasing: values[start...]))
-            fields.add("apns-expiration", UnsafeRawBufferPointer(rebasing: values[start..<start + count]))
-        }
-        switch record.priority {
-        case 10?: fields.add("apns-priority", "10")
-        case 5?: fields.add("apns-priority", "5")
-        case 1?: fields.add("apns-priority", "1")
-        default: break
-        }
-        if let collapse = record.collapseID { fields.add("apns-collapse-id", collapse) }
+        headers.make(for: record, position: position, source: source)
+        _ = try session.submit(headers.fields, bodyLength: record.payload.count, slot: slot)
     }
 
     /// Writes what nghttp2 produced; false when the socket is full (write interest armed).
@@ -313,7 +260,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         try? tokens.refreshIfDue()
         guard tokens.generation != tokenGeneration else { return }
         let current = tokens.token()
-        authorization = current.authorization
+        headers.authorization = current.authorization
         tokenGeneration = current.generation
     }
 
@@ -526,20 +473,4 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     override func armSettleTimer(again: Bool = false) { armRetryTimer() }
-}
-
-/// Writes `value` in decimal at the start of `destination`; returns the digit count.
-private func writeDecimal(_ value: UInt32, into destination: UnsafeMutableRawBufferPointer) -> Int {
-    var digits = 1
-    var rest = value / 10
-    while rest > 0 {
-        digits += 1
-        rest /= 10
-    }
-    var remaining = value
-    for place in stride(from: digits - 1, through: 0, by: -1) {
-        destination[place] = UInt8(ascii: "0") + UInt8(remaining % 10)
-        remaining /= 10
-    }
-    return digits
 }

@@ -1,0 +1,221 @@
+import CNghttp2
+import SalvoIO
+import SalvoWire
+import Testing
+@testable import SalvoEngine
+
+/// The request encoder, checked by an independent HPACK decoder: requests go through
+/// `RequestHeaders` and a `ClientSession` into bytes, and a fresh nghttp2 inflater (no
+/// session, no shared state with the encoder) decodes the HEADERS blocks found in them.
+@Suite struct RequestHeadersTests {
+    @Test func everyRequestDecodesToItsHeadersAndTheRepeatedOnesCostAFewBytes() throws {
+        let wire = RequestWire()
+        var headers = RequestHeaders(authority: "api.push.apple.com", topic: "com.example.app", idSeed: 42)
+        headers.authorization = Array("bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyMyJ9.e30.c2ln".utf8)
+        try wire.submit(&headers, token: 1, sequence: 1, payload: #"{"aps":{"alert":"one"}}"#)
+        let explicitID = APNsID(random: 0x0123_4567_89AB_CDEF, 0x0FED_CBA9_8765_4321)
+        try wire.submit(&headers, pushType: .voip, apnsID: explicitID, token: 2, sequence: 2,
+                        payload: #"{"aps":{}}"#, expiry: 1_767_225_600, priority: 5)
+        try wire.submit(&headers, pushType: .liveactivity, topic: "com.other.app.push-type.liveactivity",
+                        collapseID: "score", token: 3, sequence: 3, payload: #"{"aps":{"event":"update"}}"#, priority: 10)
+
+        let blocks = try HTTP2Frames(wire.output).headerBlocks()
+        try #require(blocks.count == 3)
+        let inflater = try Inflater()
+        let decoded = try blocks.map { try inflater.decode($0.block) }
+        let ids = decoded.map { fields in fields.first { $0.0 == "apns-id" }?.1 ?? "" }
+        let common: [(String, String)] = [(":method", "POST"), (":scheme", "https"), (":authority", "api.push.apple.com")]
+        let bearer = ("authorization", String(decoding: headers.authorization, as: UTF8.self))
+        #expect(decoded[0].map(Pair.init) == (common + [
+            (":path", "/3/device/" + deviceToken(1).hex), bearer, ("apns-topic", "com.example.app"),
+            ("apns-push-type", "alert"), ("apns-id", ids[0]),
+        ]).map(Pair.init))
+        #expect(decoded[1].map(Pair.init) == (common + [
+            (":path", "/3/device/" + deviceToken(2).hex), bearer, ("apns-topic", "com.example.app.voip"),
+            ("apns-push-type", "voip"), ("apns-id", explicitID.description), ("apns-expiration", "1767225600"),
+            ("apns-priority", "5"),
+        ]).map(Pair.init))
+        #expect(ids[0] != ids[2] && ids.allSatisfy { $0.count == 36 })
+        #expect(decoded[2].map(Pair.init) == (common + [
+            (":path", "/3/device/" + deviceToken(3).hex), bearer, ("apns-topic", "com.other.app.push-type.liveactivity"),
+            ("apns-push-type", "liveactivity"), ("apns-id", ids[2]), ("apns-priority", "10"),
+            ("apns-collapse-id", "score"),
+        ]).map(Pair.init))
+        // Each stream carries its payload as DATA, ending the stream.
+        #expect(blocks.map(\.body) == [#"{"aps":{"alert":"one"}}"#, #"{"aps":{}}"#, #"{"aps":{"event":"update"}}"#])
+
+        // What repeats is indexed: a request like the first, after it, no longer spells out
+        // the authority, the topic and the push type (about 40 bytes). Its `:path` and
+        // `apns-id` are never indexed (new every time), nor is `authorization`: nghttp2's
+        // deflater keeps credentials out of the table (the HTTP/2 speed issue weighs that).
+        try wire.submit(&headers, token: 4, sequence: 4, payload: #"{"aps":{"alert":"four"}}"#)
+        let again = try HTTP2Frames(wire.output).headerBlocks()
+        try #require(again.count == 4)
+        #expect(try inflater.decode(again[3].block).count == decoded[0].count)
+        #expect(again[3].block.count <= blocks[0].block.count - 35)
+    }
+
+    @Test func theSameNotificationGetsTheSameIDEachTimeAndOthersDiffer() throws {
+        let wire = RequestWire()
+        var headers = RequestHeaders(authority: "localhost", topic: nil, idSeed: 7)
+        for sequence: UInt64 in [10, 10, 11] {
+            try wire.submit(&headers, token: 5, sequence: sequence, payload: "{}")
+        }
+        let inflater = try Inflater()
+        let decoded = try HTTP2Frames(wire.output).headerBlocks().map { try inflater.decode($0.block) }
+        let ids = decoded.map { fields in fields.first { $0.0 == "apns-id" }?.1 }
+        #expect(ids[0] != nil && ids[0] == ids[1])
+        #expect(ids[0] != ids[2])
+        // Without a topic (certificate authentication), no apns-topic at all.
+        #expect(!decoded[0].contains { $0.0 == "apns-topic" })
+        #expect(decoded[0].contains { $0 == ("apns-push-type", "alert") })
+    }
+}
+
+private struct Pair: Equatable, CustomStringConvertible {
+    let name: String, value: String
+    init(_ pair: (String, String)) { (name, value) = pair }
+    var description: String { "\(name): \(value)" }
+}
+
+private func deviceToken(_ n: UInt8) -> DeviceToken {
+    (0..<UInt8(32)).map { n &+ $0 }.withUnsafeBytes { try! DeviceToken(bytes: $0) }
+}
+
+/// A client session whose requests are collected as bytes, with the gateway's SETTINGS
+/// received (so that every request goes out at once, not one stream at a time).
+private final class RequestWire: ClientSessionDelegate {
+    private var session: ClientSession!
+    private var bodies: [Int32: [UInt8]] = [:]
+    private var nextSlot: Int32 = 0
+    private(set) var output: [UInt8] = []
+
+    init() {
+        session = try! ClientSession(delegate: self)
+        // SETTINGS: MAX_CONCURRENT_STREAMS 1000.
+        let settings: [UInt8] = [0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0x03, 0xE8]
+        try! settings.withUnsafeBytes { try session.receive($0) }
+    }
+
+    /// Stages and submits one notification, and collects the bytes the session writes.
+    func submit(_ headers: inout RequestHeaders, pushType: APNsPushType? = nil, topic: String? = nil,
+                collapseID: String? = nil, apnsID: APNsID? = nil, token: UInt8, sequence: UInt64,
+                payload: String, expiry: UInt32? = nil, priority: UInt8? = nil) throws {
+        let builder = RequestRecordBuilder(defaultPushType: .alert, defaultExpiry: nil, defaultPriority: nil,
+                                           defaultCollapseID: [])
+        let payloadBytes = Array(payload.utf8), topicBytes = topic.map { Array($0.utf8) }
+        let collapseBytes = collapseID.map { Array($0.utf8) }
+        // The record holds copies of the payload, topic and collapse id: the buffers only
+        // need to live while it is made.
+        var record: [UInt8] = []
+        let position = SourcePosition(offset: sequence * 100, sequence: sequence)
+        try payloadBytes.withUnsafeBytes { payload in
+            try (topicBytes ?? []).withUnsafeBytes { topic in
+                try (collapseBytes ?? []).withUnsafeBytes { collapse in
+                    let request = RequestFields(pushType: pushType, topic: topicBytes == nil ? nil : topic,
+                                                collapseID: collapseBytes == nil ? nil : collapse, apnsID: apnsID)
+                    let notification = SourceNotification(token: deviceToken(token), payload: payload, expiry: expiry,
+                                                          priority: priority, position: position, request: request)
+                    record = [UInt8](repeating: 0, count: builder.length(of: notification))
+                    try record.withUnsafeMutableBytes { try builder.encode(notification, into: $0) }
+                }
+            }
+        }
+        try record.withUnsafeBytes { bytes in
+            headers.make(for: RequestRecord(bytes), position: position, source: 3)
+            let slot = nextSlot
+            nextSlot += 1
+            bodies[slot] = payloadBytes
+            _ = try session.submit(headers.fields, bodyLength: payloadBytes.count, slot: slot)
+            var buffer = OutputBuffer(capacity: 1 << 16)
+            try session.send(into: &buffer, limit: 1 << 16)
+            output += buffer.takeAll()
+        }
+    }
+
+    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        let body = bodies[slot] ?? []
+        body.withUnsafeBytes { destination.copyMemory(from: $0) }
+        return (body.count, true)
+    }
+
+    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {}
+    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {}
+    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {}
+    func requestNotSent(slot: Int32) {}
+    func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {}
+    func pingAcknowledged() {}
+    func settingsReceived(streamLimit: Int) {}
+}
+
+/// The frames of a client's byte stream (after the connection preface).
+private struct HTTP2Frames {
+    struct Request { var block: [UInt8]; var body: String }
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Each stream's header block (HEADERS and CONTINUATION joined) and its DATA, in order.
+    func headerBlocks() throws -> [Request] {
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        try #require(bytes.starts(with: preface))
+        var requests: [Int: Request] = [:]
+        var order: [Int] = []
+        var at = preface.count
+        while at + 9 <= bytes.count {
+            let length = Int(bytes[at]) << 16 | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2])
+            let type = bytes[at + 3], flags = bytes[at + 4]
+            let stream = Int(bytes[at + 5] & 0x7F) << 24 | Int(bytes[at + 6]) << 16 | Int(bytes[at + 7]) << 8 | Int(bytes[at + 8])
+            var payload = Array(bytes[at + 9..<at + 9 + length])
+            at += 9 + length
+            switch type {
+            case 0x1:  // HEADERS: padding and priority fields are not part of the block
+                if flags & 0x8 != 0 { payload = Array(payload[1..<payload.count - Int(payload[0])]) }
+                if flags & 0x20 != 0 { payload.removeFirst(5) }
+                order.append(stream)
+                requests[stream] = Request(block: payload, body: "")
+            case 0x9: requests[stream]?.block += payload
+            case 0x0: requests[stream]?.body += String(decoding: payload, as: UTF8.self)
+            default: break
+            }
+        }
+        #expect(at == bytes.count, "a frame is cut short")
+        return order.map { requests[$0]! }
+    }
+}
+
+/// nghttp2's HPACK inflater, on its own: one dynamic table for a connection's blocks.
+private final class Inflater {
+    private var inflater: OpaquePointer?
+
+    init() throws {
+        try #require(nghttp2_hd_inflate_new(&inflater) == 0)
+    }
+
+    deinit { nghttp2_hd_inflate_del(inflater) }
+
+    func decode(_ block: [UInt8]) throws -> [(String, String)] {
+        var fields: [(String, String)] = []
+        try block.withUnsafeBufferPointer { buffer in
+            var at = 0
+            while true {
+                var field = nghttp2_nv()
+                var flags: Int32 = 0
+                let used = nghttp2_hd_inflate_hd2(inflater, &field, &flags, buffer.baseAddress! + at, buffer.count - at, 1)
+                try #require(used >= 0, "HPACK error: \(String(cString: nghttp2_strerror(Int32(used))))")
+                at += used
+                if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0 {
+                    fields.append((String(decoding: UnsafeBufferPointer(start: field.name, count: field.namelen), as: UTF8.self),
+                                   String(decoding: UnsafeBufferPointer(start: field.value, count: field.valuelen), as: UTF8.self)))
+                }
+                if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
+                    nghttp2_hd_inflate_end_headers(inflater)
+                    break
+                }
+                if used == 0 && flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) == 0 { break }
+            }
+            #expect(at == buffer.count, "the block has bytes the inflater did not take")
+        }
+        return fields
+    }
+}
