@@ -3,7 +3,7 @@
 ///
 /// Everything written after the named notification was discarded and must be resent on a
 /// new connection. For `Status.shutdown` the named notification itself was accepted.
-public struct ErrorResponse: Hashable, Sendable, CustomStringConvertible {
+public struct ErrorResponse: FixedLengthRecord, Hashable, Sendable, CustomStringConvertible {
     /// The length of an error response on the wire.
     public static let byteCount = 6
     /// The command byte that starts an error response.
@@ -27,14 +27,6 @@ public struct ErrorResponse: Hashable, Sendable, CustomStringConvertible {
         destination.storeBytes(of: Self.command, as: UInt8.self)
         destination.storeBytes(of: status.rawValue, toByteOffset: 1, as: UInt8.self)
         destination.storeBytes(of: identifier.bigEndian, toByteOffset: 2, as: UInt32.self)
-    }
-
-    /// The 6 bytes as an array.
-    public var bytes: [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
-            encode(to: UnsafeMutableRawPointer(buffer.baseAddress!))
-            count = Self.byteCount
-        }
     }
 
     /// Reads a response from the start of `bytes`.

@@ -2,7 +2,7 @@
 ///
 /// The token stopped accepting notifications at `timestamp`. A provider should drop it
 /// only if the device has not registered the token again since then.
-public struct FeedbackTuple: Hashable, Sendable, CustomStringConvertible {
+public struct FeedbackTuple: FixedLengthRecord, Hashable, Sendable, CustomStringConvertible {
     /// The length of a tuple on the wire (32-byte token).
     public static let byteCount = 38
 
@@ -24,14 +24,6 @@ public struct FeedbackTuple: Hashable, Sendable, CustomStringConvertible {
         destination.storeBytes(of: timestamp.bigEndian, as: UInt32.self)
         destination.storeBytes(of: UInt16(32).bigEndian, toByteOffset: 4, as: UInt16.self)
         token.copyBytes(to: destination + 6)
-    }
-
-    /// The 38 bytes as an array.
-    public var bytes: [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
-            encode(to: UnsafeMutableRawPointer(buffer.baseAddress!))
-            count = Self.byteCount
-        }
     }
 
     public var description: String { "\(timestamp) \(token.hex)" }

@@ -455,16 +455,8 @@ struct Cursor {
     }
 
     mutating func object(depth: Int) throws(JSONScanError) {
-        guard depth <= JSONScanner.maximumDepth else {
-            throw JSONScanError(.nestingTooDeep(limit: JSONScanner.maximumDepth), at: position)
-        }
-        position += 1
-        skipWhitespace()
-        if peek() == UInt8(ascii: "}") {
-            position += 1
-            return
-        }
-        while true {
+        guard try enter(depth: depth, closedBy: UInt8(ascii: "}")) else { return }
+        repeat {
             guard peek() == UInt8(ascii: "\"") else { throw JSONScanError(.expected("a string key"), at: position) }
             _ = try string()
             skipWhitespace()
@@ -472,43 +464,41 @@ struct Cursor {
             position += 1
             skipWhitespace()
             _ = try value(depth: depth + 1)
-            skipWhitespace()
-            switch peek() {
-            case UInt8(ascii: ","):
-                position += 1
-                skipWhitespace()
-            case UInt8(ascii: "}"):
-                position += 1
-                return
-            default:
-                throw JSONScanError(.expected("',' or '}'"), at: position)
-            }
-        }
+        } while try moreMembers(closedBy: UInt8(ascii: "}"))
     }
 
     mutating func array(depth: Int) throws(JSONScanError) {
+        guard try enter(depth: depth, closedBy: UInt8(ascii: "]")) else { return }
+        repeat {
+            _ = try value(depth: depth + 1)
+        } while try moreMembers(closedBy: UInt8(ascii: "]"))
+    }
+
+    /// Steps over an object's or array's opening bracket; false when `close` ends it at once.
+    private mutating func enter(depth: Int, closedBy close: UInt8) throws(JSONScanError) -> Bool {
         guard depth <= JSONScanner.maximumDepth else {
             throw JSONScanError(.nestingTooDeep(limit: JSONScanner.maximumDepth), at: position)
         }
         position += 1
         skipWhitespace()
-        if peek() == UInt8(ascii: "]") {
+        guard peek() == close else { return true }
+        position += 1
+        return false
+    }
+
+    /// After a member: true past a comma (another member follows), false past `close`.
+    private mutating func moreMembers(closedBy close: UInt8) throws(JSONScanError) -> Bool {
+        skipWhitespace()
+        switch peek() {
+        case UInt8(ascii: ","):
             position += 1
-            return
-        }
-        while true {
-            _ = try value(depth: depth + 1)
             skipWhitespace()
-            switch peek() {
-            case UInt8(ascii: ","):
-                position += 1
-                skipWhitespace()
-            case UInt8(ascii: "]"):
-                position += 1
-                return
-            default:
-                throw JSONScanError(.expected("',' or ']'"), at: position)
-            }
+            return true
+        case close:
+            position += 1
+            return false
+        default:
+            throw JSONScanError(.expected("',' or '\(Character(UnicodeScalar(close)))'"), at: position)
         }
     }
 

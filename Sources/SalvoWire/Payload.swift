@@ -419,30 +419,11 @@ public struct PayloadBuilder: Sendable {
                     writer.key(fixed: "body")
                     bodyRange = writer.string(alertBody, prefixLength: bodyPrefixLength)
                 }
-                if let localizedTitleKey {
-                    writer.key(fixed: "title-loc-key")
-                    writer.string(localizedTitleKey)
-                }
-                if !localizedTitleArguments.isEmpty {
-                    writer.key(fixed: "title-loc-args")
-                    Self.writeStrings(localizedTitleArguments, into: &writer)
-                }
-                if let localizedSubtitleKey {
-                    writer.key(fixed: "subtitle-loc-key")
-                    writer.string(localizedSubtitleKey)
-                }
-                if !localizedSubtitleArguments.isEmpty {
-                    writer.key(fixed: "subtitle-loc-args")
-                    Self.writeStrings(localizedSubtitleArguments, into: &writer)
-                }
-                if let localizedAlertKey {
-                    writer.key(fixed: "loc-key")
-                    writer.string(localizedAlertKey)
-                }
-                if !localizedAlertArguments.isEmpty {
-                    writer.key(fixed: "loc-args")
-                    Self.writeStrings(localizedAlertArguments, into: &writer)
-                }
+                Self.writeLocalized(localizedTitleKey, "title-loc-key", localizedTitleArguments, "title-loc-args",
+                                    into: &writer)
+                Self.writeLocalized(localizedSubtitleKey, "subtitle-loc-key", localizedSubtitleArguments,
+                                    "subtitle-loc-args", into: &writer)
+                Self.writeLocalized(localizedAlertKey, "loc-key", localizedAlertArguments, "loc-args", into: &writer)
                 if !showActionButton {
                     writer.key(fixed: "action-loc-key")
                     writer.null()
@@ -550,6 +531,19 @@ public struct PayloadBuilder: Sendable {
         if let inputPushChannel = activity.inputPushChannel {
             writer.key(fixed: "input-push-channel")
             writer.string(inputPushChannel)
+        }
+    }
+
+    /// A localized string's key and its arguments, each under its name when given.
+    private static func writeLocalized(_ key: String?, _ keyName: StaticString, _ arguments: [String],
+                                       _ argumentsName: StaticString, into writer: inout JSONWriter) {
+        if let key {
+            writer.key(fixed: keyName)
+            writer.string(key)
+        }
+        if !arguments.isEmpty {
+            writer.key(fixed: argumentsName)
+            writeStrings(arguments, into: &writer)
         }
     }
 

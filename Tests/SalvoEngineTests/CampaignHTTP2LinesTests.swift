@@ -2,39 +2,6 @@ import SalvoWire
 import Testing
 @testable import SalvoEngine
 
-/// A line's HTTP/2 request fields, copied out of the reader's buffers.
-struct ReadRequest: Equatable {
-    var pushType: APNsPushType?
-    var topic: String?
-    var collapseID: String?
-    var apnsID: APNsID?
-
-    init(pushType: APNsPushType? = nil, topic: String? = nil, collapseID: String? = nil, apnsID: APNsID? = nil) {
-        self.pushType = pushType
-        self.topic = topic
-        self.collapseID = collapseID
-        self.apnsID = apnsID
-    }
-
-    init(_ fields: RequestFields) {
-        pushType = fields.pushType
-        topic = fields.topic.map { String(decoding: $0, as: UTF8.self) }
-        collapseID = fields.collapseID.map { String(decoding: $0, as: UTF8.self) }
-        apnsID = fields.apnsID
-    }
-}
-
-/// An item and its request fields.
-struct ReadHTTP2Item: Equatable {
-    var item: ReadItem
-    var request: ReadRequest
-
-    init(_ item: ReadItem, _ request: ReadRequest = ReadRequest()) {
-        self.item = item
-        self.request = request
-    }
-}
-
 @Suite struct CampaignHTTP2LinesTests {
     let directory: CampaignScratchDirectory
 
@@ -46,12 +13,6 @@ struct ReadHTTP2Item: Equatable {
                 onBadLine: BadLinePolicy = .abort) throws -> CampaignReader {
         let path = try directory.write("campaign.jsonl", text)
         return try CampaignReader(.jsonl(path), for: campaignProtocol, onBadLine: onBadLine)
-    }
-
-    func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadHTTP2Item] {
-        var items: [ReadHTTP2Item] = []
-        while let item = try reader.nextItem() { items.append(ReadHTTP2Item(ReadItem(item), ReadRequest(item.request))) }
-        return items
     }
 
     /// The error that stops reading `text` under `.abort`, as the user sees it; nil when every line is good.
@@ -86,13 +47,12 @@ struct ReadHTTP2Item: Equatable {
             """)
         let id = try #require(APNsID(Self.uuid))
         #expect(try readAll(reader) == [
-            ReadHTTP2Item(ReadItem(line: 1, token: campaignToken(1), payload: #"{"aps":{}}"#, expiry: 1_767_225_600, priority: 1, id: "7"),
-                          ReadRequest(pushType: .voip, topic: "com.example.app.voip", collapseID: "score-1", apnsID: id)),
-            ReadHTTP2Item(ReadItem(line: 2, token: campaignToken(2), payload: #"{"aps":{}}"#, expiry: 0, priority: 5),
-                          ReadRequest(pushType: .background)),
-            ReadHTTP2Item(ReadItem(line: 3, token: campaignToken(3), payload: #"{"aps":{}}"#)),
-            ReadHTTP2Item(ReadItem(line: 4, token: campaignToken(4), payload: #"{"aps":{}}"#),
-                          ReadRequest(topic: "A-b_9.c", apnsID: id)),
+            ReadItem(line: 1, token: campaignToken(1), payload: #"{"aps":{}}"#, expiry: 1_767_225_600, priority: 1, id: "7",
+                     request: ReadRequest(pushType: .voip, topic: "com.example.app.voip", collapseID: "score-1", apnsID: id)),
+            ReadItem(line: 2, token: campaignToken(2), payload: #"{"aps":{}}"#, expiry: 0, priority: 5,
+                     request: ReadRequest(pushType: .background)),
+            ReadItem(line: 3, token: campaignToken(3), payload: #"{"aps":{}}"#),
+            ReadItem(line: 4, token: campaignToken(4), payload: #"{"aps":{}}"#, request: ReadRequest(topic: "A-b_9.c", apnsID: id)),
         ])
         #expect(reader.skippedLineCount == 0)
     }
@@ -128,10 +88,10 @@ struct ReadHTTP2Item: Equatable {
     @Test func expirationIsExpiryByItsHTTP2NameInBothProtocols() throws {
         let text = line(1, #", "expiration": 1767225600"#)
         for campaignProtocol in [CampaignProtocol.http2(defaultPushType: .alert), .binary(maximumPayloadLength: 2048)] {
-            #expect(try readAll(try reader(text, for: campaignProtocol)).map(\.item.expiry) == [1_767_225_600])
+            #expect(try readAll(try reader(text, for: campaignProtocol)).map(\.expiry) == [1_767_225_600])
             // null means absent, so one of the two given is no conflict.
             #expect(try readAll(try reader(line(1, #", "expiry": null, "expiration": 5"#), for: campaignProtocol))
-                .map(\.item.expiry) == [5])
+                .map(\.expiry) == [5])
             #expect(try firstError(line(1, #", "expiry": 1, "expiration": 1"#), for: campaignProtocol)
                 == #"line 1: "expiry" and "expiration" are the same field; give one of them"#)
         }
@@ -142,7 +102,7 @@ struct ReadHTTP2Item: Equatable {
         let reader = try reader("""
             \(line(1, #", "push_type": "bogus", "topic": 5, "topic": "..", "collapse_id": "\#(String(repeating: "c", count: 100))", "apns_id": "x", "priority": 10"#))
             """, for: .binary(maximumPayloadLength: 2048))
-        #expect(try readAll(reader) == [ReadHTTP2Item(ReadItem(line: 1, token: campaignToken(1), payload: #"{"aps":{}}"#, priority: 10))])
+        #expect(try readAll(reader) == [ReadItem(line: 1, token: campaignToken(1), payload: #"{"aps":{}}"#, priority: 10)])
         // Its rules stay: priority 5 or 10, its own payload limit.
         #expect(try firstError(line(1, #", "priority": 1"#), for: .binary(maximumPayloadLength: 2048))
             == #"line 1: "priority" must be 5 or 10, not 1"#)
@@ -206,7 +166,7 @@ struct ReadHTTP2Item: Equatable {
         // Without a priority the sender sends 5; 5 itself is fine.
         let reader = try reader("\(line(1))\n\(line(2, #", "priority": 5"#))\n\(line(3, #", "push_type": "alert", "priority": 10"#))",
                                 for: background)
-        #expect(try readAll(reader).map(\.item.priority) == [nil, 5, 10])
+        #expect(try readAll(reader).map(\.priority) == [nil, 5, 10])
         // The default push type counts as the line's when it names none.
         #expect(try firstError(line(1, #", "priority": 10"#), for: background)
             == #"line 1: "priority" must be 5 for a background push, not 10"#)
@@ -262,7 +222,7 @@ struct ReadHTTP2Item: Equatable {
             \(line(7, #", "push_type": "background", "priority": 10"#))
             """, onBadLine: .skip)
         let items = try readAll(reader)
-        #expect(items.map(\.item.line) == [1, 6])
+        #expect(items.map(\.line) == [1, 6])
         #expect(items.map(\.request) == [ReadRequest(pushType: .voip), ReadRequest(topic: "com.example.app")])
         #expect(reader.skippedLines.map(\.line) == [2, 3, 5, 7])
         #expect(reader.skippedLines[1] == BadLine(line: 3, reason: #""collapse_id" is 65 bytes; the limit is 64"#))

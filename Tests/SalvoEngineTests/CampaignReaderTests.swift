@@ -35,19 +35,14 @@ struct ReadItem: Equatable {
     var line: Int
     var token: String
     var payload: String
-    var expiry: UInt32?
-    var priority: UInt8?
-    var id: String?
+    var expiry: UInt32? = nil
+    var priority: UInt8? = nil
+    var id: String? = nil
+    var request = ReadRequest()
+}
 
-    init(line: Int, token: String, payload: String, expiry: UInt32? = nil, priority: UInt8? = nil, id: String? = nil) {
-        self.line = line
-        self.token = token
-        self.payload = payload
-        self.expiry = expiry
-        self.priority = priority
-        self.id = id
-    }
-
+extension ReadItem {
+    // In an extension, so that the memberwise initializer stays.
     init(_ item: CampaignItem) {
         line = item.line
         token = item.token.hex
@@ -55,6 +50,25 @@ struct ReadItem: Equatable {
         expiry = item.expiry
         priority = item.priority
         id = item.id.map { String(decoding: $0, as: UTF8.self) }
+        request = ReadRequest(item.request)
+    }
+}
+
+/// A line's HTTP/2 request fields, copied out of the reader's buffers.
+struct ReadRequest: Equatable {
+    var pushType: APNsPushType? = nil
+    var topic: String? = nil
+    var collapseID: String? = nil
+    var apnsID: APNsID? = nil
+}
+
+extension ReadRequest {
+    // In an extension, so that the memberwise initializer stays.
+    init(_ fields: RequestFields) {
+        pushType = fields.pushType
+        topic = fields.topic.map { String(decoding: $0, as: UTF8.self) }
+        collapseID = fields.collapseID.map { String(decoding: $0, as: UTF8.self) }
+        apnsID = fields.apnsID
     }
 }
 

@@ -56,6 +56,16 @@ import Testing
         return (machine, a, b)
     }
 
+    /// A machine without a standby, its connection `a` open.
+    static func openWithoutStandby() -> (Machine, FakeLink) {
+        var machine = machine(standby: false)
+        let a = FakeLink("a")
+        _ = machine.start()
+        machine.connectStarted(a)
+        _ = machine.handshakeCompleted(a)
+        return (machine, a)
+    }
+
     static let rejection = ErrorResponse(status: .invalidToken, identifier: 1)
 
     /// Writes one notification on the open connection so that an error can name it.
@@ -121,11 +131,7 @@ import Testing
     }
 
     @Test func withoutAStandbyAnErrorResponseReconnectsAtOnce() {
-        var machine = Self.machine(standby: false)
-        let a = FakeLink("a")
-        _ = machine.start()
-        machine.connectStarted(a)
-        _ = machine.handshakeCompleted(a)
+        var machine = Self.openWithoutStandby().0
         Self.writeOne(machine)
         #expect(Self.words(machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)) == ["settle", "close a", "connect"])
     }
@@ -169,11 +175,8 @@ import Testing
     }
 
     @Test func aSilentDropBacksOffUnlessAStandbyIsReady() {
-        var machine = Self.machine(standby: false)
-        let a = FakeLink("a")
-        _ = machine.start()
-        machine.connectStarted(a)
-        _ = machine.handshakeCompleted(a)
+        let (opened, a) = Self.openWithoutStandby()
+        var machine = opened
         #expect(Self.words(machine.connectionLost(a, "reset", permanentReason: nil)) == ["settle", "close a", "reconnect 0.01 seconds"])
 
         let (initial, c, d) = Self.openWithStandby()

@@ -94,12 +94,16 @@ import Testing
             waitFrom: 0, streamEnd: 0)
     }
 
-    @Test func theReplayerReadsARunAgainAndNamesOneOfItsNotifications() throws {
+    /// A file of 40 tokens (65 bytes a line), registered as a source, and a replayer for it.
+    func replayingFortyTokens() throws -> (SourceRegistry, SourceRegistry.Entry, Replayer, RetainedStore) {
         let path = try directory.write("tokens.txt", (1...40).map { campaignToken($0) }.joined(separator: "\n") + "\n")
         let sources = SourceRegistry()
         let entry = sources.register(CampaignFile(.tokens(path, payload: Array(#"{"a":1}"#.utf8))))
-        let replayer = Replayer(sources: sources)
-        let retained = RetainedStore(byteCapacity: 8192, maximumPayloadLength: 256)
+        return (sources, entry, Replayer(sources: sources), RetainedStore(byteCapacity: 8192, maximumPayloadLength: 256))
+    }
+
+    @Test func theReplayerReadsARunAgainAndNamesOneOfItsNotifications() throws {
+        let (_, entry, replayer, retained) = try replayingFortyTokens()
         let run = Self.run(source: entry.id, at: SourcePosition(offset: 10 * 65, sequence: 11), count: 10, skip: 2)
 
         var sequences: [UInt64] = []
@@ -122,11 +126,7 @@ import Testing
     }
 
     @Test func aSourceThatChangedIsAClearErrorNotAWrongResend() throws {
-        let path = try directory.write("tokens.txt", (1...40).map { campaignToken($0) }.joined(separator: "\n") + "\n")
-        let sources = SourceRegistry()
-        let entry = sources.register(CampaignFile(.tokens(path, payload: Array(#"{"a":1}"#.utf8))))
-        let replayer = Replayer(sources: sources)
-        let retained = RetainedStore(byteCapacity: 8192, maximumPayloadLength: 256)
+        let (sources, entry, replayer, retained) = try replayingFortyTokens()
         // The file now holds other lines at that offset: a comment line shifts everything.
         try directory.write("tokens.txt", "# edited\n" + (1...40).map { campaignToken($0) }.joined(separator: "\n") + "\n")
         let run = Self.run(source: entry.id, at: SourcePosition(offset: 10 * 65, sequence: 11), count: 3)

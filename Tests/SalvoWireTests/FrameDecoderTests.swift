@@ -14,14 +14,7 @@ struct FrameDecoderTests {
         01 deadbeef 6553f100 0020 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
         0016 7b22617073223a7b22616c657274223a224869227d7d
         """)
-    static let frameGolden = wireHex("""
-        02 0000004e
-        01 0020 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
-        02 0016 7b22617073223a7b22616c657274223a224869227d7d
-        03 0004 deadbeef
-        04 0004 6553f100
-        05 0001 0a
-        """)
+    static let frameGolden = WireFixture.frameGolden
     /// Items in reverse order, no expiry: order is free in command 2.
     static let frameReorderedGolden = wireHex("""
         02 00000047

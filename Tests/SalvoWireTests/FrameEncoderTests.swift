@@ -35,11 +35,8 @@ struct FrameEncoderTests {
             000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
             0016 7b22617073223a7b22616c657274223a224869227d7d
             """)
-        let encoder = FrameEncoder(format: .enhanced)
-        let encoded = encodeFrame(
-            encoder, token: WireFixture.token, payload: payload,
-            identifier: WireFixture.identifier, expiry: WireFixture.expiry, priority: 5)
-        #expect(encoded == golden)
+        #expect(encodeFrame(FrameEncoder(format: .enhanced), token: WireFixture.token, payload: payload,
+                            identifier: WireFixture.identifier, expiry: WireFixture.expiry, priority: 5) == golden)
     }
 
     @Test("command 1 writes expiry 0 when none is given")
@@ -55,14 +52,7 @@ struct FrameEncoderTests {
 
     @Test("command 2 with all five items: 61 + N bytes, frameLength 56 + N")
     func frameAllItemsGolden() {
-        let golden = wireHex("""
-            02 0000004e
-            01 0020 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
-            02 0016 7b22617073223a7b22616c657274223a224869227d7d
-            03 0004 deadbeef
-            04 0004 6553f100
-            05 0001 0a
-            """)
+        let golden = WireFixture.frameGolden
         let encoder = FrameEncoder()
         #expect(encoder.format == .frame)
         let encoded = encodeFrame(

@@ -36,18 +36,6 @@ private func scanError(_ bytes: [UInt8]) -> JSONScanError? {
     }
 }
 
-/// A small deterministic generator so failures reproduce.
-private struct MutationRNG: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite("JSONScanner")
 struct JSONScannerTests {
     static let token = "00112233445566778899aabbccddeeff0123456789abcdeffedcba9876543210"
@@ -347,7 +335,7 @@ struct JSONScannerTests {
     @Test func mutatedLinesWeAcceptFoundationAcceptsToo() throws {
         let seed = #"{"token":"abc","payload":{"aps":{"alert":"h\u00e9 \"q\"","badge":1},"x":[1.5,-2e3,true,null]},"n":0}"#
         let alphabet = Array(#"{}[]:,"\ 0123456789.eE+-tfnulrsa"#.utf8) + [0x09, 0x0A, 0xC3, 0xA9, 0x80]
-        var generator = MutationRNG(state: 0x5A17_0C0D_E5EE_D001)
+        var generator = SplitMix64(seed: 0x5A17_0C0D_E5EE_D001)
         var accepted = 0
         for _ in 0..<3000 {
             var bytes = Array(seed.utf8)

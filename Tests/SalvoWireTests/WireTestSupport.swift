@@ -38,6 +38,15 @@ enum WireFixture {
     static let identifier: UInt32 = 0xDEAD_BEEF
     /// 2023-11-14T22:13:20Z.
     static let expiry: UInt32 = 1_700_000_000  // 0x6553f100
+    /// Command 2 with all five items (token, payload, identifier, expiry, priority 10).
+    static let frameGolden = wireHex("""
+        02 0000004e
+        01 0020 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+        02 0016 7b22617073223a7b22616c657274223a224869227d7d
+        03 0004 deadbeef
+        04 0004 6553f100
+        05 0001 0a
+        """)
 
     static func randomToken(_ rng: inout SplitMix64) -> DeviceToken {
         var bytes = [UInt8](repeating: 0, count: 32)
@@ -55,23 +64,17 @@ struct DecodedRecord: Hashable, CustomStringConvertible {
     var token: [UInt8]
     var payload: [UInt8]
 
-    init(format: FrameFormat, identifier: UInt32, expiry: UInt32?, priority: UInt8?, token: [UInt8], payload: [UInt8]) {
-        self.format = format
-        self.identifier = identifier
-        self.expiry = expiry
-        self.priority = priority
-        self.token = token
-        self.payload = payload
+    var description: String {
+        "\(format) id=\(identifier) expiry=\(expiry.map(String.init) ?? "nil") priority=\(priority.map(String.init) ?? "nil") payload=\(payload.count)B"
     }
+}
 
+extension DecodedRecord {
+    // In an extension, so that the memberwise initializer stays.
     init(_ notification: DecodedNotification) {
         self.init(
             format: notification.format, identifier: notification.identifier, expiry: notification.expiry,
             priority: notification.priority, token: Array(notification.token), payload: Array(notification.payload))
-    }
-
-    var description: String {
-        "\(format) id=\(identifier) expiry=\(expiry.map(String.init) ?? "nil") priority=\(priority.map(String.init) ?? "nil") payload=\(payload.count)B"
     }
 }
 
