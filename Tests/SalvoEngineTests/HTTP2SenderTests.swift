@@ -260,6 +260,41 @@ extension HTTP2SenderTests {
         #expect(report.failedByReason.keys.allSatisfy { $0 == "authentication_failed" }, "\(report.failedByReason)")
     }
 
+    /// Another sender's token for the team was adopted a minute before ours: APNs answers
+    /// every request 429 TooManyProviderTokenUpdates. That is the token's fault, not the
+    /// notifications': after the throttle retries of one, the run stops saying so, having
+    /// sent little (one stream at a time until a token is taken), and nothing is lost.
+    @Test func aTokenRefusedAsAnUpdateTooSoonStopsTheRunInsteadOfThrottlingEveryNotification() async throws {
+        let (rig, first) = try Self.tokenRig(clock: MovableClock(offset: 0).read)
+        let (firstReport, _) = try await Self.send(first, count: 10)
+        #expect(firstReport.accepted == 10)
+
+        var second = first
+        second.tokenClock = MovableClock(offset: 60).read
+        guard case .http2(var options) = second.transport else { return }
+        options.throttleBackoff = Backoff(initial: .milliseconds(1), maximum: .milliseconds(4))
+        options.throttleRetries = 2
+        second.transport = .http2(options)
+        let sender = try Sender(second)
+        var thrown: SendError?
+        do {
+            try await sender.send(contentsOf: Self.list(100_000))
+        } catch {
+            thrown = error as? SendError
+        }
+        let report = await sender.finish(timeout: .seconds(30))
+        guard case .credentialsRefused(let reason)? = thrown else {
+            Issue.record("expected credentialsRefused, got \(String(describing: thrown))")
+            return
+        }
+        #expect(reason.contains("TooManyProviderTokenUpdates") && reason.contains(Self.teamID), "\(reason)")
+        #expect(report.isComplete && report.accepted == 0 && report.submitted < 100_000)
+        #expect(report.failedByReason.keys.allSatisfy { $0 == "authentication_failed" }, "\(report.failedByReason)")
+        let refused = rig.gateway.statistics().rejected(.tooManyProviderTokenUpdates)
+        #expect(refused >= 3 && refused <= 3 * second.maximumConnectionsPerShard * second.shards,
+                "one stream per connection (no token taken yet), three tries: \(refused)")
+    }
+
     @Test func internalServerErrorsAreRetriedOnAnotherConnection() async throws {
         let rig = try H2LoopbackRig(plan: H2FailurePlan(internalErrorEvery: 50))
         let (report, _) = try await Self.send(rig.senderConfiguration(), count: 1000)

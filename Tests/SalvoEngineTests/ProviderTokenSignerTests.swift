@@ -68,6 +68,22 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
         #expect(token.authorization == Array("bearer \(token.text)".utf8))
         let parsed = try Array(token.text.utf8).withUnsafeBytes { try ProviderToken.parse($0) }
         #expect(parsed.token == ProviderToken(keyID: AuthKey.keyID, teamID: AuthKey.teamID, issuedAt: start))
+
+        // The JSON exactly as APNs documents it.
+        let parts = token.text.split(separator: ".").map { part in
+            Array(part.utf8).withUnsafeBytes { Base64URL.decode($0).map { String(decoding: $0, as: UTF8.self) } }
+        }
+        #expect(parts.count == 3)
+        #expect(parts[0] == #"{"alg":"ES256","kid":"ABCDE12345"}"#)
+        #expect(parts[1] == #"{"iss":"TEAM123456","iat":1700000000}"#)
+
+        // The verifier is not a rubber stamp: another key's, or another team's, refuses it.
+        let otherKey = try ProviderTokenVerifier(authKeyPEM: P256.Signing.PrivateKey().pemRepresentation,
+                                                 keyID: AuthKey.keyID, teamID: AuthKey.teamID)
+        let otherTeam = try ProviderTokenVerifier(authKeyPEM: AuthKey.pem, keyID: AuthKey.keyID, teamID: "TEAM999999")
+        for verifier in [otherKey, otherTeam] {
+            #expect(Array(token.text.utf8).withUnsafeBytes { verifier.verify($0, now: start) } == .invalid)
+        }
     }
 
     @Test func theSameTokenServesUntilFiftyMinutesThenANewOneThatVerifies() throws {
@@ -105,6 +121,11 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
         }
         #expect(signer.generation == 2)
 
+        // Nor does a 403 for the token just renewed: that is the clock, not the token.
+        clock.set(renewed + ProviderToken.minimumRefreshInterval - 1)
+        #expect(try signer.expired(generation: 2) == .clockSkew(age: ProviderToken.minimumRefreshInterval - 1))
+        #expect(signer.generation == 2)
+
         // A clock that goes back renews nothing.
         clock.set(renewed - 10_000)
         try signer.refreshIfDue()
@@ -126,6 +147,51 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
         }
         #expect(failures.load(ordering: .relaxed) == 0)
         #expect(AuthKey.verify(signer.token(), now: clock.now) == .valid(issuedAt: clock.now))
+    }
+
+    @Test func tokensReadFromManyThreadsWhileItIsRenewedAreWholeAndInOrder() throws {
+        // Four threads take the token as connections do while this one renews it 20 times:
+        // every token seen must be one the signer made (generation n signed at
+        // start + (n - 1) * refreshAge, a JWT that verifies), never older than the
+        // generation that sent the thread to it, and never older than one seen before.
+        let renewals: UInt32 = 20
+        let seen = Mutex<[[(generation: UInt32, token: ProviderTokenSigner.Token)]]>([])
+        let done = DispatchGroup()
+        for _ in 0..<4 {
+            done.enter()
+            Thread { [signer] in
+                var tokens: [(generation: UInt32, token: ProviderTokenSigner.Token)] = []
+                var cached: UInt32 = 0
+                while cached <= renewals {
+                    let generation = signer.generation
+                    guard generation != cached else { continue }
+                    let token = signer.token()
+                    tokens.append((generation, token))
+                    cached = token.generation
+                }
+                seen.withLock { $0.append(tokens) }
+                done.leave()
+            }.start()
+        }
+        for round in 1...Int64(renewals) {
+            clock.set(start + round * ProviderTokenSigner.refreshAge)
+            try signer.refreshIfDue()
+        }
+        #expect(done.wait(timeout: .now() + 60) == .success)
+
+        let threads = seen.withLock { $0 }
+        #expect(threads.count == 4)
+        for tokens in threads {
+            #expect(tokens.last?.token.generation == renewals + 1)
+            #expect(tokens.allSatisfy { $0.token.generation >= $0.generation })
+            #expect(zip(tokens, tokens.dropFirst()).allSatisfy { $0.token.generation < $1.token.generation })
+            for token in tokens.map(\.token) {
+                let issuedAt = start + Int64(token.generation - 1) * ProviderTokenSigner.refreshAge
+                #expect(token.issuedAt == issuedAt)
+                #expect(token.authorization == Array("bearer \(token.text)".utf8))
+                #expect(AuthKey.verify(token, now: issuedAt) == .valid(issuedAt: issuedAt))
+            }
+        }
     }
 
     // MARK: 403 ExpiredProviderToken
@@ -175,9 +241,11 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
 
     @Test func aTokenDoesNotPrintItself() {
         let token = signer.token()
-        var dumped = ""
+        var dumped = "", dumpedSigner = ""
         dump(token, to: &dumped)
-        for text in [token.description, String(reflecting: token), "\(token)", dumped] {
+        dump(signer, to: &dumpedSigner)
+        for text in [token.description, String(reflecting: token), "\(token)", dumped, dumpedSigner,
+                     "\(signer)", String(reflecting: signer)] {
             #expect(!text.contains(token.text))
             #expect(!text.contains(token.text.split(separator: ".")[2]))
         }
@@ -242,6 +310,14 @@ extension ProviderTokenSignerTests {
             let allowed = try ProviderCredentials(keyFile: path, keyID: AuthKey.keyID, teamID: AuthKey.teamID,
                                                   allowWorldReadable: true)
             #expect(allowed.keyID == AuthKey.keyID)
+
+            // Readable by its owner, or its group: accepted.
+            for mode: mode_t in [0o600, 0o640, 0o400] {
+                #expect(chmod(path, mode) == 0)
+                #expect(throws: Never.self, "mode \(String(mode, radix: 8))") {
+                    try ProviderCredentials(keyFile: path, keyID: AuthKey.keyID, teamID: AuthKey.teamID)
+                }
+            }
         }
 
         @Test func aMissingKeyFileSaysWhy() throws {
@@ -249,6 +325,11 @@ extension ProviderTokenSignerTests {
             let error = try #require(failure(path))
             #expect(error.problem == .unreadable(errno: .noSuchFileOrDirectory))
             #expect(error.description.contains("cannot read the key file: ENOENT (No such file or directory)"))
+
+            // A directory (world-readable, as most are) is not told to chmod.
+            let directoryError = try #require(failure(directory.path))
+            #expect(directoryError.problem == .unreadable(errno: .isDirectory))
+            #expect(directoryError.description.contains("EISDIR (Is a directory)"))
         }
 
         @Test(arguments: [
@@ -302,6 +383,13 @@ extension ProviderTokenSignerTests {
             let error = try #require(failure(try keyFile(pem)))
             #expect(error.problem == .notP256("an EC P-384 key"))
             #expect(error.description.contains("an EC P-384 key, not a P-256 (ES256) key"))
+            expectNoKeyMaterial(error.description, from: pem)
+        }
+
+        @Test func anRSAKeyInTraditionalFormIsRefusedByItsLabel() throws {
+            let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n-----END RSA PRIVATE KEY-----\n"
+            let error = try #require(failure(try keyFile(pem)))
+            #expect(error.problem == .notP256("an RSA key"))
             expectNoKeyMaterial(error.description, from: pem)
         }
 

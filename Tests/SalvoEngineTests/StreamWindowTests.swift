@@ -53,6 +53,25 @@ import Testing
         #expect(!window.hasRetries)
     }
 
+    /// Waiting retries hold their places under the stream limit (the connection takes
+    /// nothing new for them), and come due by their times; those due together go in the
+    /// order they were throttled.
+    @Test func waitingRetriesAreCountedAndComeDueEarliestFirst() {
+        let (window, slots) = Self.window(opening: 3)
+        var settlement = Settlement()
+        window.retry(slots[0], .throttled(after: 3_000), now: 1_000, into: &settlement)
+        window.retry(slots[1], .throttled(after: 1_000), now: 1_000, into: &settlement)
+        window.retry(slots[2], .throttled(after: 2_000), now: 1_000, into: &settlement)
+        #expect(window.openCount == 0 && window.waitingRetryCount == 3)
+        #expect(window.nextRetryTime(now: 1_000) == 2_000)
+        #expect(window.nextRetry(now: 2_500)?.index == 1)
+        #expect(window.nextRetryTime(now: 2_500) == 3_000, "the next earliest, once the first went")
+        #expect(window.waitingRetryCount == 2)
+        #expect(window.nextRetry(now: 4_000)?.index == 0)
+        #expect(window.nextRetry(now: 4_000)?.index == 2)
+        #expect(window.waitingRetryCount == 0 && window.nextRetryTime(now: 4_000) == nil)
+    }
+
     @Test func throttledTooOftenFailsAsThrottled() {
         let (window, slots) = Self.window(opening: 1, limits: .init(throttled: 1, serverErrors: 1))
         var settlement = Settlement()

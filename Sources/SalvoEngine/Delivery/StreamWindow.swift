@@ -113,6 +113,8 @@ final class StreamWindow: SlotWindow {
     private var ready: Deque<Retry> = []
     /// Throttled retries, each due at its `notBefore`.
     private var delayed: [Retry] = []
+    /// The earliest `notBefore` in `delayed` (`.max` when empty): most calls look no further.
+    private var earliestDelayed: UInt64 = .max
     /// Connections opened so far; the current one's number.
     private(set) var connection: UInt32 = 0
 
@@ -143,6 +145,11 @@ final class StreamWindow: SlotWindow {
 
     /// Whether notifications wait to be sent again (due now or later).
     var hasRetries: Bool { !ready.isEmpty || !delayed.isEmpty }
+
+    /// Notifications waiting to be sent again (due now or later). They hold their place
+    /// under the stream limit: a connection whose answers are all "later" (429) takes no
+    /// new notifications meanwhile, so what waits stays bounded by the limit.
+    var waitingRetryCount: Int { ready.count + delayed.count }
 
     // MARK: Streams
 
@@ -227,7 +234,12 @@ final class StreamWindow: SlotWindow {
         retry.attempts = attempts
         settlement.resent += 1
         if case .dropped = cause { settlement.possibleDuplicates += 1 }
-        if retry.notBefore > now { delayed.append(retry) } else { ready.append(retry) }
+        if retry.notBefore > now {
+            delayed.append(retry)
+            earliestDelayed = min(earliestDelayed, retry.notBefore)
+        } else {
+            ready.append(retry)
+        }
     }
 
     /// The next notification to send again on the current connection at `now`, if one is
@@ -243,13 +255,14 @@ final class StreamWindow: SlotWindow {
     /// already past (it would fire again and again while no stream is free to take them).
     func nextRetryTime(now: UInt64) -> UInt64? {
         promoteDueRetries(now: now)
-        return delayed.lazy.map(\.notBefore).min()
+        return earliestDelayed == .max ? nil : earliestDelayed
     }
 
     private func promoteDueRetries(now: UInt64) {
-        guard delayed.contains(where: { $0.notBefore <= now }) else { return }
+        guard earliestDelayed <= now else { return }
         ready.append(contentsOf: delayed.lazy.filter { $0.notBefore <= now })
         delayed.removeAll { $0.notBefore <= now }
+        earliestDelayed = delayed.lazy.map(\.notBefore).min() ?? .max
     }
 
     // MARK: Connection ends
@@ -274,6 +287,7 @@ final class StreamWindow: SlotWindow {
         }
         ready.removeAll()
         delayed.removeAll()
+        earliestDelayed = .max
         return settlement
     }
 

@@ -160,6 +160,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             budget -= 1
             opened += 1
         }
+        // Retries not yet due keep their streams' places: nothing new while they wait.
+        budget -= window.waitingRetryCount
         // A partial record waits (at most `coalescingDelay`) for more requests.
         if !flush && lane.staging.unwrittenBytes < GatewayConnection.recordSize && lane.staging.hasUnwritten
             && budget > 0 && output.isEmpty {
@@ -368,8 +370,13 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             window.accepted(slot, into: &settlement)
         case .rejected(let rejection):
             window.rejected(slot, rejection, into: &settlement)
-        case .throttled:
+        case .throttled(let rejection):
             let attempt = Int(window.stream(slot)!.attempts.throttled) + 1
+            if rejection.reasonName == APNsReason.tooManyProviderTokenUpdates.name, attempt > options.throttleRetries {
+                // Not this notification's fault: the team's token is refused, for every one.
+                pending.credentialsFault = pending.credentialsFault ?? tokenUpdatesFault()
+                return
+            }
             let delay = options.throttleBackoff.delay(attempt: attempt, random: &random)
             window.retry(slot, .throttled(after: delay.nanosecondsClamped), now: now, into: &settlement)
         case .serverError:
@@ -421,6 +428,15 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     /// What the user reads when the gateway refuses the credentials.
+    /// APNs keeps refusing our provider token as an update that came too soon: another
+    /// sender (or an earlier run) signed one for the same team less than 20 minutes before.
+    private func tokenUpdatesFault() -> String {
+        let team = shard.tokens.map { "team \($0.credentials.teamID), key id \($0.credentials.keyID)" } ?? "this team"
+        return "the gateway keeps refusing this sender's provider token (429 TooManyProviderTokenUpdates, "
+            + "\(options.throttleRetries + 1) times for one notification): another sender signed a token for \(team) "
+            + "less than 20 minutes before it; let the senders of a team share one token, or send again later"
+    }
+
     private func credentialsFault(_ rejection: Rejection) -> String {
         if let tokens = shard.tokens {
             return "the gateway refused the provider token (\(rejection)) for key id \(tokens.credentials.keyID), "

@@ -49,6 +49,11 @@ public struct ProviderCredentials: Sendable {
         try Self.checkIDs(keyID: keyID, teamID: teamID, source: path)
         var info = stat()
         guard stat(path, &info) == 0 else { throw ProviderCredentialsError(source: path, problem: .unreadable(errno: Errno(rawValue: errno))) }
+        // Before the mode check: a directory is usually world-readable, and `chmod 600` is
+        // not the fix for giving one. (A pipe, `--auth-key <(...)`, is read like a file.)
+        if info.st_mode & S_IFMT == S_IFDIR {
+            throw ProviderCredentialsError(source: path, problem: .unreadable(errno: .isDirectory))
+        }
         if !allowWorldReadable && info.st_mode & S_IROTH != 0 {
             throw ProviderCredentialsError(source: path, problem: .worldReadable)
         }
@@ -128,6 +133,7 @@ public struct ProviderCredentials: Sendable {
 extension ProviderCredentials: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The key id, the team and the key's source; never the key.
     public var description: String { "APNs signing key \(keyID) of team \(teamID) (\(source))" }
+    /// `description`, named as the type.
     public var debugDescription: String { "ProviderCredentials(\(description))" }
     /// Only the ids and the source: `dump` and the like must not reach the key.
     public var customMirror: Mirror {
@@ -182,11 +188,14 @@ public struct ProviderCredentialsError: Error, Sendable, Hashable, CustomStringC
     /// What is wrong.
     public var problem: Problem
 
+    /// The error for the key from `source` (a path, or `ProviderCredentials.textSource`).
     public init(source: String, problem: Problem) {
         self.source = source
         self.problem = problem
     }
 
+    /// The source, what is wrong and what to do, for the user: e.g. `APNs signing key
+    /// (AuthKey_ABCDE12345.p8): the key file is readable by every user; run …`.
     public var description: String { "APNs signing key (\(source)): \(reason)" }
 
     private var reason: String {

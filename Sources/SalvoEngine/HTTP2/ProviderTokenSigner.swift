@@ -145,7 +145,9 @@ extension ProviderTokenSigner.Token: CustomStringConvertible, CustomDebugStringC
     /// Which token and when it was signed; never the token, which is a credential for an
     /// hour.
     package var description: String { "provider token #\(generation) issued at \(issuedAt)" }
+    /// `description`: the JWT stays out of debug output too.
     package var debugDescription: String { description }
+    /// Only the generation and the time: `dump` and the like must not reach the JWT.
     package var customMirror: Mirror {
         Mirror(self, children: ["generation": generation, "issuedAt": issuedAt], displayStyle: .struct)
     }
@@ -159,10 +161,11 @@ package enum ExpiredTokenVerdict: Sendable, Hashable, CustomStringConvertible {
     /// clock), too young to renew: a configuration fault the sender stops on.
     case clockSkew(age: Int64)
 
+    /// What the verdict means, for the user; a clock fault says how old the token was.
     package var description: String {
         switch self {
         case .retry:
-            return "renewed: resend with the current token"
+            return "a newer provider token is current: resend with it"
         case .clockSkew(let age) where age < 0:
             return "the gateway says a provider token has expired, and this machine's clock went back "
                 + "\(-age) seconds since signing it: is this machine's clock right?"
@@ -186,5 +189,6 @@ package struct ProviderTokenSigningError: Error, Sendable, CustomStringConvertib
         self.reason = reason
     }
 
+    /// Which key failed and swift-crypto's reason (never the key).
     package var description: String { "cannot sign a provider token with \(credentials): \(reason)" }
 }
