@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# HTTP/2 headline rates at salvo send's defaults (token authentication, default shards,
+# connections and streams), against `salvo mock --protocol h2` as a separate process:
+#   loopback                 the mock answers at once
+#   loopback, late answers   the mock holds every answer DELAY ms (--response-delay-ms)
+#   long path                the mock in a network namespace behind `salvo delay-line`
+#                            (RTT_MS round trip, MTU 1500), answering at once
+# Each run checks the accounting exactly: submitted = accepted + rejected + failed, nothing
+# failed, and the rejections are the mock's token rules (a token ending in dead: 410
+# Unregistered; in fade: 410 ExpiredToken, a few dozen of a million random tokens), and
+# prints one line per run; the reports land in OUT.
+#
+#   scripts/h2-rates.sh [--count N=1000000] [--late-ms 200] [--rtt-ms 50] [--runs 2] [--out DIR]
+#
+# Needs a release build (`swift build -c release`), root (namespaces), openssl, python3.
+set -euo pipefail
+count=1000000 late=200 rtt=50 runs=2 out=results/h2-rates
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --count) count=$2; shift 2 ;;
+    --late-ms) late=$2; shift 2 ;;
+    --rtt-ms) rtt=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+  esac
+done
+salvo=$(pwd)/.build/release/salvo
+[ -x "$salvo" ] || { echo "h2-rates.sh: build first: swift build -c release" >&2; exit 2; }
+work=$(mktemp -d /tmp/salvo-h2-rates-XXXXXX)
+mkdir -p "$out"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+# A CA, a server certificate for loopback and the delay line's far end, a signing key.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=rates-ca \
+  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+  -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:10.78.0.2\n' > "$work/san.ext"
+openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
+  -extfile "$work/san.ext" -out "$work/server.pem" 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/AuthKey.p8" 2>/dev/null
+chmod 600 "$work/AuthKey.p8" "$work/server.key"
+python3 - "$work/tokens.txt" "$count" <<'PY'
+import sys, random
+random.seed(7)
+with open(sys.argv[1], "w") as f:
+    for n in range(int(sys.argv[2])):
+        f.write("%064x\n" % random.getrandbits(256))
+PY
+printf '{"aps":{"alert":{"title":"Salvo","body":"Your weekly summary is ready."},"badge":1}}' > "$work/payload.json"
+auth=(--auth-key "$work/AuthKey.p8" --key-id RATESKEY01 --team-id RATESTEAM1)
+
+# Starts the mock (optionally inside a namespace); sets $port.
+start_mock() {
+  rm -f "$work/mock.out"
+  local prefix=("$@")
+  "${prefix[@]}" "$salvo" mock --protocol h2 --host "$host" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
+    "${auth[@]}" $mock_flags > "$work/mock.out" 2> "$work/mock.err" &
+  pids+=($!)
+  for _ in $(seq 1 200); do grep -q listening "$work/mock.out" 2>/dev/null && break; sleep 0.05; done
+  port=$(sed -n 's/.*gateway=\([0-9]*\).*/\1/p' "$work/mock.out")
+  [ -n "$port" ] || { echo "h2-rates.sh: the mock did not start: $(cat "$work/mock.err")" >&2; exit 1; }
+}
+
+# One fresh mock per run: a mock takes one provider token per team, and refuses a newer
+# one signed within 20 minutes (429 TooManyProviderTokenUpdates), as APNs does.
+run_case() {
+  local name=$1
+  for run in $(seq 1 "$runs"); do
+    start_mock "${mock_prefix[@]}"
+    local report="$out/$name-run$run.json"
+    /usr/bin/time -f "%U %S" -o "$work/time" "$salvo" send --protocol h2 --gateway "$host:$port" --ca "$work/ca.pem" \
+      --topic com.example.rates "${auth[@]}" --tokens "$work/tokens.txt" --payload "$work/payload.json" \
+      --report "$report" > "$work/send.out" 2> "$work/send.err" || true
+    python3 - "$report" "$count" "$name" "$run" "$work/time" "$work/tokens.txt" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); count = int(sys.argv[2])
+user, system = map(float, open(sys.argv[5]).read().split())
+tokens = [line.strip() for line in open(sys.argv[6])]
+expected = {"Unregistered": sum(t.endswith("dead") for t in tokens), "ExpiredToken": sum(t.endswith("fade") for t in tokens)}
+expected = {k: v for k, v in expected.items() if v}
+exact = (r["submitted"] == count and r["accepted"] + r["rejected"] + r["failed"] == r["submitted"]
+         and r["failed"] == 0 and r["rejected_by_reason"] == expected)
+print(f'{sys.argv[3]} run {sys.argv[4]}: {r["rate_per_s"]:,.0f} /s over {r["seconds"]:.2f} s, connections {r["connections"]}, '
+      f'sender CPU {(user + system) / count * 1e6:.2f} us/notif, accounting {"exact" if exact else "NOT EXACT"} '
+      f'(accepted {r["accepted"]}, rejected {r["rejected"]}, failed {r["failed"]}, resent {r["resent"]})')
+PY
+    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+  done
+}
+
+host=127.0.0.1 mock_flags="" mock_prefix=(env)
+run_case loopback
+
+mock_flags="--response-delay-ms $late"
+run_case "loopback-late-${late}ms"
+
+"$salvo" delay-line --delay-ms $((rtt / 2)) > "$work/line.out" 2> "$work/line.err" &
+pids+=($!)
+for _ in $(seq 1 200); do grep -q ready "$work/line.out" 2>/dev/null && break; sleep 0.05; done
+ns=$(sed -n 's/.*namespace=\([^ ]*\).*/\1/p' "$work/line.out")
+[ -n "$ns" ] || { echo "h2-rates.sh: no delay line: $(cat "$work/line.err")" >&2; exit 1; }
+host=10.78.0.2 mock_flags="" mock_prefix=(ip netns exec "$ns")
+run_case "long-path-${rtt}ms"
