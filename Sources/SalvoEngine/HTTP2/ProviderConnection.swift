@@ -427,7 +427,6 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         }
     }
 
-    /// What the user reads when the gateway refuses the credentials.
     /// APNs keeps refusing our provider token as an update that came too soon: another
     /// sender (or an earlier run) signed one for the same team less than 20 minutes before.
     private func tokenUpdatesFault() -> String {
@@ -437,6 +436,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             + "less than 20 minutes before it; let the senders of a team share one token, or send again later"
     }
 
+    /// What the user reads when the gateway refuses the credentials.
     private func credentialsFault(_ rejection: Rejection) -> String {
         if let tokens = shard.tokens {
             return "the gateway refused the provider token (\(rejection)) for key id \(tokens.credentials.keyID), "
