@@ -389,7 +389,7 @@ public final class CampaignReader {
         }
     }
 
-    /// An item for `line`, nil for a line to pass over (blank, comment).
+    /// The notification on `line`, nil for a line to pass over (blank, comment).
     private func parse(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> SourceNotification? {
         switch format {
         case .jsonl:
