@@ -88,7 +88,9 @@ func build(_ builder: PayloadBuilder, into buffer: PayloadBuffer, limit: Int) ->
 /// A shortened payload is the builder's payload with a cut body, as long as it can be.
 func checkShortened(_ payload: [UInt8], full: [UInt8], _ builder: PayloadBuilder, limit: Int) {
     require(payload.count <= limit, "a \(payload.count)-byte payload for a limit of \(limit)")
-    guard let body = builder.alertBody, let shortened = alertBody(payload), shortened.hasSuffix("…") else {
+    // Scalars, not Characters: a cut can end before a scalar that joins the "…" into one
+    // grapheme (U+06DD, a prepended mark, did), and `hasSuffix` would miss it.
+    guard let body = builder.alertBody, let shortened = alertBody(payload), shortened.unicodeScalars.last == "…" else {
         require(false, "a payload over the limit was not shortened with \"…\": \(show(payload))")
         return
     }
