@@ -41,7 +41,7 @@ import Testing
             ("apns-push-type", "liveactivity"), ("apns-id", ids[2]), ("apns-priority", "10"),
             ("apns-collapse-id", "score"),
         ]).map(Pair.init))
-        // Each stream carries its payload as DATA, ending the stream.
+        // Each stream's DATA is its payload.
         #expect(blocks.map(\.body) == [#"{"aps":{"alert":"one"}}"#, #"{"aps":{}}"#, #"{"aps":{"event":"update"}}"#])
 
         // What repeats is indexed: a request like the first, after it, no longer spells out
