@@ -79,7 +79,7 @@ public final class EventLoop: @unchecked Sendable {
     private var interests: [IOEvents] = []
     private var freeSlots: [UInt32] = []
 
-    private var timers = TimerHeap()
+    private var timers = MinHeap<TimerEntry>()
     private var timerActions: [UInt64: TimerAction] = [:]
     private var nextTimerID: UInt64 = 1
 
@@ -208,7 +208,7 @@ public final class EventLoop: @unchecked Sendable {
         let id = nextTimerID
         nextTimerID += 1
         timerActions[id] = action
-        timers.push(deadline: deadline, id: id)
+        timers.insert(TimerEntry(deadline: deadline, id: id))
         return TimerID(value: id)
     }
 
@@ -329,8 +329,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func nextTimeoutMilliseconds() -> Int32 {
-        while let top = timers.top, timerActions[top.id] == nil { _ = timers.pop() }
-        guard let top = timers.top else { return -1 }
+        while let top = timers.first, timerActions[top.id] == nil { _ = timers.popFirst() }
+        guard let top = timers.first else { return -1 }
         let current = Instant.now()
         if top.deadline <= current { return 0 }
         let nanos = top.deadline.nanoseconds - current.nanoseconds
@@ -338,48 +338,18 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func runDueTimers() {
-        while let top = timers.top, top.deadline <= now {
-            _ = timers.pop()
+        while let top = timers.first, top.deadline <= now {
+            _ = timers.popFirst()
             if let action = timerActions.removeValue(forKey: top.id) { action.body() }
         }
     }
 }
 
-/// A binary min-heap of timer deadlines. Cancelled entries stay until they surface.
-struct TimerHeap {
-    struct Entry {
-        var deadline: Instant
-        var id: UInt64
-    }
-    private var entries: [Entry] = []
+/// A timer in the loop's `MinHeap`, earliest deadline first (then the earlier made).
+/// Cancelled timers stay in the heap until they surface.
+struct TimerEntry: Comparable {
+    var deadline: Instant
+    var id: UInt64
 
-    var top: Entry? { entries.first }
-
-    mutating func push(deadline: Instant, id: UInt64) {
-        entries.append(Entry(deadline: deadline, id: id))
-        var child = entries.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard entries[child].deadline < entries[parent].deadline else { break }
-            entries.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() -> Entry? {
-        guard !entries.isEmpty else { return nil }
-        entries.swapAt(0, entries.count - 1)
-        let result = entries.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            guard left < entries.count else { break }
-            let right = left + 1
-            let smaller = right < entries.count && entries[right].deadline < entries[left].deadline ? right : left
-            guard entries[smaller].deadline < entries[parent].deadline else { break }
-            entries.swapAt(parent, smaller)
-            parent = smaller
-        }
-        return result
-    }
+    static func < (a: TimerEntry, b: TimerEntry) -> Bool { (a.deadline, a.id) < (b.deadline, b.id) }
 }

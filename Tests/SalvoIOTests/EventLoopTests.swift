@@ -59,12 +59,12 @@ import Testing
     }
 
     @Test func timerHeapPopsInOrder() {
-        var heap = TimerHeap()
+        var heap = MinHeap<TimerEntry>()
         var generator = SplitMix64(seed: 0x7173)
         let deadlines = (0..<500).map { _ in UInt64.random(in: 0..<1_000_000, using: &generator) }
-        for (i, d) in deadlines.enumerated() { heap.push(deadline: Instant(nanoseconds: d), id: UInt64(i)) }
+        for (i, d) in deadlines.enumerated() { heap.insert(TimerEntry(deadline: Instant(nanoseconds: d), id: UInt64(i))) }
         var popped: [UInt64] = []
-        while let entry = heap.pop() { popped.append(entry.deadline.nanoseconds) }
+        while let entry = heap.popFirst() { popped.append(entry.deadline.nanoseconds) }
         #expect(popped == deadlines.sorted())
     }
 }
