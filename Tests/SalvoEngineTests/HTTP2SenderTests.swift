@@ -238,26 +238,35 @@ extension HTTP2SenderTests {
         #expect(mock.acceptedDigests == Self.digests(0..<200))
     }
 
-    /// The gateway calls a token expired that this machine signed a moment ago: the clock
-    /// is wrong; renewing would only earn 429s. The run stops, saying so.
-    @Test func aTokenCalledExpiredAsSoonAsSignedStopsTheRunAskingAboutTheClock() async throws {
-        let (rig, configuration) = try Self.tokenRig(clock: MovableClock(offset: -2 * 3600).read)
+    /// Sends 100,000 notifications with credentials the gateway refuses: the run must stop
+    /// with `SendError.credentialsRefused`, having sent little, accepted nothing and failed
+    /// what it held as `authentication_failed`. Returns the reason, or nil (recorded as an
+    /// issue) when the run did not stop that way.
+    static func sendUntilCredentialsRefused(_ configuration: SenderConfiguration) async throws -> String? {
         let sender = try Sender(configuration)
         var thrown: SendError?
         do {
-            try await sender.send(contentsOf: Self.list(100_000))
+            try await sender.send(contentsOf: list(100_000))
         } catch {
             thrown = error as? SendError
         }
         let report = await sender.finish(timeout: .seconds(30))
         guard case .credentialsRefused(let reason)? = thrown else {
             Issue.record("expected credentialsRefused, got \(String(describing: thrown))")
-            return
+            return nil
         }
-        #expect(reason.contains("clock") && reason.contains(Self.keyID) && reason.contains(Self.teamID), "\(reason)")
         #expect(report.isComplete && report.accepted == 0 && report.submitted < 100_000)
-        #expect(rig.gateway.statistics().rejected(.expiredProviderToken) >= 1)
         #expect(report.failedByReason.keys.allSatisfy { $0 == "authentication_failed" }, "\(report.failedByReason)")
+        return reason
+    }
+
+    /// The gateway calls a token expired that this machine signed a moment ago: the clock
+    /// is wrong; renewing would only earn 429s. The run stops, saying so.
+    @Test func aTokenCalledExpiredAsSoonAsSignedStopsTheRunAskingAboutTheClock() async throws {
+        let (rig, configuration) = try Self.tokenRig(clock: MovableClock(offset: -2 * 3600).read)
+        guard let reason = try await Self.sendUntilCredentialsRefused(configuration) else { return }
+        #expect(reason.contains("clock") && reason.contains(Self.keyID) && reason.contains(Self.teamID), "\(reason)")
+        #expect(rig.gateway.statistics().rejected(.expiredProviderToken) >= 1)
     }
 
     /// Another sender's token for the team was adopted a minute before ours: APNs answers
@@ -275,21 +284,8 @@ extension HTTP2SenderTests {
         options.throttleBackoff = Backoff(initial: .milliseconds(1), maximum: .milliseconds(4))
         options.throttleRetries = 2
         second.transport = .http2(options)
-        let sender = try Sender(second)
-        var thrown: SendError?
-        do {
-            try await sender.send(contentsOf: Self.list(100_000))
-        } catch {
-            thrown = error as? SendError
-        }
-        let report = await sender.finish(timeout: .seconds(30))
-        guard case .credentialsRefused(let reason)? = thrown else {
-            Issue.record("expected credentialsRefused, got \(String(describing: thrown))")
-            return
-        }
+        guard let reason = try await Self.sendUntilCredentialsRefused(second) else { return }
         #expect(reason.contains("TooManyProviderTokenUpdates") && reason.contains(Self.teamID), "\(reason)")
-        #expect(report.isComplete && report.accepted == 0 && report.submitted < 100_000)
-        #expect(report.failedByReason.keys.allSatisfy { $0 == "authentication_failed" }, "\(report.failedByReason)")
         let refused = rig.gateway.statistics().rejected(.tooManyProviderTokenUpdates)
         #expect(refused >= 3 && refused <= 3 * second.maximumConnectionsPerShard * second.shards,
                 "one stream per connection (no token taken yet), three tries: \(refused)")
