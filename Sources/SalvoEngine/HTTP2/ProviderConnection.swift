@@ -370,15 +370,16 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             window.accepted(slot, into: &settlement)
         case .rejected(let rejection):
             window.rejected(slot, rejection, into: &settlement)
-        case .throttled(let rejection):
-            let attempt = Int(window.stream(slot)!.attempts.throttled) + 1
-            if rejection.reasonName == APNsReason.tooManyProviderTokenUpdates.name, attempt > options.throttleRetries {
-                // Not this notification's fault: the team's token is refused, for every one.
+        case .throttled:
+            throttled(slot, now: now)
+        case .tokenUpdateRefused:
+            // Past the retries, the run stops: the token is refused for every notification.
+            guard Int(window.stream(slot)!.attempts.throttled) < options.throttleRetries else {
+                // Left open: giving up fails it with everything else not final.
                 pending.credentialsFault = pending.credentialsFault ?? tokenUpdatesFault()
                 return
             }
-            let delay = options.throttleBackoff.delay(attempt: attempt, random: &random)
-            window.retry(slot, .throttled(after: delay.nanosecondsClamped), now: now, into: &settlement)
+            throttled(slot, now: now)
         case .serverError:
             window.retry(slot, .serverError, now: now, into: &settlement)
             pending.retire = true
@@ -405,6 +406,13 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         guard streamLimit != lastStreamLimit else { return }
         lastStreamLimit = streamLimit
         shard.emit(.streamLimit(shard: shard.index, connection: index, limit: streamLimit))
+    }
+
+    /// Sends `slot`'s notification again after the throttle backoff of its next attempt.
+    private func throttled(_ slot: Int32, now: UInt64) {
+        let attempt = Int(window.stream(slot)!.attempts.throttled) + 1
+        let delay = options.throttleBackoff.delay(attempt: attempt, random: &random)
+        window.retry(slot, .throttled(after: delay.nanosecondsClamped), now: now, into: &settlement)
     }
 
     /// 403 ExpiredProviderToken for a request sent with the token of `generation`.

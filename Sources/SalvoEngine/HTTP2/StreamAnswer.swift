@@ -20,9 +20,11 @@ struct StreamAnswer {
         case accepted
         /// A refusal for good: a bad token (410, 400 BadDeviceToken), a bad request.
         case rejected(Rejection)
-        /// 429: too many notifications for this device (TooManyRequests), or provider-token
-        /// updates for the team (TooManyProviderTokenUpdates): again, later.
+        /// 429 TooManyRequests (too many notifications for this device): again, later.
         case throttled(Rejection)
+        /// 429 TooManyProviderTokenUpdates: the team's token came too soon after another
+        /// one. Again, later, with the same token; the token's fault, not the notification's.
+        case tokenUpdateRefused(Rejection)
         /// 500 or 503 (InternalServerError, ServiceUnavailable, Shutdown): again, elsewhere.
         case serverError(Rejection)
         /// 403 ExpiredProviderToken: again, with a newer token.
@@ -61,6 +63,7 @@ struct StreamAnswer {
         switch status {
         case 403 where reason == APNsReason.expiredProviderToken.name: return .expiredProviderToken
         case 403: return .credentialsRefused(rejection)
+        case 429 where reason == APNsReason.tooManyProviderTokenUpdates.name: return .tokenUpdateRefused(rejection)
         case 429: return .throttled(rejection)
         case 500...599: return .serverError(rejection)
         default: return .rejected(rejection)
