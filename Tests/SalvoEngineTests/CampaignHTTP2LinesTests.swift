@@ -250,17 +250,19 @@ import Testing
         #expect(file.maximumPayloadLength == 5120)
         let reader = try file.makeReader()
         let first = try #require(try reader.next())
-        #expect(ReadRequest(first.request)
+        #expect(ReadRequest(try #require(first.request).pointee)
             == ReadRequest(pushType: .liveactivity, topic: "com.example.app.push-type.liveactivity", collapseID: "c",
                            apnsID: APNsID(Self.uuid)))
         #expect(first.position == SourcePosition(offset: 0, sequence: 1))
         let second = try #require(try reader.next())
-        #expect(ReadRequest(second.request) == ReadRequest())
+        // A line that sets no header of its own leaves every one to the sender.
+        #expect(second.request == nil)
         // Read again from its position (a resend), it has the same fields.
         try reader.seek(to: first.position)
-        #expect(ReadRequest(try #require(try reader.next()).request).topic == "com.example.app.push-type.liveactivity")
+        #expect(try #require(try reader.next()).request.map { ReadRequest($0.pointee) }?.topic
+                == "com.example.app.push-type.liveactivity")
         // The binary initialiser still reads for the binary protocol.
         #expect(CampaignFile(.jsonl(path)).campaignProtocol == .binary(maximumPayloadLength: 2048))
-        #expect(try CampaignFile(.jsonl(path)).makeReader().next()?.request.pushType == nil)
+        #expect(try CampaignFile(.jsonl(path)).makeReader().next()?.request == nil)
     }
 }

@@ -19,25 +19,12 @@ import Testing
         return all
     }
 
-    /// The send path copies each notification a few times between the reader and the ring;
-    /// past 128 bytes every copy became a memcpy call, 15% of a reader thread's time.
-    @Test func aNotificationFitsInTheBytesTheSendPathCopiesWithoutMemcpy() {
-        #expect(MemoryLayout<SourceNotification>.size <= 128)
-        #expect(MemoryLayout<SourceNotification?>.size <= 128)
-    }
-
-    /// Request fields keep nil and empty apart, although they store nil as a nil base address.
-    @Test func requestFieldsKeepTheirBuffersAndTheirNils() {
-        let bytes: [UInt8] = Array("com.example.app".utf8)
-        bytes.withUnsafeBytes { topic in
-            var fields = RequestFields(topic: topic)
-            #expect(fields.topic.map { Array($0) } == bytes)
-            #expect(fields.collapseID == nil)
-            fields.topic = nil
-            fields.collapseID = UnsafeRawBufferPointer(rebasing: topic[0..<3])
-            #expect(fields.topic == nil)
-            #expect(fields.collapseID.map { Array($0) } == Array(bytes[0..<3]))
-        }
+    /// The send path copies each notification a few times between the reader and the ring.
+    /// At 127 bytes (the HTTP/2 fields inline) those copies cost the binary bench's reader
+    /// thread 15% more CPU than at 72; the fields now sit behind a pointer.
+    @Test func aNotificationStaysSmallForTheCopiesOfTheSendPath() {
+        #expect(MemoryLayout<SourceNotification>.size <= 80)
+        #expect(MemoryLayout<SourceNotification?>.size <= 80)
     }
 
     @Test func aCampaignFileYieldsTheSameLinesAgainFromAnyPositionItReported() throws {

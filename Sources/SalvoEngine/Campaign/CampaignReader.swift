@@ -117,10 +117,7 @@ public struct CampaignItem {
         set { notification.priority = newValue }
     }
     /// The HTTP/2 headers the line sets for itself; all nil when read for the binary protocol.
-    public var request: RequestFields {
-        get { notification.request }
-        set { notification.request = newValue }
-    }
+    public var request: RequestFields { notification.request?.pointee ?? RequestFields() }
 
     public init(notification: SourceNotification, id: UnsafeRawBufferPointer? = nil) {
         self.notification = notification
@@ -129,11 +126,10 @@ public struct CampaignItem {
 
     public init(
         line: Int, offset: UInt64 = 0, token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil,
-        priority: UInt8? = nil, id: UnsafeRawBufferPointer? = nil, request: RequestFields = RequestFields()
+        priority: UInt8? = nil, id: UnsafeRawBufferPointer? = nil
     ) {
         notification = SourceNotification(token: token, payload: payload, expiry: expiry, priority: priority,
-                                          position: SourcePosition(offset: offset, sequence: UInt64(line)),
-                                          request: request)
+                                          position: SourcePosition(offset: offset, sequence: UInt64(line)))
         self.id = id
     }
 }
@@ -239,6 +235,9 @@ public final class CampaignReader {
     /// Where a JSONL line's escaped request strings are decoded (see `Scratch`); empty
     /// unless the file is JSONL read for HTTP/2.
     private let scratch: UnsafeMutableRawBufferPointer
+    /// Holds the request fields `nextItem()` points a JSONL line's notification to (for
+    /// HTTP/2, when the line sets any).
+    private let requestFields: UnsafeMutablePointer<RequestFields>
 
     private enum Format {
         case jsonl
@@ -322,11 +321,14 @@ public final class CampaignReader {
             scratch.deallocate()
             throw error
         }
+        requestFields = .allocate(capacity: 1)
+        requestFields.initialize(to: RequestFields())
     }
 
     deinit {
         payloadStorage.deallocate()
         scratch.deallocate()
+        requestFields.deallocate()
     }
 
     /// The line being parsed, as a position to read it again from.
@@ -455,9 +457,10 @@ public final class CampaignReader {
         }
         lastLineID = fields.id.flatMap { $0.kind == .null ? nil : $0.value(in: line) }
 
+        requestFields.pointee = request
         return SourceNotification(
             token: token, payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]),
-            expiry: expiry, priority: priority, position: position, request: request)
+            expiry: expiry, priority: priority, position: position, request: request.isEmpty ? nil : UnsafePointer(requestFields))
     }
 
     private static func token(_ member: JSONMember, in line: UnsafeRawBufferPointer) throws(LineProblem) -> DeviceToken {

@@ -34,21 +34,25 @@ struct SettlePolicy {
 /// naming one that is still in the window, however late, rejects it and rewinds
 /// everything after it, none of it counted.
 final class InFlightWindow: SlotWindow {
-    private(set) var log = RunLog()
+    // The fields every written notification touches skip Swift's dynamic exclusivity
+    // checks: the window lives on its loop's thread and none of its methods re-enters it
+    // while an access is open, and those checks were 7% of the binary sender's loop CPU
+    // (results/compare-2026-11-25-binary-ab.md).
+    @exclusivity(unchecked) private(set) var log = RunLog()
     private var runs: Deque<Run> {
         _read { yield log.runs }
         _modify { yield &log.runs }
     }
     /// The next index to write on this connection.
-    private(set) var written: UInt64 = 0
+    @exclusivity(unchecked) private(set) var written: UInt64 = 0
     /// The index just past the newest run (the next new notification's index).
-    private(set) var end: UInt64 = 0
+    @exclusivity(unchecked) private(set) var end: UInt64 = 0
     /// The index up to which notifications are presumed accepted.
     private(set) var presumed: UInt64 = 0
     /// The first index written on the current connection.
     private var connectionFirst: UInt64 = 0
     /// Bytes written on the current connection.
-    private(set) var streamBytes: UInt64 = 0
+    @exclusivity(unchecked) private(set) var streamBytes: UInt64 = 0
     /// Notifications released as accepted from the current connection: bounds what a late
     /// error can show to have been discarded.
     private var acceptedOnConnection = 0

@@ -68,23 +68,23 @@ struct RequestRecord {
 
     /// Writes a record for `notification` at the start of `buffer` (which holds `length`
     /// bytes, see `RequestRecordBuilder`), with the sender's defaults already applied.
-    fileprivate static func write(_ notification: SourceNotification, pushType: APNsPushType, expiry: UInt32?,
-                                  priority: UInt8?, collapse: UnsafeRawBufferPointer,
+    fileprivate static func write(_ notification: SourceNotification, fields: RequestFields, pushType: APNsPushType,
+                                  expiry: UInt32?, priority: UInt8?, collapse: UnsafeRawBufferPointer,
                                   into buffer: UnsafeMutableRawBufferPointer) {
-        let request = notification.request
-        let topic = request.topic ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        let apnsID = fields.apnsID
+        let topic = fields.topic ?? UnsafeRawBufferPointer(start: nil, count: 0)
         notification.token.copyBytes(to: buffer.baseAddress!)
         buffer.storeBytes(of: expiry ?? 0, toByteOffset: 32, as: UInt32.self)
         buffer.storeBytes(of: UInt16(notification.payload.count), toByteOffset: 36, as: UInt16.self)
         buffer[38] = (expiry != nil ? hasExpiry : 0) | (priority != nil ? hasPriority : 0)
-            | (request.apnsID != nil ? hasAPNsID : 0)
+            | (apnsID != nil ? hasAPNsID : 0)
         buffer[39] = priority ?? 0
         buffer[40] = pushType.rawValue
         buffer[41] = UInt8(topic.count)
         buffer[42] = UInt8(collapse.count)
         buffer[43] = 0
-        buffer.storeBytes(of: request.apnsID?.high ?? 0, toByteOffset: 44, as: UInt64.self)
-        buffer.storeBytes(of: request.apnsID?.low ?? 0, toByteOffset: 52, as: UInt64.self)
+        buffer.storeBytes(of: apnsID?.high ?? 0, toByteOffset: 44, as: UInt64.self)
+        buffer.storeBytes(of: apnsID?.low ?? 0, toByteOffset: 52, as: UInt64.self)
         var at = headerLength
         append(topic, to: buffer, at: &at)
         append(collapse, to: buffer, at: &at)
@@ -121,21 +121,23 @@ struct RequestRecordBuilder: Sendable {
 
     @inline(__always)
     func length(of notification: SourceNotification) -> Int {
-        RequestRecord.headerLength + (notification.request.topic?.count ?? 0)
-            + (notification.request.collapseID?.count ?? defaultCollapseID.count) + notification.payload.count
+        let fields = notification.request?.pointee
+        return RequestRecord.headerLength + (fields?.topic?.count ?? 0)
+            + (fields?.collapseID?.count ?? defaultCollapseID.count) + notification.payload.count
     }
 
     /// Writes the record at the start of `buffer` (at least `length(of:)` bytes).
     @inline(__always)
     func encode(_ notification: SourceNotification, into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
-        let pushType = notification.request.pushType ?? defaultPushType
+        let fields = notification.request?.pointee ?? RequestFields()
+        let pushType = fields.pushType ?? defaultPushType
         let payload = notification.payload.count
         guard payload > 0 else { throw .emptyPayload }
         guard payload <= pushType.payloadLimit else { throw .payloadTooLong(length: payload, maximum: pushType.payloadLimit) }
-        if let topic = notification.request.topic, topic.count > Self.topicLimit {
+        if let topic = fields.topic, topic.count > Self.topicLimit {
             throw .headerTooLong(name: "apns-topic", length: topic.count, maximum: Self.topicLimit)
         }
-        if let collapse = notification.request.collapseID, collapse.count > APNsRequestHeader.collapseIdLimit {
+        if let collapse = fields.collapseID, collapse.count > APNsRequestHeader.collapseIdLimit {
             throw .headerTooLong(name: "apns-collapse-id", length: collapse.count, maximum: APNsRequestHeader.collapseIdLimit)
         }
         // A background push must go at priority 5: APNs refuses it at 10, which is what a
@@ -143,12 +145,12 @@ struct RequestRecordBuilder: Sendable {
         // was checked when it was read).
         let priority = notification.priority ?? (pushType == .background ? 5 : defaultPriority)
         let expiry = notification.expiry ?? defaultExpiry
-        if let collapse = notification.request.collapseID {
-            RequestRecord.write(notification, pushType: pushType, expiry: expiry, priority: priority, collapse: collapse,
+        if let collapse = fields.collapseID {
+            RequestRecord.write(notification, fields: fields, pushType: pushType, expiry: expiry, priority: priority, collapse: collapse,
                                 into: buffer)
         } else {
             defaultCollapseID.withUnsafeBytes {
-                RequestRecord.write(notification, pushType: pushType, expiry: expiry, priority: priority, collapse: $0,
+                RequestRecord.write(notification, fields: fields, pushType: pushType, expiry: expiry, priority: priority, collapse: $0,
                                     into: buffer)
             }
         }

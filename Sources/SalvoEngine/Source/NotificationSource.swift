@@ -17,33 +17,36 @@ public struct SourcePosition: Sendable, Hashable {
 
 /// One notification as a reader yields it.
 ///
-/// `payload` (and the request fields' `topic` and `collapseID`) point into the reader's
-/// storage: valid until the reader's next call.
+/// `payload` and `request` point into the reader's storage: valid until the reader's next
+/// call.
 public struct SourceNotification {
-    // The stored properties are in the order that packs them into the fewest bytes (Swift
-    // lays them out as declared): at most 128, which the send path copies in registers
-    // rather than with memcpy, a few times per notification. A test holds the size.
+    // Small on purpose (79 bytes, 80 as an optional): the send path copies each
+    // notification a few times between the reader and the ring, so the HTTP/2 fields most
+    // notifications never set are behind a pointer rather than inline, and the small
+    // optionals come last, where the optional's tag finds room. A test holds the size.
     public var token: DeviceToken
     /// The payload bytes (minified JSON), at most the sender's `maximumPayloadLength`.
     public var payload: UnsafeRawBufferPointer
+    /// The HTTP/2 headers it sets for itself; nil: all of them from the sender's
+    /// configuration. The binary protocol ignores them.
+    public var request: UnsafePointer<RequestFields>?
     /// Where it is, for reading it again.
     public var position: SourcePosition
-    /// The HTTP/2 headers it sets for itself; the binary protocol ignores them.
-    public var request: RequestFields
     /// UNIX seconds after which APNs may drop it (`apns-expiration` over HTTP/2); nil: the
     /// sender's default.
     public var expiry: UInt32?
     /// 10 or 5 (and 1 over HTTP/2); nil: the sender's default.
     public var priority: UInt8?
 
+    @inlinable
     public init(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
-                position: SourcePosition, request: RequestFields = RequestFields()) {
+                position: SourcePosition, request: UnsafePointer<RequestFields>? = nil) {
         self.token = token
         self.payload = payload
+        self.request = request
         self.expiry = expiry
         self.priority = priority
         self.position = position
-        self.request = request
     }
 }
 
@@ -53,44 +56,26 @@ public struct SourceNotification {
 ///
 /// `topic` and `collapseID` point into their reader's storage, like the payload.
 public struct RequestFields {
-    /// The whole `apns-topic` as sent (a bundle id, with the push type's suffix if it has
-    /// one); nil: the sender's topic with the push type's suffix.
-    public var topic: UnsafeRawBufferPointer? {
-        get { Self.optional(topicBytes) }
-        set { topicBytes = Self.stored(newValue) }
-    }
-    /// `apns-collapse-id`, at most 64 bytes; nil: none.
-    public var collapseID: UnsafeRawBufferPointer? {
-        get { Self.optional(collapseIDBytes) }
-        set { collapseIDBytes = Self.stored(newValue) }
-    }
-    /// `apns-id`; nil: the sender makes one.
-    public var apnsID: APNsID?
     /// `apns-push-type`; nil: the sender's default push type.
     public var pushType: APNsPushType?
-
-    // The buffers are stored with a nil base address for nil: 16 bytes where an optional
-    // buffer takes 17, padded to 24 (see `SourceNotification` for why size matters).
-    private var topicBytes: UnsafeRawBufferPointer
-    private var collapseIDBytes: UnsafeRawBufferPointer
+    /// The whole `apns-topic` as sent (a bundle id, with the push type's suffix if it has
+    /// one); nil: the sender's topic with the push type's suffix.
+    public var topic: UnsafeRawBufferPointer?
+    /// `apns-collapse-id`, at most 64 bytes; nil: none.
+    public var collapseID: UnsafeRawBufferPointer?
+    /// `apns-id`; nil: the sender makes one.
+    public var apnsID: APNsID?
 
     public init(pushType: APNsPushType? = nil, topic: UnsafeRawBufferPointer? = nil,
                 collapseID: UnsafeRawBufferPointer? = nil, apnsID: APNsID? = nil) {
         self.pushType = pushType
-        topicBytes = Self.stored(topic)
-        collapseIDBytes = Self.stored(collapseID)
+        self.topic = topic
+        self.collapseID = collapseID
         self.apnsID = apnsID
     }
 
-    @inline(__always)
-    private static func optional(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        bytes.baseAddress == nil ? nil : bytes
-    }
-
-    @inline(__always)
-    private static func stored(_ bytes: UnsafeRawBufferPointer?) -> UnsafeRawBufferPointer {
-        bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
-    }
+    /// Whether it sets nothing: every header from the sender's configuration.
+    var isEmpty: Bool { pushType == nil && topic == nil && collapseID == nil && apnsID == nil }
 }
 
 /// Notifications that can be read again from any point: a campaign file, an array, a
