@@ -173,6 +173,7 @@ final class ClientSession {
 
 /// nghttp2's callback table, built once; each callback finds its `ClientSession` in the
 /// session's user data (nil once the session is being torn down: nothing is reported then).
+/// Thread rule: filled once in `init`, only read after.
 private final class ClientCallbacks: @unchecked Sendable {
     static let shared = ClientCallbacks()
     let table: OpaquePointer
