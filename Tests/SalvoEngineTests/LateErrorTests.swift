@@ -346,11 +346,8 @@ import Testing
                                                     errorDelay: .milliseconds(150)))
         defer { rig.gateway.stop() }
         let lines = 40_000
-        let campaign = try workspace.writeCampaign(lines: lines)
-        let checkpoint = workspace.path("campaign.ckpt")
-        let arguments = ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "50",
-                         "--retention-ms", "600", "--shards", "1", "--ring-mib", "1", "--checkpoint", checkpoint]
-            + workspace.tlsArguments()
+        let (arguments, checkpoint) = try workspace.checkpointedSend(
+            port: rig.gateway.port, lines: lines, ["--error-wait-ms", "50", "--retention-ms", "600", "--shards", "1", "--ring-mib", "1"])
 
         let first = try SendCommandTests.launch(arguments + ["--rejected", workspace.path("rejected-1.csv")])
         // Wait (bounded) until the checkpoint shows progress, and a late error was answered,

@@ -27,6 +27,17 @@ import Testing
             ["--cert", path("client.pem"), "--key", path("client.key"), "--ca", path("ca.pem")]
         }
 
+        /// `salvo send` (binary) of a fresh `lines`-line campaign to the gateway at `port`,
+        /// checkpointed, with `options` and the workspace's TLS files; and the checkpoint's path.
+        func checkpointedSend(port: Int, lines: Int, badLines: [Int: String] = [:], _ options: [String]) throws
+            -> (arguments: [String], checkpoint: String)
+        {
+            let campaign = try writeCampaign(lines: lines, badLines: badLines)
+            let checkpoint = path("campaign.ckpt")
+            return (["send", "--gateway", "127.0.0.1:\(port)", "--input", campaign, "--checkpoint", checkpoint] + options
+                + tlsArguments(), checkpoint)
+        }
+
         /// A JSONL campaign; line n carries token `first + n - 1` and a payload naming it.
         @discardableResult
         func writeCampaign(lines: Int, first: Int = 1, badLines: [Int: String] = [:], name: String = "campaign.jsonl")
@@ -130,11 +141,9 @@ import Testing
         let rig = try LoopbackRig(plan: FailurePlan(stallEvery: 100, stallDuration: .milliseconds(50)))
         defer { rig.gateway.stop() }
         let lines = 16_000
-        let campaign = try workspace.writeCampaign(lines: lines)
-        let checkpoint = workspace.path("campaign.ckpt")
-        let arguments = ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "200",
-                         "--retention-ms", "300", "--shards", "1", "--socket-buffer-kib", "64", "--checkpoint", checkpoint]
-            + workspace.tlsArguments()
+        let (arguments, checkpoint) = try workspace.checkpointedSend(
+            port: rig.gateway.port, lines: lines,
+            ["--error-wait-ms", "200", "--retention-ms", "300", "--shards", "1", "--socket-buffer-kib", "64"])
 
         let first = try Self.launch(arguments)
         // What the gateway had accepted when, until it has been accepting for 3 s (bounded),
@@ -178,10 +187,8 @@ import Testing
         let rig = try LoopbackRig()
         defer { rig.gateway.stop() }
         let lines = 3000
-        let campaign = try workspace.writeCampaign(lines: lines, badLines: [2000: #"{"token":"abc","payload":{}}"#])
-        let checkpoint = workspace.path("campaign.ckpt")
-        let arguments = ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "50",
-                         "--checkpoint", checkpoint] + workspace.tlsArguments()
+        let (arguments, checkpoint) = try workspace.checkpointedSend(
+            port: rig.gateway.port, lines: lines, badLines: [2000: #"{"token":"abc","payload":{}}"#], ["--error-wait-ms", "50"])
 
         let (stopped, _, stopErrors) = try Self.run(arguments)
         #expect(stopped == 2)
@@ -209,10 +216,8 @@ import Testing
         defer { workspace.remove() }
         let port = try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
         let lines = 500
-        let campaign = try workspace.writeCampaign(lines: lines)
-        let checkpoint = workspace.path("campaign.ckpt")
-        let arguments = ["send", "--gateway", "127.0.0.1:\(port)", "--input", campaign, "--error-wait-ms", "50",
-                         "--checkpoint", checkpoint, "--report", workspace.path("report.json")] + workspace.tlsArguments()
+        let (arguments, checkpoint) = try workspace.checkpointedSend(
+            port: port, lines: lines, ["--error-wait-ms", "50", "--report", workspace.path("report.json")])
 
         let (failed, output, errors) = try Self.run(arguments)
         #expect(failed == 1, "stdout: \(output)\nstderr: \(errors)")
