@@ -80,7 +80,9 @@ struct HeaderFields: ~Copyable {
 /// wants written, and turns its callbacks into `ClientSessionDelegate` calls. Loop thread only.
 final class ClientSession {
     private let session: OpaquePointer
-    fileprivate unowned let delegate: any ClientSessionDelegate
+    /// Not reference counted (nghttp2 calls back several times per answer): the delegate,
+    /// the connection, owns the session and lets go of it before it goes itself.
+    fileprivate unowned(unsafe) let delegate: any ClientSessionDelegate
 
     /// Starts a session and queues the connection preface with our SETTINGS. Until the
     /// gateway's own SETTINGS arrive, one stream at a time (APNs allows one until it has
