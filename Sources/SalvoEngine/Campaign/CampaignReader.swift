@@ -460,7 +460,8 @@ public final class CampaignReader {
         requestFields.pointee = request
         return SourceNotification(
             token: token, payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]),
-            expiry: expiry, priority: priority, position: position, request: request.isEmpty ? nil : UnsafePointer(requestFields))
+            expiry: expiry, priority: priority, position: position,
+            request: request.isEmpty ? nil : UnsafePointer(requestFields))
     }
 
     private static func token(_ member: JSONMember, in line: UnsafeRawBufferPointer) throws(LineProblem) -> DeviceToken {

@@ -146,12 +146,12 @@ struct RequestRecordBuilder: Sendable {
         let priority = notification.priority ?? (pushType == .background ? 5 : defaultPriority)
         let expiry = notification.expiry ?? defaultExpiry
         if let collapse = fields.collapseID {
-            RequestRecord.write(notification, fields: fields, pushType: pushType, expiry: expiry, priority: priority, collapse: collapse,
-                                into: buffer)
+            RequestRecord.write(notification, fields: fields, pushType: pushType, expiry: expiry, priority: priority,
+                                collapse: collapse, into: buffer)
         } else {
             defaultCollapseID.withUnsafeBytes {
-                RequestRecord.write(notification, fields: fields, pushType: pushType, expiry: expiry, priority: priority, collapse: $0,
-                                    into: buffer)
+                RequestRecord.write(notification, fields: fields, pushType: pushType, expiry: expiry, priority: priority,
+                                    collapse: $0, into: buffer)
             }
         }
     }
