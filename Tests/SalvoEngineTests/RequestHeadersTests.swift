@@ -112,9 +112,9 @@ private final class RequestWire: ClientSessionDelegate {
         try payloadBytes.withUnsafeBytes { payload in
             try (topicBytes ?? []).withUnsafeBytes { topic in
                 try (collapseBytes ?? []).withUnsafeBytes { collapse in
-                    var request = RequestFields(pushType: pushType, topic: topicBytes == nil ? nil : topic,
+                    let request = RequestFields(pushType: pushType, topic: topicBytes == nil ? nil : topic,
                                                 collapseID: collapseBytes == nil ? nil : collapse, apnsID: apnsID)
-                    try withUnsafePointer(to: &request) { request in
+                    try withUnsafePointer(to: request) { request in
                         let notification = SourceNotification(token: deviceToken(token), payload: payload, expiry: expiry,
                                                               priority: priority, position: position, request: request)
                         record = [UInt8](repeating: 0, count: builder.length(of: notification))
