@@ -15,7 +15,7 @@
 #
 #   scripts/h2-peers.sh [--salvo PATH=.build/release/salvo] [--rounds 3] [--count 1000000]
 #                       [--ahc-count 200000] [--py-count 60000] [--connections 4] [--streams 100]
-#                       [--only "salvo h2load ahc aioapns nghttpd"]
+#                       [--only "salvo salvo-defaults h2load h2load-tokens ahc aioapns nghttpd"]
 #
 # Needs openssl, python3 with venv, h2load (nghttp2-client), nghttpd (nghttp2-server), Swift.
 # First run builds Benchmarks/Peers (several minutes) and a virtualenv with aioapns from PyPI
@@ -23,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 salvo=.build/release/salvo rounds=3 count=1000000 ahc_count=200000 py_count=60000
-connections=4 streams=100 only="salvo salvo-defaults h2load ahc aioapns nghttpd"
+connections=4 streams=100 only="salvo salvo-defaults h2load h2load-tokens ahc aioapns nghttpd"
 while [ $# -gt 0 ]; do
   case "$1" in
     --salvo) salvo=$2; shift 2 ;;
@@ -142,12 +142,19 @@ stop_server() {
 # Each sets n (requests), ok (200s), secs, conns; /usr/bin/time writes $work/time. Counts are
 # sized for 3 to 20 s a run here: salvo and h2load send COUNT, the slower AHC and aioapns fewer.
 timed() { timeout 300 /usr/bin/time -f "%U %S" -o "$work/time" "$@" > "$work/client.out" 2> "$work/client.err" || true; }
-h2load_run() {
+h2load_run() {  # $1: "tokens" to send salvo's distinct tokens instead of one
   n=$count
+  local uris=("https://127.0.0.1:$port/3/device/$token")
+  if [ "${1:-}" = tokens ]; then
+    # -i: every connection walks the list from its start, so COUNT/CONNECTIONS distinct
+    # tokens give each connection a new :path per request, as salvo's campaign does (with one
+    # fixed URI, HPACK sends the path as a one-byte index after the first request).
+    head -n $((n / connections + 1)) "$work/tokens.txt" | sed "s|^|https://127.0.0.1:$port/3/device/|" > "$work/uris.txt"
+    uris=(-i "$work/uris.txt")
+  fi
   # -t 2: two threads, as salvo's two shards; h2load does not verify the certificate.
   timed h2load -t "$shards" -c "$connections" -m "$streams" -n "$n" -d "$work/payload.json" \
-    -H "authorization: bearer $(jwt)" -H "apns-topic: $topic" -H "apns-push-type: alert" \
-    "https://127.0.0.1:$port/3/device/$token"
+    -H "authorization: bearer $(jwt)" -H "apns-topic: $topic" -H "apns-push-type: alert" "${uris[@]}"
   ok=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$work/client.out")
   secs=$(sed -n 's/^finished in \([0-9.]*\)\(m*s\),.*/\1 \2/p' "$work/client.out" | awk '{print $2 == "ms" ? $1 / 1000 : $1}')
   conns=$connections
@@ -189,6 +196,7 @@ run() {  # $1: name, $2: round
     salvo) start_mock; salvo_run "--shards $shards --connections $((connections / shards)) --max-connections $((connections / shards)) --max-streams $streams" ;;
     salvo-defaults) start_mock; salvo_run "" ;;
     h2load) start_mock; h2load_run ;;
+    h2load-tokens) start_mock; h2load_run tokens ;;
     ahc) start_mock; ahc_run ;;
     aioapns) start_mock; aioapns_run ;;
     nghttpd) server=nghttpd; start_nghttpd; h2load_run ;;
@@ -229,7 +237,7 @@ for line in open(sys.argv[1]):
     m = re.match(r"round \d+ (\S+): server (\S+) connections (\S+) requests (\d+) status200 (\d+) seconds \S+ "
                  r"rate (\d+)/s client_cpu (\S+) us/notif server_cpu (\S+) us/req (exact|NOT EXACT)", line)
     if m: rows.setdefault(m[1], []).append(m.groups()[1:])
-label = {"salvo": "salvo send (matched)", "salvo-defaults": "salvo send (defaults)", "h2load": "h2load",
+label = {"salvo": "salvo send (matched)", "salvo-defaults": "salvo send (defaults)", "h2load": "h2load (one token)", "h2load-tokens": "h2load (distinct tokens, -i)",
          "ahc": "AsyncHTTPClient (ahc-apns)", "aioapns": "aioapns 4.0", "nghttpd": "h2load → nghttpd"}
 print()
 print("| client | server | connections × streams | requests | rate /s | client CPU µs/notif | server CPU µs/req | accepted exact |")
