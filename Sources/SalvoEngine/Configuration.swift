@@ -105,15 +105,31 @@ public struct SenderConfiguration: Sendable {
     /// path, or a connection restarting after an error response cannot take more), the
     /// sender opens one more, at most one per `connectionGrowthInterval`, up to this. Over
     /// a long path a connection the gateway closed after an error restarts TCP's slow
-    /// start, about eight round trips, and more connections carry on meanwhile. Set it to
-    /// `connectionsPerShard` for a fixed number.
-    public var maximumConnectionsPerShard: Int = 2
+    /// start, about eight round trips, and more connections carry on meanwhile. Over
+    /// HTTP/2 a connection's rate is its streams ÷ the answer time (1000 streams answered
+    /// in 200 ms: 5000/s), so while every connection has all its streams open with work
+    /// waiting, the sender doubles them. Set it to `connectionsPerShard` for a fixed number.
+    /// Default: 2 for the binary protocol, 64 for HTTP/2 (at 300 ms answers, 128
+    /// connections carry 400,000/s), or `connectionsPerShard` if more. The default
+    /// follows `transport`.
+    public var maximumConnectionsPerShard: Int {
+        get { maximumConnectionsSetting ?? max(connectionsPerShard, http2 == nil ? 2 : 64) }
+        set { maximumConnectionsSetting = newValue }
+    }
+    private var maximumConnectionsSetting: Int?
     /// At most one connection is added per this long, so the last one shows its effect first.
     public var connectionGrowthInterval: Duration = .milliseconds(250)
     /// Bytes of staging ring per connection: frames encoded and waiting for `SSL_write`.
     /// Written frames leave it at once (resends are read again from their source), so it
-    /// only absorbs the producer's bursts.
-    public var ringCapacity: Int = 2 << 20
+    /// only absorbs the producer's bursts. Default: 2 MiB for the binary protocol; 256 KiB
+    /// (about two stream limits of records) for HTTP/2, whose connections take work only
+    /// as streams free up: what waits in a ring beyond that is the tail of the run, sent
+    /// at one connection's rate while the others are done. The default follows `transport`.
+    public var ringCapacity: Int {
+        get { ringCapacitySetting ?? (http2 == nil ? 2 << 20 : 256 << 10) }
+        set { ringCapacitySetting = newValue }
+    }
+    private var ringCapacitySetting: Int?
     /// Bytes per connection for notifications sent one at a time (`Sender.send(token:payload:)`),
     /// which are kept until final: it bounds that path's rate to about this ÷ (error wait
     /// × notification size). `send(contentsOf:)` does not use it.

@@ -158,6 +158,10 @@ public final class Sender: Sendable {
         // Lanes for the ceiling are made now (their memory is untouched until used) and
         // connect once something is published to them.
         let lanesPerShard = max(configuration.connectionsPerShard, configuration.maximumConnectionsPerShard)
+        let growth = ConnectionGrowth(initial: configuration.shards * configuration.connectionsPerShard,
+                                      ceiling: configuration.shards * lanesPerShard,
+                                      interval: configuration.connectionGrowthInterval)
+        self.growth = growth
         do {
             for shardIndex in 0..<configuration.shards {
                 let shardLanes = (0..<lanesPerShard).map { _ in
@@ -167,7 +171,7 @@ public final class Sender: Sendable {
                 }
                 shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
-                                        tokens: tokens, observer: hub))
+                                        tokens: tokens, growth: growth, observer: hub))
                 lanes += shardLanes
             }
         } catch {
@@ -180,8 +184,6 @@ public final class Sender: Sendable {
         slots = (0..<lanesPerShard).flatMap { laneIndex in
             shards.indices.map { Slot(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
         }
-        growth = ConnectionGrowth(initial: configuration.shards * configuration.connectionsPerShard,
-                                  ceiling: slots.count, interval: configuration.connectionGrowthInterval)
     }
 
     deinit {
@@ -398,7 +400,8 @@ public final class Sender: Sendable {
 
     /// The accounting so far (a snapshot; `finish()` returns the final one).
     public var progress: SenderReport {
-        ledger.report(submitted: submittedCount, connections: growth.count, started: started.nanoseconds, now: Instant.now().nanoseconds)
+        ledger.report(submitted: submittedCount, connections: growth.count, connectionsReason: growth.reason,
+                      started: started.nanoseconds, now: Instant.now().nanoseconds)
     }
 
     /// The highest sequence S such that every notification `send(contentsOf:)` submitted
@@ -447,7 +450,8 @@ public final class Sender: Sendable {
         }
         shards.forEach { $0.stop() }
         hub.finish()
-        return ledger.report(submitted: submittedCount, connections: growth.count, started: started.nanoseconds, now: Instant.now().nanoseconds)
+        return ledger.report(submitted: submittedCount, connections: growth.count, connectionsReason: growth.reason,
+                             started: started.nanoseconds, now: Instant.now().nanoseconds)
     }
 }
 

@@ -148,7 +148,8 @@ final class CampaignRun: Sendable {
             "  failed    \(number(report.failed))" + breakdown(report.failedByReason),
             "  resent \(number(report.resent)), reconnects \(number(report.reconnects))"
                 + (report.reconnects > 0 ? " (\(number(report.resumedReconnects)) resumed TLS)" : "")
-                + ", possible duplicates \(number(report.possibleDuplicates)), connections \(number(report.connections))",
+                + ", possible duplicates \(number(report.possibleDuplicates))",
+            "  connections \(number(report.connections))" + (report.connectionsReason.isEmpty ? "" : ": \(report.connectionsReason)"),
         ]
         if let latency = report.errorLatency {
             lines.append("  error responses: \(number(latency.count)), arriving after p50 \(String(format: "%.1f", latency.p50Milliseconds)) ms, "

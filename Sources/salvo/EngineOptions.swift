@@ -14,7 +14,7 @@ struct EngineOptions: ParsableArguments {
     var connections: Int = 1
 
     @Option(name: .customLong("max-connections"),
-            help: ArgumentHelp("The most connections per shard (default 2): one more is opened, at most every 250 ms, while every connection is full — over a long path, a connection the gateway closed after an error restarts TCP's slow start. Equal to --connections: a fixed number.",
+            help: ArgumentHelp("The most connections per shard (default 2; HTTP/2: 64). Binary: one more is opened, at most every 250 ms, while every connection is full — over a long path, a connection the gateway closed after an error restarts TCP's slow start. HTTP/2: they double while every connection has all the streams the gateway allows open with more waiting (a connection's rate is its streams ÷ the answer time). Equal to --connections: a fixed number.",
                                valueName: "n"))
     var maximumConnections: Int?
 
@@ -32,7 +32,7 @@ struct EngineOptions: ParsableArguments {
     var retentionMilliseconds: Int?
 
     @Option(name: .customLong("ring-mib"),
-            help: ArgumentHelp("Staging ring per connection, MiB (default 2): frames waiting to be written. Resends are read again from the input, so it does not grow with the error wait.",
+            help: ArgumentHelp("Staging ring per connection, MiB (default 2; HTTP/2: 0.25): frames waiting to be written. Resends are read again from the input, so it does not grow with the error wait.",
                                valueName: "MiB"))
     var ringMiB: Int?
 
@@ -70,7 +70,7 @@ struct EngineOptions: ParsableArguments {
     func apply(to configuration: inout SenderConfiguration) {
         if let shards { configuration.shards = shards }
         configuration.connectionsPerShard = connections
-        configuration.maximumConnectionsPerShard = maximumConnections ?? max(connections, configuration.maximumConnectionsPerShard)
+        if let maximumConnections { configuration.maximumConnectionsPerShard = maximumConnections }
         if let errorWaitMilliseconds { configuration.errorWait = .milliseconds(errorWaitMilliseconds) }
         if let retentionMilliseconds { configuration.recordRetention = .milliseconds(retentionMilliseconds) }
         configuration.dropPolicy = onDrop

@@ -13,6 +13,48 @@ import Testing
         #expect(!growth.stalled(at: 9_000) && growth.count == 4, "at the ceiling")
     }
 
+    /// HTTP/2: once every connection in use is at its stream limit with work waiting, they
+    /// double; connections added since are not saturated yet, so the next doubling waits.
+    @Test func connectionsDoubleOnceEveryOneIsSaturated() {
+        let growth = ConnectionGrowth(initial: 2, ceiling: 6, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.considerDoubling(answerTime: 0, at: 1 * ms)
+        growth.saturationChanged(true)
+        growth.considerDoubling(answerTime: 0, at: 1 * ms)
+        #expect(growth.count == 2, "no answer yet: nothing to judge a doubling by")
+        #expect(!growth.stalled(at: 1 * ms), "while connections are saturated, full rings are theirs")
+        growth.saturationChanged(false)
+        growth.considerDoubling(answerTime: 200 * ms, at: 2 * ms)
+        #expect(growth.count == 2, "one of two is not growth")
+        growth.saturationChanged(true)
+        growth.considerDoubling(answerTime: 250 * ms, at: 2 * ms)
+        #expect(growth.count == 4)
+        growth.saturationChanged(true)
+        growth.considerDoubling(answerTime: 200 * ms, at: 3 * ms)
+        #expect(growth.count == 4, "three of four")
+        growth.saturationChanged(true)
+        growth.considerDoubling(answerTime: 900 * ms, at: 100 * ms)
+        #expect(growth.count == 4, "before the doubling's streams were answered")
+        growth.considerDoubling(answerTime: 210 * ms, at: 300 * ms)
+        #expect(growth.count == 6, "one connection's answers came as fast: doubled, up to the ceiling")
+        #expect(growth.reason.contains("4 added because every connection had all the streams") && growth.reason.contains("the ceiling, 6"))
+    }
+
+    /// When more streams only made the answers slower, the gateway bounds the rate: no more
+    /// connections, by either signal.
+    @Test func aDoublingThatOnlySlowsTheAnswersIsTheLast() {
+        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.considerDoubling(answerTime: 5 * ms, at: 1 * ms)
+        #expect(growth.count == 2)
+        growth.saturationChanged(true)
+        growth.considerDoubling(answerTime: 10 * ms, at: 30 * ms)
+        #expect(growth.count == 2 && !growth.stalled(at: 40 * ms) && growth.count == 2)
+        #expect(growth.reason.contains("made the gateway's answers slower"))
+    }
+
     @Test func aCeilingBelowTheStartIsTheStart() {
         let growth = ConnectionGrowth(initial: 3, ceiling: 1, interval: .zero)
         #expect(growth.ceiling == 3 && !growth.stalled(at: 1) && growth.count == 3)
@@ -38,5 +80,26 @@ import Testing
         #expect(report.submitted == count && report.isComplete && report.failed == 0 && report.rejected == count / 2_000)
         let mock = rig.statistics(caughtUpWith: report)
         #expect(mock.accepted == report.accepted && mock.rejected == report.rejected && mock.duplicates == 0)
+    }
+
+    /// Answers that take 20 ms over connections of 10 streams: 500/s each. The sender grows
+    /// past the binary protocol's two connections because every connection holds all its
+    /// streams, says so in the report, and accounts for every notification exactly.
+    @Test func anHTTP2SenderAddsConnectionsWhileEveryOneHoldsAllItsStreams() async throws {
+        let rig = try H2LoopbackRig(plan: H2FailurePlan(responseDelay: .milliseconds(20))) {
+            $0.maximumConcurrentStreams = 10
+        }
+        var configuration = rig.senderConfiguration()
+        configuration.shards = 1
+        configuration.connectionsPerShard = 1
+        configuration.ringCapacity = 32 << 10
+        let count = 5_000
+        let (report, _) = try await HTTP2SenderTests.send(configuration, count: count)
+        #expect(report.submitted == count && report.accepted == count && report.isComplete)
+        #expect(report.connections > 2 && report.connections <= configuration.maximumConnectionsPerShard)
+        #expect(report.connectionsReason.contains("added because every connection had all the streams"), "\(report.connectionsReason)")
+        let mock = rig.statistics { $0.accepted >= count }
+        #expect(mock.accepted == count && mock.duplicates == 0)
+        #expect(mock.acceptedDigests == HTTP2SenderTests.digests(0..<count))
     }
 }

@@ -1,27 +1,61 @@
+import SalvoIO
 import Synchronization
 
 /// How many of the sender's connections producers publish to: the configured number at
-/// first, one more each time every one of them is full, up to a ceiling.
+/// first, more while those in use cannot take more, up to a ceiling. Two signals say so:
 ///
-/// A full staging ring everywhere means that nothing downstream takes more: the gateway,
-/// the path, or a connection the gateway closed after an error response and whose
-/// replacement restarts TCP's slow start (over 50 ms that is about eight round trips per
-/// error). Another connection carries on meanwhile, so connections are added while that
-/// lasts, at most one per `interval` so that the last one has had time to show its effect.
-/// They are never removed: a connection nobody publishes to costs nothing, and one in use
+/// - **Every staging ring is full** (either protocol): nothing downstream takes more: the
+///   gateway, the path, or a connection the gateway closed after an error response and
+///   whose replacement restarts TCP's slow start (over 50 ms that is about eight round
+///   trips per error). Another connection carries on meanwhile, so one is added while
+///   that lasts, at most one per `interval`, so that the last one has had time to show
+///   its effect.
+/// - **Every connection has all the streams its gateway allows open, with work waiting**
+///   (HTTP/2). A connection's rate is then its streams ÷ the answer time, and the count
+///   doubles: 1000 streams answered in 200 ms carry 5000/s however idle the sender is.
+///   Unless the answer time is the gateway's queue: then more streams only lengthen it.
+///   So each doubling is judged once its streams have been answered (an answer time
+///   later): if the shortest answer time since grew by half or more (the shortest, as the
+///   least queued: the round trip itself does not grow with load), the gateway, not the
+///   round trip, bounds the rate, and the sender stops adding connections for the rest of
+///   the run. From 2 to 128 connections takes six answer times or so. Meanwhile full
+///   rings are the saturated connections' own, and add nothing.
+///
+/// Connections are never removed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
 final class ConnectionGrowth: Sendable {
     /// The most connections there may be.
     let ceiling: Int
+    private let initial: Int
     private let interval: UInt64
+    /// Connections in use; read on every publish, so kept apart from `state`.
     private let active: Atomic<Int>
-    private let lastGrowth: Atomic<UInt64>
+    private let state: Locked<State>
+
+    private struct State {
+        /// When a connection was last added because every ring was full.
+        var lastAddition: UInt64 = 0
+        /// Connections at their stream limit with work waiting (`saturationChanged`).
+        var saturated = 0
+        /// When the count last doubled, and the answer time it was doubled at (0: never).
+        var lastDoubling: UInt64 = 0
+        var answerTimeAtDoubling: UInt64 = 0
+        /// The shortest answer time reported since the last doubling: the round trip with
+        /// the least of the gateway's queue in it.
+        var shortestAnswerTime: UInt64 = .max
+        /// More streams made answers slower, not more frequent: no more growth.
+        var gatewayBound = false
+        /// Added because every ring was full, and because every connection was saturated.
+        var addedWhileFull = 0
+        var addedWhileSaturated = 0
+    }
 
     init(initial: Int, ceiling: Int, interval: Duration) {
+        self.initial = initial
         self.ceiling = max(initial, ceiling)
         self.interval = interval.nanosecondsClamped
         active = Atomic(initial)
-        lastGrowth = Atomic(0)
+        state = Locked(State())
     }
 
     /// Connections in use: producers publish to the first this many.
@@ -32,10 +66,72 @@ final class ConnectionGrowth: Sendable {
     func stalled(at now: UInt64) -> Bool {
         let current = active.load(ordering: .relaxed)
         guard current < ceiling else { return false }
-        let last = lastGrowth.load(ordering: .relaxed)
-        guard last == 0 || now &- last >= interval,
-              lastGrowth.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
-        else { return false }
-        return active.compareExchange(expected: current, desired: current + 1, ordering: .releasing).exchanged
+        return state.withLock { state in
+            // While connections are saturated, their rings are full because of it, and
+            // the doubling decides (HTTP/2).
+            guard !state.gatewayBound, state.saturated == 0,
+                  state.lastAddition == 0 || now &- state.lastAddition >= interval else { return false }
+            state.lastAddition = now
+            state.addedWhileFull += 1
+            active.store(current + 1, ordering: .releasing)
+            return true
+        }
+    }
+
+    /// A connection reached its stream limit with work waiting (`saturated`), or left it.
+    func saturationChanged(_ saturated: Bool) {
+        state.withLock { $0.saturated += saturated ? 1 : -1 }
+    }
+
+    /// Asked by a saturated connection now and then (its streams are answered in
+    /// `answerTime` nanoseconds now, 0 when none was yet; `now`: monotonic nanoseconds):
+    /// when every connection in use is saturated, doubles them, up to the ceiling, unless
+    /// the last doubling only made the answers slower. Answer times are compared by their
+    /// shortest since the doubling, which only the gateway's queue lengthens.
+    func considerDoubling(answerTime: UInt64, at now: UInt64) {
+        state.withLock { state in
+            if answerTime > 0 { state.shortestAnswerTime = min(state.shortestAnswerTime, answerTime) }
+            let current = active.load(ordering: .relaxed)
+            guard state.saturated >= current, current < ceiling, !state.gatewayBound,
+                  state.shortestAnswerTime != .max else { return }
+            let before = state.answerTimeAtDoubling
+            if before > 0 {
+                // The streams opened since the doubling have had their answers.
+                guard now &- state.lastDoubling >= before + before / 4 + 10_000_000 else { return }
+                if state.shortestAnswerTime >= before + before / 2 {
+                    state.gatewayBound = true
+                    return
+                }
+            }
+            let grown = min(ceiling, 2 * current)
+            state.lastDoubling = now
+            state.answerTimeAtDoubling = state.shortestAnswerTime
+            state.shortestAnswerTime = .max
+            state.addedWhileSaturated += grown - current
+            active.store(grown, ordering: .releasing)
+        }
+    }
+
+    /// Why there are `count` connections, for the report.
+    var reason: String {
+        let count = self.count
+        return state.withLock { state in
+            var reason = "\(initial) at the start"
+            if state.addedWhileSaturated > 0 {
+                reason += "; \(state.addedWhileSaturated) added because every connection had all the streams its gateway "
+                    + "allows open with more notifications waiting (a connection's rate is its streams ÷ the answer time)"
+            }
+            if state.addedWhileFull > 0 {
+                reason += "; \(state.addedWhileFull) added because every connection's staging ring was full (the gateway "
+                    + "or the path took no more)"
+            }
+            if state.gatewayBound {
+                reason += "; no more: the last added made the gateway's answers slower, not more frequent"
+            } else if count == ceiling && count > initial {
+                reason += "; the ceiling, \(ceiling) (--max-connections × shards), was reached"
+            }
+            return reason
+        }
     }
 }
+

@@ -14,6 +14,8 @@ final class Shard: @unchecked Sendable {
     let builder: RecordBuilder
     /// The team's provider token, with token authentication over HTTP/2.
     let tokens: ProviderTokenSigner?
+    /// How many connections the sender uses (HTTP/2 connections report their saturation).
+    let growth: ConnectionGrowth
     /// Reads rewound notifications again; this shard's own readers.
     let replayer: Replayer
     private let thread: LoopThread
@@ -27,7 +29,7 @@ final class Shard: @unchecked Sendable {
 
     init(index: Int, lanes: [Lane], configuration: SenderConfiguration, tlsContext: TLSContext,
          addresses: [SocketAddress], ledger: DeliveryLedger, sources: SourceRegistry, builder: RecordBuilder,
-         tokens: ProviderTokenSigner? = nil, observer: SenderObserver) throws(IOError) {
+         tokens: ProviderTokenSigner? = nil, growth: ConnectionGrowth, observer: SenderObserver) throws(IOError) {
         self.index = index
         self.configuration = configuration
         self.tlsContext = tlsContext
@@ -36,6 +38,7 @@ final class Shard: @unchecked Sendable {
         self.sources = sources
         self.builder = builder
         self.tokens = tokens
+        self.growth = growth
         self.observer = observer
         replayer = Replayer(sources: sources)
         finishing = Atomic(false)

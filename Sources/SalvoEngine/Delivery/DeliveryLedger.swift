@@ -113,7 +113,7 @@ final class DeliveryLedger: Sendable {
 
     /// The report, given how many notifications were submitted (the lanes count those)
     /// and when the run started.
-    func report(submitted: Int, connections: Int, started: UInt64, now: UInt64) -> SenderReport {
+    func report(submitted: Int, connections: Int, connectionsReason: String, started: UInt64, now: UInt64) -> SenderReport {
         let rejected = rejectedByReason.withLock { $0 }
         let failed = failedByReason.withLock { $0 }
         let (latencySummary, raises) = latencies.withLock { state in
@@ -129,6 +129,7 @@ final class DeliveryLedger: Sendable {
             reconnects: reconnects.load(ordering: .relaxed),
             resumedReconnects: resumedReconnects.load(ordering: .relaxed),
             connections: connections,
+            connectionsReason: connectionsReason,
             possibleDuplicates: possibleDuplicates.load(ordering: .relaxed),
             windowOverruns: windowOverruns.load(ordering: .relaxed),
             lateErrors: lateErrors.load(ordering: .relaxed),
@@ -190,6 +191,10 @@ public struct SenderReport: Sendable, Hashable, Codable {
     /// Connection slots in use at the end: the configured ones plus those the sender added
     /// while every connection was full (`SenderConfiguration.maximumConnectionsPerShard`).
     public var connections: Int
+    /// Why `connections` are as many as they are: the configured ones, and what made the
+    /// sender add the others (every connection at its stream limit with work waiting,
+    /// every staging ring full) or stop adding (the ceiling).
+    public var connectionsReason: String
     /// Resent frames whose first copy may have been delivered (at-least-once after a silent drop).
     public var possibleDuplicates: Int
     /// Error responses naming a notification older than every record kept: what they may
@@ -225,6 +230,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case submitted, accepted, rejected, failed, resent, reconnects, connections, seconds
         case resumedReconnects = "resumed_reconnects"
+        case connectionsReason = "connections_reason"
         case possibleDuplicates = "possible_duplicates"
         case windowOverruns = "window_overruns"
         case lateErrors = "late_errors"
@@ -241,7 +247,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
     }
 
     public init(submitted: Int, accepted: Int, rejected: Int, failed: Int, resent: Int = 0, reconnects: Int = 0,
-                resumedReconnects: Int = 0, connections: Int = 1, possibleDuplicates: Int = 0, windowOverruns: Int = 0,
+                resumedReconnects: Int = 0, connections: Int = 1, connectionsReason: String = "", possibleDuplicates: Int = 0, windowOverruns: Int = 0,
                 lateErrors: Int = 0, seconds: Double,
                 sendingSeconds: Double = 0, errorWait: Duration = .seconds(1), errorWaitRaises: [ErrorWaitRaise] = [],
                 errorLatency: ErrorLatencySummary? = nil,
@@ -254,6 +260,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         self.reconnects = reconnects
         self.resumedReconnects = resumedReconnects
         self.connections = connections
+        self.connectionsReason = connectionsReason
         self.possibleDuplicates = possibleDuplicates
         self.windowOverruns = windowOverruns
         self.lateErrors = lateErrors
@@ -276,6 +283,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         reconnects = try container.decodeIfPresent(Int.self, forKey: .reconnects) ?? 0
         resumedReconnects = try container.decodeIfPresent(Int.self, forKey: .resumedReconnects) ?? 0
         connections = try container.decodeIfPresent(Int.self, forKey: .connections) ?? 1
+        connectionsReason = try container.decodeIfPresent(String.self, forKey: .connectionsReason) ?? ""
         possibleDuplicates = try container.decodeIfPresent(Int.self, forKey: .possibleDuplicates) ?? 0
         windowOverruns = try container.decodeIfPresent(Int.self, forKey: .windowOverruns) ?? 0
         lateErrors = try container.decodeIfPresent(Int.self, forKey: .lateErrors) ?? 0
@@ -299,6 +307,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         try container.encode(reconnects, forKey: .reconnects)
         try container.encode(resumedReconnects, forKey: .resumedReconnects)
         try container.encode(connections, forKey: .connections)
+        try container.encode(connectionsReason, forKey: .connectionsReason)
         try container.encode(possibleDuplicates, forKey: .possibleDuplicates)
         try container.encode(windowOverruns, forKey: .windowOverruns)
         try container.encode(lateErrors, forKey: .lateErrors)

@@ -23,6 +23,11 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// Per stream slot (`StreamWindow`'s): the answer so far, and its body in the arena.
     private var answers: [StreamAnswer] = []
     private var bodyNumbers: [UInt64] = []
+    /// Per stream slot: when it was opened (loop nanoseconds).
+    private var openedAt: [UInt64] = []
+    /// How long streams wait for their answers: a moving average (nanoseconds, 0 before
+    /// the first answer), which tells `ConnectionGrowth` the round trip from the queue.
+    private var answerTime: UInt64 = 0
     /// What the answers of one read decided, applied once the read is done.
     private var settlement = Settlement()
     /// Set inside nghttp2's callbacks, acted on once nghttp2 has returned (closing a
@@ -41,6 +46,10 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private var pingTimer: TimerID?
     private var retryTimer: TimerID?
     private var retryDeadline: UInt64 = .max
+    /// Whether `ConnectionGrowth` counts this connection as saturated: every stream the
+    /// gateway allows open, and more waiting.
+    private var isSaturated = false
+    private var lastGrowthCheck: UInt64 = 0
 
     private struct PendingActions {
         var goAway = false
@@ -53,6 +62,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private static let outputBatch = 4 * GatewayConnection.recordSize
     /// How long a partial record may wait for more requests.
     private static let coalescingDelay: Duration = .milliseconds(1)
+    /// How often a saturated connection asks `ConnectionGrowth` to add connections.
+    private static let growthCheckInterval: UInt64 = 10_000_000
     /// Reads per readiness event before the loop's other connections get a turn.
     private static let readBudget = 16
 
@@ -107,6 +118,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     override func willClose(_ link: Link) {
         guard link === sessionLink else { return }
+        noteSaturation(false)
         // The window settled the open streams already (the machine's connection-lost), or
         // none were open; what the session still held goes with it.
         session = nil
@@ -138,6 +150,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
                 guard try writeOutput(link) else { return }
             }
             setInterest(link, .read)
+            noteSaturation(hasWork && window.openCount + window.waitingRetryCount >= streamLimit(of: session))
             armRetryTimer()
             // A request nghttp2 could not send is settled as it found out.
             if !settlement.isEmpty {
@@ -152,7 +165,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// Submits requests while streams and arena space are free; returns how many.
     private func openStreams(on session: ClientSession, flush: Bool) throws -> Int {
         refreshProviderToken()
-        var budget = min(options.maximumConcurrentStreams, session.remoteStreamLimit) - window.openCount
+        var budget = streamLimit(of: session) - window.openCount
         var opened = 0
         let now = shard.loop.now.nanoseconds
         while budget > 0, bodies.hasRoom(for: requests.maximumLength), let retry = window.nextRetry(now: now) {
@@ -193,6 +206,28 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         return opened
     }
 
+    /// The most streams this connection may have open: the gateway's limit and ours.
+    private func streamLimit(of session: ClientSession) -> Int {
+        min(options.maximumConcurrentStreams, session.remoteStreamLimit)
+    }
+
+    /// Tells `ConnectionGrowth` when this connection starts or stops being saturated, and
+    /// while it stays so, asks it every `growthCheckInterval` whether to add connections. A
+    /// limit of one stream does not count: APNs allows one until it has seen a valid
+    /// provider token, and raises it a moment later.
+    private func noteSaturation(_ saturated: Bool) {
+        let saturated = saturated && lastStreamLimit > 1
+        if saturated != isSaturated {
+            isSaturated = saturated
+            shard.growth.saturationChanged(saturated)
+            lastGrowthCheck = 0
+        }
+        let now = shard.loop.now.nanoseconds
+        guard saturated, now &- lastGrowthCheck >= Self.growthCheckInterval else { return }
+        lastGrowthCheck = now
+        shard.growth.considerDoubling(answerTime: answerTime, at: now)
+    }
+
     /// Reads a notification to try again from its source and submits it.
     private func resubmit(_ retry: Retry, on session: ClientSession) throws {
         var length = 0
@@ -227,6 +262,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         // The arena has room: the caller checked.
         bodyNumbers[Int(slot)] = bodies.store(record.payload)!
         answers[Int(slot)] = StreamAnswer()
+        openedAt[Int(slot)] = shard.loop.now.nanoseconds
         headers.make(for: record, position: position, source: source)
         _ = try session.submit(headers.fields, bodyLength: record.payload.count, slot: slot)
     }
@@ -251,6 +287,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         while answers.count <= Int(slot) {
             answers.append(StreamAnswer())
             bodyNumbers.append(0)
+            openedAt.append(0)
         }
     }
 
@@ -365,6 +402,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             window.retry(slot, refused ? .refused : .dropped(machine.dropPolicy), now: now, into: &settlement)
             return
         }
+        let waited = now &- openedAt[Int(slot)]
+        answerTime = answerTime == 0 ? waited : answerTime - answerTime / 8 + waited / 8
         switch answer.verdict {
         case .accepted:
             window.accepted(slot, into: &settlement)
