@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     --connections) connections=$2; shift 2 ;;
     --streams) streams=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    *) sed -n '2,21p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,22p' "$0" >&2; exit 2 ;;
   esac
 done
 [ -x "$salvo" ] || { echo "h2-peers.sh: no salvo binary at $salvo" >&2; exit 2; }
@@ -47,24 +47,23 @@ server_pid=""
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 log() { echo "$@" >&2; }
+drop() { for w in "$@"; do only=$(echo " $only " | sed "s/ $w / /g"); done; }  # skip clients
 
 # --- Clients that have to be built or installed -------------------------------------------
 ahc=Benchmarks/Peers/.build/release/ahc-apns
 if [[ " $only " == *" ahc "* && ! -x $ahc ]]; then
   log "building Benchmarks/Peers (AsyncHTTPClient; several minutes the first time)..."
   (cd Benchmarks/Peers && swift build -c release > "$work/ahc-build.log" 2>&1) ||
-    { log "h2-peers.sh: Benchmarks/Peers did not build, skipping ahc: $(tail -3 "$work/ahc-build.log")"; only=${only/ahc/}; }
+    { log "h2-peers.sh: Benchmarks/Peers did not build, skipping ahc: $(tail -3 "$work/ahc-build.log")"; drop ahc; }
 fi
 venv=.build/peers/venv
 if [[ " $only " == *" aioapns "* ]] && ! "$venv/bin/python" -c 'import aioapns' 2>/dev/null; then
   # Bounded: without PyPI pip gives up within a minute.
   { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --timeout 15 --retries 2 aioapns==4.0; } \
-    > "$work/pip.log" 2>&1 || { log "h2-peers.sh: could not install aioapns, skipping it: $(tail -2 "$work/pip.log")"; only=${only/aioapns/}; }
+    > "$work/pip.log" 2>&1 || { log "h2-peers.sh: could not install aioapns, skipping it: $(tail -2 "$work/pip.log")"; drop aioapns; }
 fi
-for tool in h2load nghttpd; do
-  command -v $tool > /dev/null || { log "h2-peers.sh: $tool is not installed, skipping what needs it"; only=${only/$tool/}; }
-done
-command -v h2load > /dev/null || only=${only/nghttpd/}
+command -v h2load > /dev/null || { log "h2-peers.sh: no h2load (nghttp2-client), skipping its rows"; drop h2load h2load-tokens nghttpd; }
+command -v nghttpd > /dev/null || { log "h2-peers.sh: no nghttpd (nghttp2-server), skipping it"; drop nghttpd; }
 
 # --- Certificates, signing key, JWT, payload, tokens ---------------------------------------
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=peers-ca \
