@@ -95,6 +95,10 @@ package enum Bench {
     package static func run(_ settings: BenchSettings) async throws -> BenchOutcome {
         var matrix = settings.matrix
         if settings.gateway != nil { matrix.errorRates = [0] }
+        let h2 = matrix.wireProtocol == .h2
+        if h2, settings.gateway != nil || settings.ceilingFrames != nil || settings.phpScript != nil {
+            throw BenchError("--protocol h2 measures against the HTTP/2 mock: not with --gateway, --ceiling or --php-baseline")
+        }
         let cores = BenchSystem.cores
         let pinned = settings.pin && cores >= 2 && settings.gateway == nil
         let mockCore = pinned ? cores - 1 : nil
@@ -135,13 +139,15 @@ package enum Bench {
             target = .mock(executable: executable, certificates: made, core: mockCore, namespace: delayLine?.namespace,
                            workDirectory: work)
         }
-        let ringMiB = settings.ringMiB ?? SenderConfiguration(host: "", port: 0, tls: TLSConfiguration()).ringCapacity >> 20
+        let defaults = SenderConfiguration(host: "", port: 0, tls: TLSConfiguration(),
+                                           transport: h2 ? .http2(HTTP2Options(topic: BenchSenderRun.topic)) : .binary(.frame))
+        let ringCapacity = settings.ringMiB.map { $0 << 20 } ?? defaults.ringCapacity
         let pinning = pinned
             ? "mock on core \(cores - 1), sender shard threads pinned to cores 0…\(max(0, cores - 2)) (the producer thread is not pinned)"
             : "not pinned"
         let recordedSettings = BenchResults.Settings(
             notificationsPerRun: count, runsPerCell: runs, warmup: settings.warmup,
-            ringMib: ringMiB, shards: shardCount, pinning: pinning,
+            ringMib: max(1, ringCapacity >> 20), shards: shardCount, pinning: pinning,
             gateway: settings.gateway.map { "\($0.host):\($0.port)" } ?? "mock")
         let cells = matrix.cells
         printError("salvo bench: \(cells.count) cells × \(runs) runs\(settings.warmup ? " (+1 warm-up)" : "") × "
@@ -162,7 +168,7 @@ package enum Bench {
             base: { host, port, tls in
                 var configuration = SenderConfiguration(host: host, port: port, tls: tls)
                 configuration.shards = shardCount
-                configuration.ringCapacity = ringMiB << 20
+                configuration.ringCapacity = ringCapacity
                 configuration.pinThreads = pinned
                 return configuration
             },

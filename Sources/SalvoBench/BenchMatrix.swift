@@ -3,18 +3,32 @@ import SalvoEngine
 import SalvoIO
 import SalvoMock
 
+/// The protocol a bench run measures.
+package enum BenchProtocol: String, Sendable, Codable {
+    /// The legacy binary protocol, in command 2.
+    case binary
+    /// The HTTP/2 provider API (client-certificate authentication: the mock takes one
+    /// provider token per team, and each run is a new sender).
+    case h2
+}
+
 /// The cells of a bench run and how each is measured: a fresh mock per cell, an optional
 /// warm-up run, then the measured runs, and the mock's counts against the sender's.
 package struct BenchMatrix: Sendable {
     /// One cell: what the sender and the mock are asked to do.
     package struct CellSpec: Sendable, Hashable {
+        package var wireProtocol: BenchProtocol = .binary
+        /// Connections per shard; 0 (HTTP/2): as many as the sender grows to by itself.
         package var connections: Int
         package var errorRate: Double
         package var payloadBytes: Int
         /// The sender's error wait: how long a written notification waits for an error
-        /// response naming it before it counts as accepted.
+        /// response naming it before it counts as accepted (binary).
         package var errorWaitMilliseconds: Int
-        package var frameBytes: Int { 61 + payloadBytes }  // command 2, all five items
+        /// How long the mock holds every answer (HTTP/2).
+        package var responseDelayMilliseconds = 0
+        /// Binary: command 2 with all five items. HTTP/2 measures its own (HPACK).
+        package var frameBytes: Int { 61 + payloadBytes }
 
         package init(connections: Int, errorRate: Double, payloadBytes: Int, errorWaitMilliseconds: Int) {
             self.connections = connections
@@ -24,24 +38,35 @@ package struct BenchMatrix: Sendable {
         }
 
         package var label: String {
-            "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B, "
-                + "error wait \(BenchFormat.milliseconds(errorWaitMilliseconds))"
+            let connections = self.connections == 0 ? "auto" : String(self.connections)
+            let condition = wireProtocol == .h2 ? "answers after \(BenchFormat.milliseconds(responseDelayMilliseconds))"
+                : "error wait \(BenchFormat.milliseconds(errorWaitMilliseconds))"
+            return "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B, \(condition)"
         }
 
-        /// The mock flags that make it reject at this rate: every Nth when 1/rate is whole.
+        /// The mock flags that make it reject at this rate (every Nth when 1/rate is whole;
+        /// HTTP/2: 400 BadDeviceToken), and hold its answers.
         package var failurePlan: [String] {
-            guard errorRate > 0 else { return [] }
+            var flags = responseDelayMilliseconds > 0 ? ["--response-delay-ms", String(responseDelayMilliseconds)] : []
+            guard errorRate > 0 else { return flags }
             let every = 1 / errorRate
-            if abs(every - every.rounded()) < 1e-6 * every { return ["--reject-every", String(Int(every.rounded()))] }
-            return ["--reject-probability", String(errorRate)]
+            if abs(every - every.rounded()) < 1e-6 * every {
+                flags += ["--reject-every", String(Int(every.rounded()))]
+            } else {
+                flags += ["--reject-probability", String(errorRate)]
+            }
+            return flags
         }
     }
 
+    package var wireProtocol: BenchProtocol = .binary
     package var connections: [Int]
     package var errorRates: [Double]
     package var payloadSizes: [Int]
-    /// The sender's error waits, milliseconds.
+    /// The sender's error waits, milliseconds (binary).
     package var errorWaits: [Int]
+    /// The mock's answer delays, milliseconds (HTTP/2).
+    package var responseDelays: [Int] = [0]
 
     package init(connections: [Int], errorRates: [Double], payloadSizes: [Int], errorWaits: [Int]) {
         self.connections = connections
@@ -50,14 +75,19 @@ package struct BenchMatrix: Sendable {
         self.errorWaits = errorWaits
     }
 
-    /// Payload size outermost, then error wait, then error rate, then connections (the
-    /// plot's X axis).
+    /// Payload size outermost, then error wait (or answer delay), then error rate, then
+    /// connections (the plot's X axis).
     package var cells: [CellSpec] {
-        payloadSizes.flatMap { payload in
-            errorWaits.flatMap { wait in
+        let conditions = wireProtocol == .h2 ? responseDelays : errorWaits
+        return payloadSizes.flatMap { payload in
+            conditions.flatMap { condition in
                 errorRates.flatMap { rate in
                     connections.map {
-                        CellSpec(connections: $0, errorRate: rate, payloadBytes: payload, errorWaitMilliseconds: wait)
+                        var cell = CellSpec(connections: $0, errorRate: rate, payloadBytes: payload,
+                                            errorWaitMilliseconds: wireProtocol == .h2 ? 1000 : condition)
+                        cell.wireProtocol = wireProtocol
+                        if wireProtocol == .h2 { cell.responseDelayMilliseconds = condition }
+                        return cell
                     }
                 }
             }
@@ -88,21 +118,26 @@ struct BenchCellRunner {
         let host: String, port: Int, tls: TLSConfiguration
         switch target {
         case .mock(let executable, let certificates, let core, let namespace, let workDirectory):
-            let process = try BenchMockProcess(executable: executable, certificates: certificates, failurePlan: spec.failurePlan,
-                                               core: core, namespace: namespace, workDirectory: workDirectory, name: "mock-\(index)")
+            let process = try BenchMockProcess(executable: executable, wireProtocol: spec.wireProtocol, certificates: certificates,
+                                               failurePlan: spec.failurePlan, core: core, namespace: namespace,
+                                               workDirectory: workDirectory, name: "mock-\(index)")
             mock = process
             (host, port, tls) = (namespace == nil ? "127.0.0.1" : DelayLine.farAddress, process.gatewayPort, certificates.clientTLS)
         case .external(let externalHost, let externalPort, let externalTLS):
             (host, port, tls) = (externalHost, externalPort, externalTLS)
         }
         var configuration = base(host, port, tls)
-        // A cell measures this many connections: none added.
-        configuration.connectionsPerShard = spec.connections
-        configuration.maximumConnectionsPerShard = spec.connections
+        if spec.wireProtocol == .h2 { configuration.transport = .http2(HTTP2Options(topic: BenchSenderRun.topic)) }
+        // A cell measures this many connections: none added (unless it asks for the
+        // sender's own growth).
+        if spec.connections > 0 {
+            configuration.connectionsPerShard = spec.connections
+            configuration.maximumConnectionsPerShard = spec.connections
+        }
         configuration.errorWait = .milliseconds(spec.errorWaitMilliseconds)
 
         var measured: [BenchResults.Run] = []
-        var totals = (accepted: 0, rejected: 0, failed: 0)
+        var totals = (accepted: 0, rejected: 0, failed: 0, submitted: 0)
         do {
             let planned = (warmup ? 1 : 0) + runs
             for attempt in 1...planned {
@@ -115,6 +150,7 @@ struct BenchCellRunner {
                 totals.accepted += run.accepted
                 totals.rejected += run.rejected
                 totals.failed += run.failed
+                totals.submitted += count
                 if !isWarmup { measured.append(run) }
             }
         } catch {
@@ -123,15 +159,18 @@ struct BenchCellRunner {
             throw BenchError("\(spec.label): \(error)" + (diagnosis.map { "\n  \($0)" } ?? ""))
         }
         progress?.note("[\(index)/\(total)] \(spec.label): stopping the mock")
-        let statistics = try mock?.stop()
+        let counts = try mock?.stop()
         let accounting = BenchResults.Accounting(
             senderAccepted: totals.accepted, senderRejected: totals.rejected, senderFailed: totals.failed,
-            mockAccepted: statistics?.accepted, mockRejected: statistics?.rejected)
+            mockAccepted: counts?.accepted, mockRejected: counts?.rejected)
+        // HTTP/2's requests are as long as HPACK makes them: what the mock read, per request.
+        let frameBytes = spec.wireProtocol == .binary ? spec.frameBytes
+            : counts.map { Int((Double($0.bytesRead) / Double(max(1, totals.submitted))).rounded()) } ?? 0
 
         let notifications = Double(count)
-        return BenchResults.Cell(
+        var cell = BenchResults.Cell(
             connections: spec.connections, errorRate: spec.errorRate, payloadBytes: spec.payloadBytes,
-            errorWaitMilliseconds: spec.errorWaitMilliseconds, frameBytes: spec.frameBytes,
+            errorWaitMilliseconds: spec.errorWaitMilliseconds, frameBytes: frameBytes,
             runs: measured,
             rate: BenchSpread(measured.map(\.rate))!,
             cpuSecondsPerMillion: BenchSpread.median(measured.map { ($0.cpuUserSeconds + $0.cpuSystemSeconds) / notifications * 1e6 })!,
@@ -140,5 +179,11 @@ struct BenchCellRunner {
             peakRssMib: BenchSystem.peakResidentSetMiB(),
             resent: Int(BenchSpread.median(measured.map { Double($0.resent) })!.rounded()),
             accounting: accounting)
+        if spec.wireProtocol == .h2 {
+            cell.wireProtocol = .h2
+            cell.responseDelayMilliseconds = spec.responseDelayMilliseconds
+            cell.connectionsUsed = BenchSpread.median(measured.map { Double($0.connections ?? 0) })
+        }
+        return cell
     }
 }

@@ -42,22 +42,26 @@ final class BenchMockProcess {
     private let errorPath: String
 
     /// - Parameters:
+    ///   - wireProtocol: the binary gateway (with its feedback service) or HTTP/2; both
+    ///     require the bench's client certificate.
     ///   - failurePlan: mock flags such as `["--reject-every", "1000"]`.
     ///   - core: run the mock on this core only (`taskset -c`), or anywhere when nil.
     ///   - namespace: run it in this network namespace, listening on the delay line's far
     ///     address with the kernel's receive-buffer autotuning (a fixed buffer would cap the
     ///     TCP window, and so the rate, at buffer ÷ round trip), or on loopback when nil.
-    init(executable: String, certificates: BenchCertificates, failurePlan: [String], core: Int?, namespace: String?,
-         workDirectory: String, name: String) throws {
+    init(executable: String, wireProtocol: BenchProtocol = .binary, certificates: BenchCertificates, failurePlan: [String],
+         core: Int?, namespace: String?, workDirectory: String, name: String) throws {
         reportPath = "\(workDirectory)/\(name).json"
         errorPath = "\(workDirectory)/\(name).stderr"
         try? FileManager.default.removeItem(atPath: reportPath)
         _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-        let mockArguments = [
-            executable, "mock", "--port", "0", "--feedback-port", "0", "--loops", "1",
-            "--cert", certificates.path("server.pem"), "--key", certificates.path("server.key"),
-            "--ca", certificates.path("ca.pem"), "--require-client-cert", "--report", reportPath,
-        ] + failurePlan + (namespace == nil ? [] : ["--host", DelayLine.farAddress, "--receive-buffer-kib", "0"])
+        let binary = wireProtocol == .binary
+        let mockArguments = [executable, "mock", "--protocol", wireProtocol.rawValue, "--port", "0", "--loops", "1"]
+            + (binary ? ["--feedback-port", "0"] : [])
+            + ["--cert", certificates.path("server.pem"), "--key", certificates.path("server.key"),
+               "--ca", certificates.path("ca.pem"), "--require-client-cert", "--report", reportPath]
+            + failurePlan
+            + (namespace == nil ? [] : ["--host", DelayLine.farAddress] + (binary ? ["--receive-buffer-kib", "0"] : []))
         var command = namespace.map { [BenchSystem.which("ip") ?? "/usr/sbin/ip", "netns", "exec", $0] + mockArguments } ?? mockArguments
         if let core, let taskset = BenchSystem.which("taskset") { command = [taskset, "-c", String(core)] + command }
         process = Process()
@@ -74,7 +78,7 @@ final class BenchMockProcess {
             process.waitUntilExit()
             throw BenchError("salvo mock exited before listening (status \(process.terminationStatus)): \(Self.tail(errorPath))")
         }
-        guard let field = text.split(separator: " ").first(where: { $0.hasPrefix("gateway=") }),
+        guard let field = text.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("gateway=") }),
               let port = Int(field.dropFirst("gateway=".count)) else {
             process.interrupt()
             throw BenchError("salvo mock said '\(text.trimmingCharacters(in: .whitespacesAndNewlines))', not 'listening gateway=PORT ...'")
@@ -94,9 +98,41 @@ final class BenchMockProcess {
         return String(decoding: line, as: UTF8.self)
     }
 
+    /// What a mock of either protocol counted, and the bytes it read (TLS records: what
+    /// crossed the wire, from `/proc/PID/io`).
+    struct Counts: Decodable {
+        var accepted: Int
+        var rejected: Int
+        var bytesRead = 0
+
+        enum CodingKeys: CodingKey { case accepted, rejected }
+    }
+
     /// Waits until the mock has read everything the sender wrote (see `unreadConnections`),
-    /// stops it with SIGINT and returns its statistics.
-    func stop(after grace: Duration = .milliseconds(20)) throws -> MockStatistics {
+    /// stops it with SIGINT and returns its counts.
+    func stop(after grace: Duration = .milliseconds(20)) throws -> Counts {
+        let (data, bytesRead) = try stopAndReadReport(after: grace)
+        do {
+            var counts = try JSONDecoder().decode(Counts.self, from: data)
+            counts.bytesRead = bytesRead
+            return counts
+        } catch {
+            throw BenchError("cannot read the mock's report \(reportPath): \(error)")
+        }
+    }
+
+    /// `stop`, with the binary mock's whole statistics.
+    func stopBinary(after grace: Duration = .milliseconds(20)) throws -> MockStatistics {
+        do {
+            return try JSONDecoder().decode(MockStatistics.self, from: try stopAndReadReport(after: grace).report)
+        } catch let error as BenchError {
+            throw error
+        } catch {
+            throw BenchError("cannot read the mock's report \(reportPath): \(error)")
+        }
+    }
+
+    private func stopAndReadReport(after grace: Duration) throws -> (report: Data, bytesRead: Int) {
         // A sender settles a frame once its error wait passed, which says nothing about the
         // mock having read it: on loopback the socket buffers can hold megabytes. Stopping
         // the mock before it drained them would undercount it.
@@ -105,6 +141,7 @@ final class BenchMockProcess {
             usleep(5_000)
         }
         Thread.sleep(forTimeInterval: grace.secondsDouble)
+        let bytesRead = Self.bytesRead(process: process.processIdentifier)
         process.interrupt()
         let deadline = Date().addingTimeInterval(15)
         while process.isRunning && Date() < deadline { usleep(2_000) }
@@ -117,11 +154,14 @@ final class BenchMockProcess {
         guard let data = FileManager.default.contents(atPath: reportPath) else {
             throw BenchError("salvo mock (status \(process.terminationStatus)) wrote no report to \(reportPath): \(Self.tail(errorPath))")
         }
-        do {
-            return try JSONDecoder().decode(MockStatistics.self, from: data)
-        } catch {
-            throw BenchError("cannot read the mock's report \(reportPath): \(error)")
-        }
+        return (data, bytesRead)
+    }
+
+    /// The bytes a process read through system calls so far (`rchar`), 0 when unknown.
+    static func bytesRead(process: Int32) -> Int {
+        guard let bytes = try? readSmallFile("/proc/\(process)/io", limit: 4096) else { return 0 }
+        let line = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("rchar:") }
+        return line.flatMap { Int($0.dropFirst("rchar:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
     }
 
     /// Connections to `port` whose bytes the mock has not all read yet, from

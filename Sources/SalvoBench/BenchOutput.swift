@@ -6,6 +6,8 @@ import Foundation
 /// scripts/compare.sh uses).
 package enum BenchOutput {
     static let plotFile = "throughput.svg"
+    /// HTTP/2 runs write their own summary and plot, beside the binary ones.
+    static let http2Summary = "h2.md", http2PlotFile = "h2-throughput.svg"
 
     /// Returns the paths written.
     package static func write(_ results: BenchResults, to directory: String, jsonOnly: Bool) throws -> [String] {
@@ -17,11 +19,15 @@ package enum BenchOutput {
     /// Writes `README.md` (above its notes marker) and the plot; returns the paths written.
     package static func writeSummary(_ results: BenchResults, to directory: String) throws -> [String] {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let svg = "\(directory)/\(plotFile)"
+        let h2 = results.cells.first?.wireProtocol == .h2
+        let plot = h2 ? http2PlotFile : plotFile
+        let svg = "\(directory)/\(plot)"
         try Data(results.throughputPlot().render().utf8).write(to: URL(fileURLWithPath: svg))
-        let readme = "\(directory)/README.md"
+        let readme = "\(directory)/\(h2 ? http2Summary : "README.md")"
         let previous = try? String(contentsOfFile: readme, encoding: .utf8)
-        try Data(BenchReadme.render(results, plotFile: plotFile, previous: previous).utf8).write(to: URL(fileURLWithPath: readme))
+        let text = h2 ? BenchReadme.renderHTTP2(results, plotFile: plot, previous: previous)
+            : BenchReadme.render(results, plotFile: plot, previous: previous)
+        try Data(text.utf8).write(to: URL(fileURLWithPath: readme))
         return [svg, readme]
     }
 

@@ -21,7 +21,7 @@ enum BenchPHPBaseline {
             mock.abandon()
             throw error
         }
-        let statistics = try mock.stop(after: .milliseconds(300))
+        let statistics = try mock.stopBinary(after: .milliseconds(300))
         let expected = count * runs
         return .init(payloadBytes: payloadBytes, notificationsPerRun: count, notificationsPerSecond: rates,
                      accountingExact: statistics.accepted == expected && statistics.framesByCommand.simple == expected)

@@ -208,23 +208,31 @@ extension BenchResults {
     package func throughputPlot() -> SVGLinePlot {
         let payload = cells.first?.payloadBytes ?? 0
         let atPayload = cells.filter { $0.payloadBytes == payload }
+        let h2 = atPayload.first?.wireProtocol == .h2
         let rates = Array(Set(atPayload.map(\.errorRate))).sorted()
-        let waits = Array(Set(atPayload.map(\.errorWaitMilliseconds))).sorted()
-        let oneWait = waits.count == 1 ? ", error wait \(BenchFormat.milliseconds(waits[0]))" : ""
+        let conditions = Array(Set(atPayload.map(\.condition))).sorted()
+        let oneCondition = conditions.count == 1 ? ", " + atPayload[0].conditionLabel : ""
+        let wire = h2 ? "\(atPayload.first?.frameBytes ?? 0) bytes per request on the wire"
+            : "\(atPayload.first?.frameBytes ?? 0)-byte frames"
         var plot = SVGLinePlot(
-            title: "Salvo throughput vs connections",
-            subtitle: "\(payload)-byte payload (\(atPayload.first?.frameBytes ?? 0)-byte frames)\(oneWait), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
+            title: h2 ? "Salvo HTTP/2 throughput vs connections" : "Salvo throughput vs connections",
+            subtitle: "\(payload)-byte payload (\(wire))\(oneCondition), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
             xLabel: "TLS connections (1 shard)" , yLabel: "notifications per second")
         if settings.shards != 1 { plot.xLabel = "TLS connections per shard (\(settings.shards) shards)" }
-        for (waitIndex, wait) in waits.enumerated() {
+        for (conditionIndex, condition) in conditions.enumerated() {
             for (rateIndex, rate) in rates.enumerated() {
-                let points = atPayload.filter { $0.errorRate == rate && $0.errorWaitMilliseconds == wait }
-                    .map { (x: Double($0.connections), y: $0.rate.median) }
+                // A cell that let the sender choose sits at what it chose.
+                let points = atPayload.filter { $0.errorRate == rate && $0.condition == condition }
+                    .map { cell in
+                        (x: cell.connections > 0 ? Double(cell.connections)
+                            : ((cell.connectionsUsed ?? 0) / Double(settings.shards)).rounded(), y: cell.rate.median)
+                    }
+                    .sorted { $0.x < $1.x }
                 guard !points.isEmpty else { continue }
                 var label = rate == 0 ? "no errors" : "errors: " + BenchFormat.errorRate(rate)
-                if waits.count > 1 { label += ", wait " + BenchFormat.milliseconds(wait) }
+                if conditions.count > 1 { label += (h2 ? ", answers after " : ", wait ") + BenchFormat.milliseconds(condition) }
                 plot.series.append(.init(label: label, points: points, colour: rateIndex,
-                                         dashes: SVGLinePlot.dashPatterns[waitIndex % SVGLinePlot.dashPatterns.count]))
+                                         dashes: SVGLinePlot.dashPatterns[conditionIndex % SVGLinePlot.dashPatterns.count]))
             }
         }
         if let ceiling {

@@ -18,6 +18,7 @@ extension BenchResults {
 
     /// Each goal with what this run measured for it and whether that meets it.
     package func goals() -> [BenchGoal] {
+        if cells.first?.wireProtocol == .h2 { return http2Goals() }
         var goals: [BenchGoal] = []
         let bestFree = errorFreeCells.max { $0.rate.median < $1.rate.median }
 

@@ -149,10 +149,12 @@ package struct BenchResults: Sendable, Codable, Equatable {
         package var windowOverruns: Int
         /// jemalloc allocation requests made by the whole bench process during the run.
         package var allocations: Int?
+        /// Connections the sender used (it may add some); nil in older results.
+        package var connections: Int?
 
         package init(rate: Double, seconds: Double, cpuUserSeconds: Double, cpuSystemSeconds: Double, accepted: Int,
                      rejected: Int, failed: Int, resent: Int, reconnects: Int, possibleDuplicates: Int,
-                     windowOverruns: Int, allocations: Int?) {
+                     windowOverruns: Int, allocations: Int?, connections: Int? = nil) {
             self.rate = rate
             self.seconds = seconds
             self.cpuUserSeconds = cpuUserSeconds
@@ -165,16 +167,26 @@ package struct BenchResults: Sendable, Codable, Equatable {
             self.possibleDuplicates = possibleDuplicates
             self.windowOverruns = windowOverruns
             self.allocations = allocations
+            self.connections = connections
         }
     }
 
     /// One point of the matrix.
     package struct Cell: Sendable, Codable, Equatable {
+        /// Binary (older results have none) or HTTP/2.
+        package var wireProtocol: BenchProtocol = .binary
+        /// Connections per shard; 0: the sender's own choice (`connectionsUsed`).
         package var connections: Int
         package var errorRate: Double
         package var payloadBytes: Int
         /// The sender's error wait in this cell, milliseconds.
         package var errorWaitMilliseconds: Int
+        /// HTTP/2: how long the mock held every answer, milliseconds.
+        package var responseDelayMilliseconds: Int?
+        /// HTTP/2: the connections the sender used in all (every shard), median over runs.
+        package var connectionsUsed: Double?
+        /// Bytes per notification on the wire: the binary frame, or what the HTTP/2 mock read
+        /// per request (TLS records of HEADERS and DATA, HPACK-compressed).
         package var frameBytes: Int
         package var runs: [Run]
         /// Notifications per second over the measured runs.
@@ -193,7 +205,25 @@ package struct BenchResults: Sendable, Codable, Equatable {
         /// `rate.median` as a percentage of the path's bulk TCP rate in this cell's frames, with `--rtt-ms`.
         package var percentOfPath: Double?
 
-        package var key: String { "c\(connections)-e\(errorRate)-p\(payloadBytes)-w\(errorWaitMilliseconds)" }
+        package var key: String {
+            wireProtocol == .h2 ? "h2-c\(connections)-e\(errorRate)-p\(payloadBytes)-d\(responseDelayMilliseconds ?? 0)"
+                : "c\(connections)-e\(errorRate)-p\(payloadBytes)-w\(errorWaitMilliseconds)"
+        }
+
+        /// What distinguishes cells beyond connections, errors and payload: the error wait
+        /// (binary) or the answer delay (HTTP/2), milliseconds.
+        package var condition: Int { wireProtocol == .h2 ? responseDelayMilliseconds ?? 0 : errorWaitMilliseconds }
+
+        /// "4", or "auto: 24" for a cell that let the sender choose (what it used, in all).
+        package var connectionsLabel: String {
+            connections > 0 ? String(connections) : "auto: " + (connectionsUsed.map { BenchFormat.fixed($0, 0) } ?? "?")
+        }
+
+        /// "error wait 1,000 ms", "answers after 100 ms".
+        package var conditionLabel: String {
+            wireProtocol == .h2 ? "answers after " + BenchFormat.milliseconds(condition)
+                : "error wait " + BenchFormat.milliseconds(condition)
+        }
 
         package init(connections: Int, errorRate: Double, payloadBytes: Int, errorWaitMilliseconds: Int, frameBytes: Int,
                      runs: [BenchResults.Run],
@@ -270,9 +300,10 @@ package struct BenchResults: Sendable, Codable, Equatable {
     }
 
     /// `<date>-<sha>.json`, e.g. `2026-11-23-d18e8d4.json`, then `<date>-<sha>-2.json`,
-    /// `-3` and on: the names a run's JSON may take, first free one first.
+    /// `-3` and on: the names a run's JSON may take, first free one first (HTTP/2 runs:
+    /// `h2-<date>-<sha>.json` and on).
     package var fileNames: some Sequence<String> {
-        let stem = "\(date.prefix(10))-\(commit)"
+        let stem = (cells.first?.wireProtocol == .h2 ? "h2-" : "") + "\(date.prefix(10))-\(commit)"
         return (1...).lazy.map { $0 == 1 ? "\(stem).json" : "\(stem)-\($0).json" }
     }
 }
@@ -284,6 +315,9 @@ extension BenchResults.Cell {
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        wireProtocol = try container.decodeIfPresent(BenchProtocol.self, forKey: .wireProtocol) ?? .binary
+        responseDelayMilliseconds = try container.decodeIfPresent(Int.self, forKey: .responseDelayMilliseconds)
+        connectionsUsed = try container.decodeIfPresent(Double.self, forKey: .connectionsUsed)
         connections = try container.decode(Int.self, forKey: .connections)
         errorRate = try container.decode(Double.self, forKey: .errorRate)
         payloadBytes = try container.decode(Int.self, forKey: .payloadBytes)

@@ -6,6 +6,9 @@ import SalvoWire
 /// One measured run: `count` notifications through a fresh `Sender` in this process, timed,
 /// with the process's CPU time and allocation requests before and after.
 package enum BenchSenderRun {
+    /// The bundle id HTTP/2 runs send to.
+    static let topic = "com.example.bench"
+
     /// A JSON payload of exactly `bytes` bytes: `{"aps":{"alert":"xxx…"}}`.
     package static func payload(bytes: Int) -> [UInt8] {
         let prefix = Array(#"{"aps":{"alert":""#.utf8), suffix = Array(#""}}"#.utf8)
@@ -51,6 +54,7 @@ package enum BenchSenderRun {
             cpuUserSeconds: cpuAfter.user - cpuBefore.user, cpuSystemSeconds: cpuAfter.system - cpuBefore.system,
             accepted: report.accepted, rejected: report.rejected, failed: report.failed, resent: report.resent,
             reconnects: report.reconnects, possibleDuplicates: report.possibleDuplicates, windowOverruns: report.windowOverruns,
-            allocations: allocationsBefore.flatMap { before in allocationsAfter.map { $0 - before } })
+            allocations: allocationsBefore.flatMap { before in allocationsAfter.map { $0 - before } },
+            connections: report.connections)
     }
 }

@@ -85,17 +85,20 @@ extension BenchResults {
     /// The per-cell table, as on the terminal and in results/README.md: of all cells, or of
     /// the `cells` given.
     package func table(of cells: [Cell]? = nil) -> BenchTable {
+        let cells = cells ?? self.cells
         // Over a delayed path, the reference is what the path carries, not the loopback ceiling.
         let reference = path == nil ? "% ceiling" : "% path"
+        let h2 = cells.contains { $0.wireProtocol == .h2 }
         var table = BenchTable([
-            ("conns", .right), ("errors", .right), ("error wait", .right), ("payload B", .right), ("median /s", .right),
+            ("conns", .right), ("errors", .right), (h2 ? "answers after" : "error wait", .right), ("payload B", .right),
+            (h2 ? "wire B" : "frame B", .right), ("median /s", .right),
             ("min–max /s", .right), (reference, .right), ("CPU s/M", .right), ("ns/notif", .right),
             ("allocs/notif", .right), ("peak RSS MiB", .right), ("resent", .right), ("accounting", .left),
         ])
-        for cell in cells ?? self.cells {
+        for cell in cells {
             table.append([
-                String(cell.connections), BenchFormat.errorRate(cell.errorRate),
-                BenchFormat.milliseconds(cell.errorWaitMilliseconds), String(cell.payloadBytes),
+                cell.connectionsLabel, BenchFormat.errorRate(cell.errorRate),
+                BenchFormat.milliseconds(cell.condition), String(cell.payloadBytes), String(cell.frameBytes),
                 BenchFormat.grouped(cell.rate.median),
                 BenchFormat.grouped(cell.rate.minimum) + "–" + BenchFormat.grouped(cell.rate.maximum),
                 (path == nil ? cell.percentOfCeiling : cell.percentOfPath).map(BenchFormat.percent) ?? "-",

@@ -23,17 +23,31 @@ struct BenchCommand: AsyncParsableCommand {
 
             The last line printed is `bench: <best median> notifications/s (<p>% of ceiling)`.
             --quick is a small matrix for smoke tests (under a minute).
+
+            --protocol h2 measures the HTTP/2 sender against `salvo mock --protocol h2` \
+            (client-certificate authentication, 1000 streams per connection): connections × \
+            error rate (400 BadDeviceToken) × payload size × the mock's answer delay \
+            (--response-delays). Connections `auto` let the sender grow them itself. It writes \
+            results/h2-<date>-<sha>.json, results/h2.md and results/h2-throughput.svg.
             """)
 
-    @Option(help: ArgumentHelp("Connections per shard, comma-separated. Default 1,2,4,8 (--quick: 1,4).", valueName: "list"))
+    @Option(name: .customLong("protocol"), help: "binary (default) or h2 (the HTTP/2 provider API).")
+    var wireProtocol: BenchProtocol = .binary
+
+    @Option(name: .customLong("response-delays"),
+            help: ArgumentHelp("HTTP/2: the mock holds every answer this long, milliseconds, comma-separated. Default 0,100,300 (--quick: 0,100).",
+                               valueName: "list"))
+    var responseDelays: String?
+
+    @Option(help: ArgumentHelp("Connections per shard, comma-separated. Default 1,2,4,8 (--quick: 1,4); HTTP/2: auto (the sender grows them while every one holds all its streams).", valueName: "list"))
     var connections: String?
 
     @Option(name: .customLong("error-rates"),
-            help: ArgumentHelp("Rejected share of notifications, comma-separated. Default 0,0.0001,0.001 (--quick: 0,0.001).", valueName: "list"))
+            help: ArgumentHelp("Rejected share of notifications, comma-separated. Default 0,0.0001,0.001 (--quick and HTTP/2: 0,0.001).", valueName: "list"))
     var errorRates: String?
 
     @Option(name: .customLong("payload-sizes"),
-            help: ArgumentHelp("Payload bytes, comma-separated (21...2048). Default 100,1024,2048 (--quick: 100).", valueName: "list"))
+            help: ArgumentHelp("Payload bytes, comma-separated (21...2048; HTTP/2: ...4096). Default 100,1024,2048 (--quick: 100); HTTP/2: 100,2048.", valueName: "list"))
     var payloadSizes: String?
 
     @Option(name: .customLong("error-waits"),
@@ -101,12 +115,18 @@ struct BenchCommand: AsyncParsableCommand {
 
     var matrix: BenchMatrix {
         get throws {
-            BenchMatrix(
-                connections: try Self.list(connections ?? (quick ? "1,4" : "1,2,4,8"), "--connections", Int.init),
-                errorRates: try Self.list(errorRates ?? (quick ? "0,0.001" : "0,0.0001,0.001"), "--error-rates", Double.init),
-                payloadSizes: try Self.list(payloadSizes ?? "100,1024,2048".split(separator: ",").prefix(quick ? 1 : 3).joined(separator: ","),
-                                            "--payload-sizes", Int.init),
+            let h2 = wireProtocol == .h2
+            let defaultConnections = h2 ? "auto" : quick ? "1,4" : "1,2,4,8"
+            let defaultPayloads = h2 ? (quick ? "100" : "100,2048") : quick ? "100" : "100,1024,2048"
+            var matrix = BenchMatrix(
+                // `auto` (HTTP/2): the sender's own growth.
+                connections: try Self.list(connections ?? defaultConnections, "--connections") { $0 == "auto" ? 0 : Int($0) },
+                errorRates: try Self.list(errorRates ?? (quick || h2 ? "0,0.001" : "0,0.0001,0.001"), "--error-rates", Double.init),
+                payloadSizes: try Self.list(payloadSizes ?? defaultPayloads, "--payload-sizes", Int.init),
                 errorWaits: try errorWaitMilliseconds.map { [$0] } ?? Self.list(errorWaits ?? "1000", "--error-waits", Int.init))
+            matrix.wireProtocol = wireProtocol
+            matrix.responseDelays = try Self.list(responseDelays ?? (quick ? "0,100" : "0,100,300"), "--response-delays", Int.init)
+            return matrix
         }
     }
 
@@ -123,10 +143,25 @@ struct BenchCommand: AsyncParsableCommand {
 
     func validate() throws {
         let matrix = try matrix
-        guard matrix.connections.allSatisfy({ (1...256).contains($0) }) else { throw ValidationError("--connections must be 1...256") }
+        let h2 = wireProtocol == .h2
+        guard matrix.connections.allSatisfy({ (1...256).contains($0) || (h2 && $0 == 0) }) else {
+            throw ValidationError("--connections must be 1...256" + (h2 ? " or auto" : ""))
+        }
         guard matrix.errorRates.allSatisfy({ (0..<1).contains($0) }) else { throw ValidationError("--error-rates must be 0 <= rate < 1") }
-        guard matrix.payloadSizes.allSatisfy({ (21...2048).contains($0) }) else {
-            throw ValidationError("--payload-sizes must be 21...2048 bytes (the smallest is {\"aps\":{\"alert\":\"x\"}})")
+        let largest = h2 ? 4096 : 2048
+        guard matrix.payloadSizes.allSatisfy({ (21...largest).contains($0) }) else {
+            throw ValidationError("--payload-sizes must be 21...\(largest) bytes (the smallest is {\"aps\":{\"alert\":\"x\"}})")
+        }
+        if h2 {
+            if errorWaits != nil || errorWaitMilliseconds != nil { throw ValidationError("--error-waits is for the binary protocol") }
+            if gateway != nil || ceiling || phpBaseline {
+                throw ValidationError("--protocol h2 measures against the HTTP/2 mock: not with --gateway, --ceiling or --php-baseline")
+            }
+            guard matrix.responseDelays.allSatisfy({ (0...10_000).contains($0) }) else {
+                throw ValidationError("--response-delays must be 0...10000 ms each")
+            }
+        } else if responseDelays != nil {
+            throw ValidationError("--response-delays is for --protocol h2")
         }
         if gateway != nil, matrix.errorRates != [0], errorRates != nil {
             throw ValidationError("--error-rates needs the mock: an external --gateway decides its own rejections")
@@ -164,3 +199,5 @@ struct BenchCommand: AsyncParsableCommand {
         if outcome.exitStatus != 0 { throw ExitCode(outcome.exitStatus) }
     }
 }
+
+extension BenchProtocol: ExpressibleByArgument {}

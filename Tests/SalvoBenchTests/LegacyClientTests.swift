@@ -100,7 +100,7 @@ struct LegacyClientTests {
             mock.abandon()
             throw error
         }
-        return try mock.stop()
+        return try mock.stopBinary()
     }
 
     /// Runs a client to its end, or kills it after `timeout`; standard output and error go
