@@ -10,7 +10,7 @@
 # Each run checks the accounting exactly: submitted = accepted + rejected + failed, nothing
 # failed, and the rejections are the mock's token rules (a token ending in dead: 410
 # Unregistered; in fade: 410 ExpiredToken, a few dozen of a million random tokens), and
-# prints one line per run: rate, connections, sender CPU per notification (getrusage),
+# prints one line per run: rate, connections, sender CPU per notification and peak RSS (getrusage),
 # the bytes the mock read per notification (/proc/PID/io: TLS records on the wire) and so
 # the wire rate; the reports land in OUT.
 #
@@ -80,7 +80,7 @@ run_case() {
     start_mock "${mock_prefix[@]}"
     local report="$out/$name-run$run.json"
     local mock=${pids[-1]}
-    /usr/bin/time -f "%U %S" -o "$work/time" "$salvo" send --protocol h2 --gateway "$host:$port" --ca "$work/ca.pem" \
+    /usr/bin/time -f "%U %S %M" -o "$work/time" "$salvo" send --protocol h2 --gateway "$host:$port" --ca "$work/ca.pem" \
       --topic com.example.rates "${auth[@]}" --tokens "$work/tokens.txt" --payload "$work/payload.json" \
       --report "$report" > "$work/send.out" 2> "$work/send.err" || true
     # What the mock read: the requests as TLS records, as they crossed the wire.
@@ -90,14 +90,14 @@ import json, sys
 r = json.load(open(sys.argv[1])); count = int(sys.argv[2])
 wire = int(sys.argv[7]) / count
 bulk = float(sys.argv[8])
-user, system = map(float, open(sys.argv[5]).read().split())
+user, system, rss_kib = map(float, open(sys.argv[5]).read().split())
 tokens = [line.strip() for line in open(sys.argv[6])]
 expected = {"Unregistered": sum(t.endswith("dead") for t in tokens), "ExpiredToken": sum(t.endswith("fade") for t in tokens)}
 expected = {k: v for k, v in expected.items() if v}
 exact = (r["submitted"] == count and r["accepted"] + r["rejected"] + r["failed"] == r["submitted"]
          and r["failed"] == 0 and r["rejected_by_reason"] == expected)
 print(f'{sys.argv[3]} run {sys.argv[4]}: {r["rate_per_s"]:,.0f} /s over {r["seconds"]:.2f} s, connections {r["connections"]}, '
-      f'sender CPU {(user + system) / count * 1e6:.2f} us/notif, {wire:.0f} B/notif on the wire '
+      f'sender CPU {(user + system) / count * 1e6:.2f} us/notif, peak RSS {rss_kib / 1024:.0f} MiB, {wire:.0f} B/notif on the wire '
       f'({r["rate_per_s"] * wire / 1e6:.1f} MB/s' + (f', {r["rate_per_s"] * wire / bulk:.0%} of bulk TCP' if bulk else '') + '), '
       f'accounting {"exact" if exact else "NOT EXACT"} '
       f'(accepted {r["accepted"]}, rejected {r["rejected"]}, failed {r["failed"]}, resent {r["resent"]}; '

@@ -25,13 +25,11 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     public init?(text: UnsafeRawBufferPointer) {
         guard text.count == Self.textLength else { return nil }
         var high: UInt64 = 0, low: UInt64 = 0
+        guard text[8] == UInt8(ascii: "-"), text[13] == UInt8(ascii: "-"), text[18] == UInt8(ascii: "-"),
+              text[23] == UInt8(ascii: "-") else { return nil }
         var digits = 0
-        for (offset, byte) in text.enumerated() {
-            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                guard byte == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            guard let value = DeviceToken.nibble(byte) else { return nil }
+        for offset in 0..<Self.textLength where offset != 8 && offset != 13 && offset != 18 && offset != 23 {
+            guard let value = DeviceToken.nibble(text[offset]) else { return nil }
             if digits < 16 { high = high << 4 | UInt64(value) } else { low = low << 4 | UInt64(value) }
             digits += 1
         }
