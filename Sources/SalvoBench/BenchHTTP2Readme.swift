@@ -99,7 +99,7 @@ extension BenchReadme {
             How to read it:
 
             - **conns**: connections per shard, fixed for the cell; **auto**: the sender's own growth (every
-              connection at its stream limit with work waiting doubles them), with the number it used in all.
+              connection at its stream limit with work waiting multiplies them by four), with the number it used in all.
             - **answers after**: how long the mock held every answer (`--response-delay-ms`): Apple's answer time.
             - **wire B**: bytes per request the mock read (TLS records of HEADERS and DATA, HPACK-compressed).
             - **median /s**: the sender's rate, from its start to its last write, median of the measured runs.

@@ -108,7 +108,8 @@ public struct SenderConfiguration: Sendable {
     /// start, about eight round trips, and more connections carry on meanwhile. Over
     /// HTTP/2 a connection's rate is its streams ÷ the answer time (1000 streams answered
     /// in 200 ms: 5000/s), so while every connection has all its streams open with work
-    /// waiting, the sender doubles them. Set it to `connectionsPerShard` for a fixed number.
+    /// waiting, the sender multiplies them by four. Set it to `connectionsPerShard` for a
+    /// fixed number.
     /// Default: 2 for the binary protocol, 64 for HTTP/2 (at 300 ms answers, 128
     /// connections carry 400,000/s), or `connectionsPerShard` if more. The default
     /// follows `transport`.

@@ -14,44 +14,45 @@ import Testing
     }
 
     /// HTTP/2: once every connection in use is at its stream limit with work waiting, they
-    /// double; connections added since are not saturated yet, so the next doubling waits.
-    @Test func connectionsDoubleOnceEveryOneIsSaturated() {
-        let growth = ConnectionGrowth(initial: 2, ceiling: 6, interval: .zero)
+    /// are multiplied by four; connections added since are not saturated yet, so the next
+    /// step waits, and it is taken only once the last one's streams were answered.
+    @Test func connectionsGrowFourfoldOnceEveryOneIsSaturated() {
+        let growth = ConnectionGrowth(initial: 2, ceiling: 20, interval: .zero)
         let ms: UInt64 = 1_000_000
         growth.saturationChanged(true)
-        growth.considerDoubling(answerTime: 0, at: 1 * ms)
+        growth.considerGrowing(answerTime: 0, at: 1 * ms)
         growth.saturationChanged(true)
-        growth.considerDoubling(answerTime: 0, at: 1 * ms)
-        #expect(growth.count == 2, "no answer yet: nothing to judge a doubling by")
+        growth.considerGrowing(answerTime: 0, at: 1 * ms)
+        #expect(growth.count == 2, "no answer yet: nothing to judge a step by")
         #expect(!growth.stalled(at: 1 * ms), "while connections are saturated, full rings are theirs")
         growth.saturationChanged(false)
-        growth.considerDoubling(answerTime: 200 * ms, at: 2 * ms)
+        growth.considerGrowing(answerTime: 200 * ms, at: 2 * ms)
         #expect(growth.count == 2, "one of two is not growth")
         growth.saturationChanged(true)
-        growth.considerDoubling(answerTime: 250 * ms, at: 2 * ms)
-        #expect(growth.count == 4)
+        growth.considerGrowing(answerTime: 250 * ms, at: 2 * ms)
+        #expect(growth.count == 8)
+        for _ in 0..<5 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 200 * ms, at: 3 * ms)
+        #expect(growth.count == 8, "seven of eight")
         growth.saturationChanged(true)
-        growth.considerDoubling(answerTime: 200 * ms, at: 3 * ms)
-        #expect(growth.count == 4, "three of four")
-        growth.saturationChanged(true)
-        growth.considerDoubling(answerTime: 900 * ms, at: 100 * ms)
-        #expect(growth.count == 4, "before the doubling's streams were answered")
-        growth.considerDoubling(answerTime: 210 * ms, at: 300 * ms)
-        #expect(growth.count == 6, "one connection's answers came as fast: doubled, up to the ceiling")
-        #expect(growth.reason.contains("4 added because every connection had all the streams") && growth.reason.contains("the ceiling, 6"))
+        growth.considerGrowing(answerTime: 900 * ms, at: 100 * ms)
+        #expect(growth.count == 8, "before the step's streams were answered")
+        growth.considerGrowing(answerTime: 210 * ms, at: 300 * ms)
+        #expect(growth.count == 20, "one connection's answers came as fast: grown, up to the ceiling")
+        #expect(growth.reason.contains("18 added because every connection had all the streams") && growth.reason.contains("the ceiling, 20"))
     }
 
     /// When more streams only made the answers slower, the gateway bounds the rate: no more
     /// connections, by either signal.
-    @Test func aDoublingThatOnlySlowsTheAnswersIsTheLast() {
+    @Test func aStepThatOnlySlowsTheAnswersIsTheLast() {
         let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
         let ms: UInt64 = 1_000_000
         growth.saturationChanged(true)
-        growth.considerDoubling(answerTime: 5 * ms, at: 1 * ms)
-        #expect(growth.count == 2)
-        growth.saturationChanged(true)
-        growth.considerDoubling(answerTime: 10 * ms, at: 30 * ms)
-        #expect(growth.count == 2 && !growth.stalled(at: 40 * ms) && growth.count == 2)
+        growth.considerGrowing(answerTime: 5 * ms, at: 1 * ms)
+        #expect(growth.count == 4)
+        for _ in 0..<3 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 10 * ms, at: 30 * ms)
+        #expect(growth.count == 4 && !growth.stalled(at: 40 * ms) && growth.count == 4)
         #expect(growth.reason.contains("made the gateway's answers slower"))
     }
 

@@ -11,15 +11,17 @@ import Synchronization
 ///   that lasts, at most one per `interval`, so that the last one has had time to show
 ///   its effect.
 /// - **Every connection has all the streams its gateway allows open, with work waiting**
-///   (HTTP/2). A connection's rate is then its streams ÷ the answer time, and the count
-///   doubles: 1000 streams answered in 200 ms carry 5000/s however idle the sender is.
-///   Unless the answer time is the gateway's queue: then more streams only lengthen it.
-///   So each doubling is judged once its streams have been answered (an answer time
-///   later): if the shortest answer time since grew by half or more (the shortest, as the
-///   least queued: the round trip itself does not grow with load), the gateway, not the
-///   round trip, bounds the rate, and the sender stops adding connections for the rest of
-///   the run. From 2 to 128 connections takes six answer times or so. Meanwhile full
-///   rings are the saturated connections' own, and add nothing.
+///   (HTTP/2). A connection's rate is then its streams ÷ the answer time (1000 streams
+///   answered in 200 ms carry 5000/s however idle the sender is), and the count is
+///   multiplied by four: from 2 to 128 in three steps, so that a campaign of a million
+///   is not spent ramping up (by doubling, six steps of an answer time each took a third
+///   of such a run at 300 ms). Unless the answer time is the gateway's queue: then more
+///   streams only lengthen it. So each step is judged once its streams have been
+///   answered (an answer time later): if the shortest answer time since grew by half or
+///   more (the shortest, as the least queued: the round trip itself does not grow with
+///   load), the gateway, not the round trip, bounds the rate, and the sender stops adding
+///   connections for the rest of the run. Meanwhile full rings are the saturated
+///   connections' own, and add nothing.
 ///
 /// Connections are never removed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
@@ -37,11 +39,11 @@ final class ConnectionGrowth: Sendable {
         var lastAddition: UInt64 = 0
         /// Connections at their stream limit with work waiting (`saturationChanged`).
         var saturated = 0
-        /// When the count last doubled, and the answer time it was doubled at (0: never).
-        var lastDoubling: UInt64 = 0
-        var answerTimeAtDoubling: UInt64 = 0
-        /// The shortest answer time reported since the last doubling: the round trip with
-        /// the least of the gateway's queue in it.
+        /// When the count last grew for saturation, and the answer time it grew at (0: never).
+        var lastStep: UInt64 = 0
+        var answerTimeAtStep: UInt64 = 0
+        /// The shortest answer time reported since the last step: the round trip with the
+        /// least of the gateway's queue in it.
         var shortestAnswerTime: UInt64 = .max
         /// More streams made answers slower, not more frequent: no more growth.
         var gatewayBound = false
@@ -58,6 +60,9 @@ final class ConnectionGrowth: Sendable {
         state = Locked(State())
     }
 
+    /// What a step multiplies the connections by while every one is saturated.
+    static let saturatedGrowth = 4
+
     /// Connections in use: producers publish to the first this many.
     var count: Int { active.load(ordering: .acquiring) }
 
@@ -68,7 +73,7 @@ final class ConnectionGrowth: Sendable {
         guard current < ceiling else { return false }
         return state.withLock { state in
             // While connections are saturated, their rings are full because of it, and
-            // the doubling decides (HTTP/2).
+            // `considerGrowing` decides (HTTP/2).
             guard !state.gatewayBound, state.saturated == 0,
                   state.lastAddition == 0 || now &- state.lastAddition >= interval else { return false }
             state.lastAddition = now
@@ -85,27 +90,27 @@ final class ConnectionGrowth: Sendable {
 
     /// Asked by a saturated connection now and then (its streams are answered in
     /// `answerTime` nanoseconds now, 0 when none was yet; `now`: monotonic nanoseconds):
-    /// when every connection in use is saturated, doubles them, up to the ceiling, unless
-    /// the last doubling only made the answers slower. Answer times are compared by their
-    /// shortest since the doubling, which only the gateway's queue lengthens.
-    func considerDoubling(answerTime: UInt64, at now: UInt64) {
+    /// when every connection in use is saturated, multiplies them by `saturatedGrowth`, up
+    /// to the ceiling, unless the last step only made the answers slower. Answer times are
+    /// compared by their shortest since the step, which only the gateway's queue lengthens.
+    func considerGrowing(answerTime: UInt64, at now: UInt64) {
         state.withLock { state in
             if answerTime > 0 { state.shortestAnswerTime = min(state.shortestAnswerTime, answerTime) }
             let current = active.load(ordering: .relaxed)
             guard state.saturated >= current, current < ceiling, !state.gatewayBound,
                   state.shortestAnswerTime != .max else { return }
-            let before = state.answerTimeAtDoubling
+            let before = state.answerTimeAtStep
             if before > 0 {
-                // The streams opened since the doubling have had their answers.
-                guard now &- state.lastDoubling >= before + before / 4 + 10_000_000 else { return }
+                // The streams opened since the step have had their answers.
+                guard now &- state.lastStep >= before + before / 4 + 10_000_000 else { return }
                 if state.shortestAnswerTime >= before + before / 2 {
                     state.gatewayBound = true
                     return
                 }
             }
-            let grown = min(ceiling, 2 * current)
-            state.lastDoubling = now
-            state.answerTimeAtDoubling = state.shortestAnswerTime
+            let grown = min(ceiling, Self.saturatedGrowth * current)
+            state.lastStep = now
+            state.answerTimeAtStep = state.shortestAnswerTime
             state.shortestAnswerTime = .max
             state.addedWhileSaturated += grown - current
             active.store(grown, ordering: .releasing)

@@ -225,7 +225,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         let now = shard.loop.now.nanoseconds
         guard saturated, now &- lastGrowthCheck >= Self.growthCheckInterval else { return }
         lastGrowthCheck = now
-        shard.growth.considerDoubling(answerTime: answerTime, at: now)
+        shard.growth.considerGrowing(answerTime: answerTime, at: now)
     }
 
     /// Reads a notification to try again from its source and submits it.
