@@ -201,11 +201,13 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the two tokens have the same 32 bytes.
     public static func == (lhs: DeviceToken, rhs: DeviceToken) -> Bool {
         lhs.storage.0 == rhs.storage.0 && lhs.storage.1 == rhs.storage.1
             && lhs.storage.2 == rhs.storage.2 && lhs.storage.3 == rhs.storage.3
     }
 
+    /// Hashes the 32 bytes, so tokens can key a set or a dictionary (a clean-up list).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(storage.0)
         hasher.combine(storage.1)
@@ -256,6 +258,7 @@ public enum DeviceTokenError: Error, Equatable, Sendable, CustomStringConvertibl
     /// The token decodes to this many bytes instead of 32.
     case wrongLength(bytes: Int)
 
+    /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .empty:

@@ -60,6 +60,7 @@ public struct ErrorResponse: FixedLengthRecord, Hashable, Sendable, CustomString
         return try result.get()
     }
 
+    /// The status by name and number, and the identifier, for logs.
     public var description: String {
         "error response: \(status.name) (status \(status.rawValue)) for identifier \(identifier)"
     }
@@ -71,6 +72,7 @@ public enum ErrorResponseDecodingError: Error, Hashable, Sendable, CustomStringC
     /// the stream lost its framing. Close the connection and treat the window as unknown.
     case unexpectedCommand(UInt8)
 
+    /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .unexpectedCommand(let byte):

@@ -26,6 +26,7 @@ public struct FeedbackTuple: FixedLengthRecord, Hashable, Sendable, CustomString
         token.copyBytes(to: destination + 6)
     }
 
+    /// The timestamp and the token in hex, for logs.
     public var description: String { "\(timestamp) \(token.hex)" }
 }
 
@@ -36,6 +37,7 @@ public enum FeedbackDecodingError: Error, Hashable, Sendable, CustomStringConver
     /// The tuples delivered before it are valid.
     case invalidTokenLength(Int)
 
+    /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .invalidTokenLength(let length):

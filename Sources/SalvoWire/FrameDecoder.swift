@@ -62,6 +62,7 @@ public struct ProtocolViolation: Hashable, Sendable, CustomStringConvertible {
         isAnswered ? ErrorResponse(status: status, identifier: identifier ?? 0) : nil
     }
 
+    /// The status, the identifier it names and whether it was answered, for logs.
     public var description: String {
         "\(status.name) (status \(status.rawValue)), identifier \(identifier.map { String($0) } ?? "unknown")"
             + (isAnswered ? "" : ", no error response")

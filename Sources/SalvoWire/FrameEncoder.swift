@@ -30,6 +30,7 @@ public enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertib
     /// (`apns-topic` 255, `apns-collapse-id` 64).
     case headerTooLong(name: String, length: Int, maximum: Int)
 
+    /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .emptyPayload:

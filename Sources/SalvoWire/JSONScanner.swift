@@ -1,6 +1,19 @@
 /// What kind of JSON value the scanner found.
 public enum JSONKind: Sendable, Equatable {
-    case object, array, string, number, `true`, `false`, null
+    /// `{...}`
+    case object
+    /// `[...]`
+    case array
+    /// A quoted string.
+    case string
+    /// A number, integer or not.
+    case number
+    /// The literal `true`.
+    case `true`
+    /// The literal `false`.
+    case `false`
+    /// The literal `null`.
+    case null
 }
 
 /// One member of a scanned JSON object: where its key and value lie in the scanned bytes.
@@ -86,6 +99,7 @@ public struct JSONScanError: Error, Equatable, Sendable, CustomStringConvertible
     /// Zero-based byte offset of the problem in the scanned buffer.
     public let offset: Int
 
+    /// The error `reason`, found at byte `offset` of the scanned buffer.
     public init(_ reason: Reason, at offset: Int) {
         self.reason = reason
         self.offset = offset
@@ -94,6 +108,7 @@ public struct JSONScanError: Error, Equatable, Sendable, CustomStringConvertible
     /// One-based byte column of the problem (for a JSONL line, the column in that line).
     public var column: Int { offset + 1 }
 
+    /// The problem and its column, as a bad line's reason reads: `expected ':' at column 12`.
     public var description: String {
         let what: String
         switch reason {

@@ -3,15 +3,23 @@
 /// Objects keep their members in the order given (`[(key, value)]`, not a dictionary), so
 /// the bytes written are deterministic. Literals work: `["a": 1, "b": [true, nil]]`.
 public enum JSONValue: Sendable, Equatable {
+    /// A string, escaped when written.
     case string(String)
+    /// An integer, written in decimal.
     case int(Int64)
+    /// A number written in its shortest form; NaN and infinities cannot be written.
     case double(Double)
+    /// `true` or `false`.
     case bool(Bool)
+    /// `null`.
     case null
+    /// Elements in writing order.
     case array([JSONValue])
     /// Members in writing order. Duplicate keys are written as given.
     case object([(key: String, value: JSONValue)])
 
+    /// Whether the two are the same value: same kind, and objects with the same members in
+    /// the same order (the order is part of what is written).
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.string(let a), .string(let b)): return a == b
@@ -50,11 +58,17 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     ExpressibleByBooleanLiteral, ExpressibleByNilLiteral, ExpressibleByArrayLiteral,
     ExpressibleByDictionaryLiteral
 {
+    /// `"text"`: a `.string`.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// `42`: an `.int`.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// `0.5`: a `.double`.
     public init(floatLiteral value: Double) { self = .double(value) }
+    /// `true`, `false`: a `.bool`.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// `nil`: `.null`.
     public init(nilLiteral: ()) { self = .null }
+    /// `[1, "a"]`: an `.array`.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     /// Keeps the literal's order.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
@@ -67,6 +81,7 @@ public enum JSONWriterError: Error, Equatable, Sendable, CustomStringConvertible
     /// NaN or an infinity: JSON has no representation for them.
     case nonFiniteNumber
 
+    /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .nonFiniteNumber: return "NaN and infinity cannot be written as JSON numbers"
@@ -109,23 +124,27 @@ public struct JSONWriter {
 
     // MARK: structure
 
+    /// Opens an object (`{`), after a comma if a value came before it.
     public mutating func beginObject() {
         separate()
         append(UInt8(ascii: "{"))
         needsComma = false
     }
 
+    /// Closes the innermost object (`}`).
     public mutating func endObject() {
         append(UInt8(ascii: "}"))
         needsComma = true
     }
 
+    /// Opens an array (`[`), after a comma if a value came before it.
     public mutating func beginArray() {
         separate()
         append(UInt8(ascii: "["))
         needsComma = false
     }
 
+    /// Closes the innermost array (`]`).
     public mutating func endArray() {
         append(UInt8(ascii: "]"))
         needsComma = true
@@ -153,6 +172,7 @@ public struct JSONWriter {
 
     // MARK: values
 
+    /// Writes a string value, escaped.
     public mutating func string(_ value: String) {
         separate()
         writeQuoted(value)
@@ -168,6 +188,7 @@ public struct JSONWriter {
         needsComma = true
     }
 
+    /// Writes an integer value in decimal.
     public mutating func int(_ value: Int64) {
         separate()
         writeInteger(value)
@@ -187,6 +208,7 @@ public struct JSONWriter {
         needsComma = true
     }
 
+    /// Writes `true` or `false`.
     public mutating func bool(_ value: Bool) {
         separate()
         if value {
@@ -197,6 +219,7 @@ public struct JSONWriter {
         needsComma = true
     }
 
+    /// Writes `null`.
     public mutating func null() {
         separate()
         append(UnsafeRawPointer(("null" as StaticString).utf8Start), count: 4)

@@ -54,6 +54,7 @@ public enum PayloadError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The value at `key` must be a JSON object (`content-state`, `attributes`).
     case notAnObject(key: String)
 
+    /// The problem and what to do about it, for error messages.
     public var description: String {
         switch self {
         case .tooLong(let over, let maximum):
@@ -119,14 +120,19 @@ public struct PayloadBuilder: Sendable {
         /// The system's default sound.
         public static let `default` = Sound.named(PayloadBuilder.defaultSound)
 
+        /// `"chime.aiff"`: the sound file of that name, `.named`.
         public init(stringLiteral value: String) { self = .named(value) }
     }
 
     /// How strongly the system presents the notification (iOS 15+).
     public enum InterruptionLevel: String, Sendable, Equatable, CaseIterable {
+        /// Added to the list without lighting the screen or playing a sound.
         case passive
+        /// Presented at once, lighting the screen and playing a sound if set (the default).
         case active
+        /// Presented at once, and breaks through Focus.
         case timeSensitive = "time-sensitive"
+        /// Presented at once, and breaks through Focus and the mute switch (an entitlement Apple grants).
         case critical
     }
 
@@ -187,6 +193,7 @@ public struct PayloadBuilder: Sendable {
     /// The properties written next to `aps`, in writing order. Set with `setCustomProperty`.
     public private(set) var customProperties: [(key: String, value: JSONValue)] = []
 
+    /// An empty payload: `{"aps":{}}` until fields are set.
     public init() {}
 
     /// The `aps` keys of a Live Activity push (`apns-push-type: liveactivity`), as ActivityKit
@@ -196,7 +203,13 @@ public struct PayloadBuilder: Sendable {
     public struct LiveActivity: Sendable, Equatable {
         /// What the push does to the activity.
         public enum Event: String, Sendable, Equatable, CaseIterable, CustomStringConvertible {
-            case start, update, end
+            /// Starts an activity (push-to-start).
+            case start
+            /// Updates its content state.
+            case update
+            /// Ends it; it may stay on the Lock Screen until `dismissalDate`.
+            case end
+            /// The `event` value on the wire.
             public var description: String { rawValue }
         }
 
@@ -219,6 +232,7 @@ public struct PayloadBuilder: Sendable {
         /// `input-push-channel`: the broadcast channel the started activity listens on.
         public var inputPushChannel: String?
 
+        /// A push for `event`, made at `timestamp` (UNIX seconds); set the keys the event needs.
         public init(event: Event, timestamp: Int) {
             self.event = event
             self.timestamp = timestamp
@@ -290,8 +304,10 @@ public struct PayloadBuilder: Sendable {
     /// A cut may separate the scalars of one grapheme (a skin-tone modifier from its emoji);
     /// the result is still valid UTF-8 and valid JSON.
     ///
-    /// - Parameter maximumLength: at most `buffer.capacity`; use `binaryMaximumLength`,
-    ///   `legacyMaximumLength` or `http2MaximumLength`.
+    /// - Parameters:
+    ///   - buffer: where the bytes go, from its start; reused for every build.
+    ///   - maximumLength: at most `buffer.capacity`; use `binaryMaximumLength`,
+    ///     `legacyMaximumLength` or `http2MaximumLength`.
     /// - Throws: `PayloadError.tooLong` when even a body of just "…" (or no body at all)
     ///   leaves the payload too long; what `validate` throws otherwise. The buffer's
     ///   `count` is then 0.

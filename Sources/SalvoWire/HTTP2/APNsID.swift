@@ -11,6 +11,7 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     /// The length of the canonical text.
     public static let textLength = 36
 
+    /// The id of these 128 bits, as they are (no version or variant bits set).
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low

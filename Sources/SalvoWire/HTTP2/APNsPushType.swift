@@ -1,6 +1,27 @@
 /// The `apns-push-type` of a request, and what it asks of the topic and the payload.
 public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringConvertible {
-    case alert, background, voip, complication, fileprovider, mdm, location, liveactivity, pushtotalk, widgets, controls
+    /// A notification the user sees or hears: an alert, a sound, a badge.
+    case alert
+    /// A silent push that wakes the app to fetch content (`content-available`); always priority 5.
+    case background
+    /// A VoIP call (PushKit); the topic ends in `.voip`, the payload may be 5120 bytes.
+    case voip
+    /// An update for a watchOS complication; the topic ends in `.complication`.
+    case complication
+    /// A File Provider extension's change signal; the topic ends in `.pushkit.fileprovider`.
+    case fileprovider
+    /// A mobile device management check-in request; the topic is the MDM push topic.
+    case mdm
+    /// A location query for a Location Push Service extension; the topic ends in `.location-query`.
+    case location
+    /// A Live Activity start, update or end; the topic ends in `.push-type.liveactivity`.
+    case liveactivity
+    /// A Push to Talk message; the topic ends in `.voip-ptt`.
+    case pushtotalk
+    /// A widget reload; the topic ends in `.push-type.widgets`.
+    case widgets
+    /// A Control Center control reload; the topic ends in `.push-type.controls`.
+    case controls
 
     /// The header value.
     public var name: String {
@@ -52,5 +73,6 @@ public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringC
         }
     }
 
+    /// The header value, as `name` gives it.
     public var description: String { name }
 }

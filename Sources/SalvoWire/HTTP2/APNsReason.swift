@@ -4,15 +4,72 @@
 /// The raw value is a small index (for tables and counters); `name` is the text on the wire.
 public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringConvertible {
     // 400
-    case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
-    case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken
-    case missingTopic, payloadEmpty, topicDisallowed
+    /// `apns-collapse-id` is over 64 bytes.
+    case badCollapseId
+    /// The device token is not 64 hex digits, or not a token for this environment.
+    case badDeviceToken
+    /// `apns-expiration` is not a UNIX time in seconds.
+    case badExpirationDate
+    /// `apns-id` is not a canonical UUID.
+    case badMessageId
+    /// `apns-priority` is not 10, 5 or 1 (or not 5 for a background push).
+    case badPriority
+    /// `apns-topic` is malformed.
+    case badTopic
+    /// The device token belongs to another app than the topic names.
+    case deviceTokenNotForTopic
+    /// A header field was given more than once.
+    case duplicateHeaders
+    /// The connection was idle too long; sent with GOAWAY.
+    case idleTimeout
+    /// `apns-push-type` is unknown, or the topic lacks the type's suffix.
+    case invalidPushType
+    /// The path names no device token.
+    case missingDeviceToken
+    /// No `apns-topic`, where the certificate covers several topics or a token is used.
+    case missingTopic
+    /// The request has no body.
+    case payloadEmpty
+    /// The topic is not one this provider may push to.
+    case topicDisallowed
     // 403
-    case badCertificate, badCertificateEnvironment, expiredProviderToken, forbidden
-    case invalidProviderToken, missingProviderToken, unrelatedKeyIdInToken, badEnvironmentKeyIdInToken
+    /// The client certificate was refused.
+    case badCertificate
+    /// The certificate is for the other environment (sandbox or production).
+    case badCertificateEnvironment
+    /// The provider token is over an hour old: sign a new one and send again.
+    case expiredProviderToken
+    /// The provider may not do this.
+    case forbidden
+    /// The provider token does not verify against the key id and team: a configuration fault.
+    case invalidProviderToken
+    /// Neither a certificate nor an `authorization` header: a configuration fault.
+    case missingProviderToken
+    /// The token's key id does not belong to its team.
+    case unrelatedKeyIdInToken
+    /// The token's key is not valid for this environment.
+    case badEnvironmentKeyIdInToken
     // 404, 405, 410, 413, 429, 500, 503
-    case badPath, methodNotAllowed, unregistered, expiredToken, payloadTooLarge
-    case tooManyProviderTokenUpdates, tooManyRequests, internalServerError, serviceUnavailable, shutdown
+    /// The `:path` is not `/3/device/<token>`.
+    case badPath
+    /// The `:method` is not `POST`.
+    case methodNotAllowed
+    /// 410: the token is no longer active for the topic (the app was removed); drop it. Comes with a timestamp.
+    case unregistered
+    /// 410: the token has expired; drop it. Comes with a timestamp.
+    case expiredToken
+    /// The payload is over the push type's limit (4096 bytes, 5120 for VoIP).
+    case payloadTooLarge
+    /// A new provider token for the team less than 20 minutes after the last one.
+    case tooManyProviderTokenUpdates
+    /// Too many notifications to one device token in a short time; retry later.
+    case tooManyRequests
+    /// APNs failed internally; retry, on another connection.
+    case internalServerError
+    /// APNs is unavailable for now; retry, on another connection.
+    case serviceUnavailable
+    /// The server is shutting down; retry on another connection.
+    case shutdown
 
     /// The reason as Apple spells it in the response body.
     public var name: String {
@@ -86,5 +143,6 @@ public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringCon
     /// The response body: `{"reason":"<name>"}`.
     public var body: [UInt8] { Array(#"{"reason":"\#(name)"}"#.utf8) }
 
+    /// The reason as Apple spells it, as `name` gives it.
     public var description: String { name }
 }

@@ -17,7 +17,24 @@ import Glibc
 /// | `apns-priority` | 10, 5 or 1 |
 /// | `apns-collapse-id` | at most 64 bytes |
 public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
-    case method, path, authorization, pushType, topic, id, expiration, priority, collapseId
+    /// `:method`, always `POST`.
+    case method
+    /// `:path`, `/3/device/` and the token in hex.
+    case path
+    /// `authorization`, `bearer` and the provider token (token authentication only).
+    case authorization
+    /// `apns-push-type`.
+    case pushType
+    /// `apns-topic`, the bundle id with the push type's suffix.
+    case topic
+    /// `apns-id`, the notification's UUID.
+    case id
+    /// `apns-expiration`, UNIX seconds.
+    case expiration
+    /// `apns-priority`, 10, 5 or 1.
+    case priority
+    /// `apns-collapse-id`, at most 64 bytes.
+    case collapseId
 
     /// The field name on the wire.
     public var name: StaticString {

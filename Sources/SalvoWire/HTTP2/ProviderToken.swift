@@ -19,6 +19,7 @@ public struct ProviderToken: Sendable, Hashable {
     /// 429 TooManyProviderTokenUpdates.
     public static let minimumRefreshInterval: Int64 = 1200
 
+    /// The claims of a token for key `keyID` of team `teamID`, made at `issuedAt` (UNIX seconds).
     public init(keyID: String, teamID: String, issuedAt: Int64) {
         self.keyID = keyID
         self.teamID = teamID
@@ -132,14 +133,22 @@ public struct ProviderToken: Sendable, Hashable {
 
 /// Why a provider token could not be read.
 public enum ProviderTokenError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The token has this many dot-separated parts, not three.
     case notThreeParts(Int)
+    /// This part (header, claims or signature) is not base64url.
     case badBase64(String)
+    /// This part is not a JSON object, for this reason.
     case badJSON(String, String)
+    /// The header's `alg` is this (or missing), not ES256.
     case wrongAlgorithm(String?)
+    /// The header or the claims lack this field (`kid`, `iss`, `iat`).
     case missingClaim(String)
+    /// This field has a value of the wrong kind, for this reason.
     case badClaim(String, String)
+    /// The signature has this many bytes, not 64.
     case badSignatureLength(Int)
 
+    /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .notThreeParts(let count): "a provider token has three dot-separated parts, this one has \(count)"
