@@ -46,11 +46,14 @@ public struct HTTP2Options: Sendable {
     /// 429 TooManyRequests (too many for one device): a notification is tried again after
     /// this backoff, at most `throttleRetries` times, and then fails as `throttled`.
     public var throttleBackoff = Backoff(initial: .seconds(1), maximum: .seconds(60), jitter: 0.5)
+    /// How many times a notification answered 429 TooManyRequests is tried again.
     public var throttleRetries = 5
     /// 500 and 503: a notification is tried again on another connection at most this many
     /// times, and then fails as `server_error`.
     public var serverErrorRetries = 3
 
+    /// Options for the app `topic` (its bundle id; nil only with a certificate that names it),
+    /// sending `pushType` by default and authenticating with `authentication`.
     public init(topic: String?, pushType: APNsPushType = .alert, authentication: HTTP2Authentication = .certificate) {
         self.topic = topic
         self.pushType = pushType
@@ -92,6 +95,7 @@ public enum HTTP2Authentication: Sendable {
 public struct SenderConfiguration: Sendable {
     /// The gateway's host (name or IP) and port.
     public var host: String
+    /// The gateway's TCP port: 443 (or 2197) for the HTTP/2 API, 2195 for a binary gateway.
     public var port: Int
     /// The name expected in the gateway's certificate; the host by default.
     public var serverName: String?

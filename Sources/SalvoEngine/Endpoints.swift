@@ -35,6 +35,7 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
     /// `feedback.sandbox.push.apple.com:2196`.
     public static let feedbackSandbox = Endpoint(host: "feedback.sandbox.push.apple.com", port: 2196)
 
+    /// The endpoint at `host` (a name or an IP address) and `port`.
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
@@ -112,6 +113,7 @@ public struct EndpointError: Error, Sendable, Hashable, CustomStringConvertible 
     /// What is wrong with it.
     public var reason: String
 
+    /// The problem and the forms an endpoint takes, for error messages.
     public var description: String {
         "'\(text)' is not an endpoint: \(reason) (use host:port, [ipv6]:port, production or sandbox)"
     }

@@ -11,6 +11,8 @@ public enum FeedbackClient {
     /// the order received.
     ///
     /// - Parameters:
+    ///   - host: the feedback service's host name or address.
+    ///   - port: its port (2196 for Apple's).
     ///   - context: a client context with the provider certificate (Apple's service
     ///     requires one).
     ///   - timeout: for the whole exchange: connect, handshake and read.
@@ -84,12 +86,14 @@ public struct FeedbackError: Error, Sendable, CustomStringConvertible {
     /// The tuples decoded before the failure. The service has already forgotten them.
     public var received: [FeedbackTuple]
 
+    /// `problem` at `endpoint`, after the tuples `received`.
     public init(endpoint: Endpoint, problem: Problem, received: [FeedbackTuple] = []) {
         self.endpoint = endpoint
         self.problem = problem
         self.received = received
     }
 
+    /// The endpoint and the problem, for error messages.
     public var description: String {
         let what: String
         switch problem {

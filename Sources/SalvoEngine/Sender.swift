@@ -4,6 +4,7 @@ import Synchronization
 
 /// Why a sender could not start.
 public struct SenderError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong with the configuration or the credentials, said for the user.
     public var description: String
 }
 
@@ -22,6 +23,7 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
     /// them, so nothing more can be sent.
     case credentialsRefused(String)
 
+    /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .invalidPayload(let error, let sequence): "notification \(sequence): invalid payload: \(error)"
@@ -97,9 +99,13 @@ public final class Sender: Sendable {
 
     /// Starts the shards and their connections.
     ///
-    /// - Parameter onRejected: called for every rejected notification, on a shard thread,
-    ///   with the token, why (`Rejection.isTokenProblem` says whether to drop the token)
-    ///   and its sequence — the feed for a provider's "remove this token" list. Keep it quick.
+    /// - Parameters:
+    ///   - configuration: the gateway, the transport and the engine's settings.
+    ///   - onRejected: called for every rejected notification, on a shard thread, with the
+    ///     token, why (`Rejection.isTokenProblem` says whether to drop the token) and its
+    ///     sequence — the feed for a provider's "remove this token" list. Keep it quick.
+    /// - Throws: `SenderError` when the configuration cannot work (the reason says why), the
+    ///   TLS material cannot be loaded, or the host cannot be resolved.
     public init(
         _ configuration: SenderConfiguration,
         onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)? = nil
@@ -201,8 +207,11 @@ public final class Sender: Sendable {
     /// writes full TLS records and keeps one small record per run. Backpressure suspends
     /// the reading, never loses anything.
     ///
-    /// - Parameter reader: where to start, e.g. a reader moved past a checkpoint; by
-    ///   default a new reader from the beginning. The sender reads it on this task.
+    /// - Parameters:
+    ///   - source: the notifications, in order; read again from any position reported to
+    ///     resend.
+    ///   - reader: where to start, e.g. a reader moved past a checkpoint; by default a new
+    ///     reader from the beginning. The sender reads it on this task.
     /// - Throws: the reader's error (e.g. a bad campaign line under the abort policy),
     ///   after everything read before it is final; `SendError.invalidPayload` for a
     ///   notification the encoder refuses (nothing after it is sent); `SendError.finished`;
@@ -316,6 +325,10 @@ public final class Sender: Sendable {
     /// `send(contentsOf:)` for anything that can be read again.
     ///
     /// - Parameters:
+    ///   - token: the device.
+    ///   - payload: the JSON payload, copied before this returns.
+    ///   - expiry: UNIX seconds after which APNs may drop it; nil: the configuration's default.
+    ///   - priority: 10, 5 (or 1 over HTTP/2); nil: the configuration's default.
     ///   - sequence: your number for it (a row id), reported back with rejections; by
     ///     default the order of submission.
     /// - Returns: true when taken; false when every lane is full (backpressure: retry

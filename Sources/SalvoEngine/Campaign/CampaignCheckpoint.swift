@@ -26,6 +26,7 @@ public struct CampaignPrefix: Sendable, Hashable {
     /// 64 KiB followed by their last 64 KiB.
     public var sha256: [UInt8]
 
+    /// A fingerprint as read from a checkpoint file.
     public init(byteCount: Int, sha256: [UInt8]) {
         self.byteCount = byteCount
         self.sha256 = sha256
@@ -47,6 +48,8 @@ public final class CampaignCheckpoint: Sendable {
     public let campaignPath: String
     private let prefixes: Locked<CampaignPrefixReader>
 
+    /// Saves to `checkpoint` for the campaign file at `path`, whose lines it fingerprints.
+    ///
     /// - Throws: `CheckpointError.campaignUnreadable` when the campaign cannot be opened.
     public init(_ checkpoint: Checkpoint, campaign path: String) throws(CheckpointError) {
         self.checkpoint = checkpoint

@@ -119,11 +119,14 @@ public struct CampaignItem {
     /// The HTTP/2 headers the line sets for itself; all nil when read for the binary protocol.
     public var request: RequestFields { notification.request?.pointee ?? RequestFields() }
 
+    /// An item of `notification`, with the line's `id` bytes if it has one.
     public init(notification: SourceNotification, id: UnsafeRawBufferPointer? = nil) {
         self.notification = notification
         self.id = id
     }
 
+    /// An item of line `line` (1-based), starting at byte `offset`; the payload and the `id`
+    /// bytes must outlive it.
     public init(
         line: Int, offset: UInt64 = 0, token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil,
         priority: UInt8? = nil, id: UnsafeRawBufferPointer? = nil
@@ -150,6 +153,7 @@ public struct BadLine: Sendable, Hashable, CustomStringConvertible {
     /// What is wrong, e.g. `device token has 31 bytes; APNs tokens are 32 bytes (64 hex characters)`.
     public var reason: String
 
+    /// Line `line` (1-based), unusable for `reason`.
     public init(line: Int, reason: String) {
         self.line = line
         self.reason = reason
@@ -172,6 +176,7 @@ public enum CampaignError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The payload given with a token list is not a JSON object of the allowed size.
     case invalidPayload(reason: String)
 
+    /// The problem, with the line number when there is one, for error messages.
     public var description: String {
         switch self {
         case .io(let error):
@@ -263,9 +268,11 @@ public final class CampaignReader {
     /// .binary(maximumPayloadLength:), ...)`.
     ///
     /// - Parameters:
+    ///   - source: the file and its format.
     ///   - maximumPayloadLength: the largest payload accepted, after minifying; 2048 for
     ///     the binary interface. 1...65535.
-    ///   - the others: as for `init(_:for:onBadLine:maximumLineLength:)`.
+    ///   - onBadLine: stop at the first unusable line (default), or skip and record it.
+    ///   - maximumLineLength: the longest line, in bytes; the read buffer is this size.
     public convenience init(
         _ source: CampaignSource, maximumPayloadLength: Int = 2048, onBadLine: BadLinePolicy = .abort,
         maximumLineLength: Int = CampaignReader.defaultMaximumLineLength
@@ -784,9 +791,11 @@ private struct JSONLineFields {
 /// that notifications the gateway discarded are read again from the file instead of
 /// being kept in memory. Positions are byte offsets of lines; sequences are line numbers.
 public struct CampaignFile: NotificationSource {
+    /// Where the campaign comes from: a JSONL file, or a token list with one payload.
     public let source: CampaignSource
     /// The protocol the file is read for.
     public let campaignProtocol: CampaignProtocol
+    /// What its readers do with a line they cannot use.
     public let badLinePolicy: BadLinePolicy
 
     /// The largest payload its readers yield: see `CampaignReader.maximumPayloadLength`.

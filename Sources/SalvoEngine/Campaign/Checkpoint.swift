@@ -123,6 +123,7 @@ public struct ResumePoint: Sendable, Hashable {
     /// The fingerprint of lines 1…`line`; nil in a version-1 checkpoint, which had none.
     public var prefix: CampaignPrefix?
 
+    /// Done through `line` (0 or more), with the fingerprint of lines 1…`line` if known.
     public init(line: Int, prefix: CampaignPrefix?) {
         precondition(line >= 0, "a checkpoint line cannot be negative")
         self.line = line
@@ -194,6 +195,7 @@ public struct CheckpointFormatError: Error, Sendable, Hashable {
     /// What is wrong, e.g. `the first line is not "salvo-checkpoint v2"`.
     public var reason: String
 
+    /// Not a checkpoint, for `reason`.
     public init(_ reason: String) { self.reason = reason }
 }
 
@@ -209,6 +211,7 @@ public enum CheckpointError: Error, Sendable, Equatable, CustomStringConvertible
     /// The campaign file could not be read to fingerprint the lines a checkpoint covers.
     case campaignUnreadable(CampaignError)
 
+    /// The problem and what to do about it, for error messages.
     public var description: String {
         switch self {
         case .io(let error):

@@ -10,6 +10,7 @@ public struct Backoff: Sendable, Hashable {
     /// The fraction of each delay that is randomized (0: none, 1: anywhere from 0 to the delay).
     public var jitter: Double
 
+    /// Delays that start at `initial`, double up to `maximum`, and vary by `jitter`.
     public init(initial: Duration = .milliseconds(100), maximum: Duration = .seconds(10), jitter: Double = 0.5) {
         self.initial = initial
         self.maximum = maximum

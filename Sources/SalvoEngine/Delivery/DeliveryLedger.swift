@@ -145,7 +145,9 @@ final class DeliveryLedger: Sendable {
 
 /// The error wait went up because an error response arrived later than it.
 public struct ErrorWaitRaise: Sendable, Hashable {
+    /// The error wait before.
     public var from: Duration
+    /// The error wait after.
     public var to: Duration
     /// How long the late error took; nil when the notification it named was already
     /// released (the error came later than records are kept).
@@ -154,9 +156,13 @@ public struct ErrorWaitRaise: Sendable, Hashable {
 
 /// How long error responses took to arrive, from the write of the notification they named.
 public struct ErrorLatencySummary: Sendable, Hashable, Codable {
+    /// How many error responses were timed.
     public var count: Int
+    /// The median latency, in milliseconds.
     public var p50Milliseconds: Double
+    /// The 99th percentile, in milliseconds: what an error wait must cover to catch 99 of 100.
     public var p99Milliseconds: Double
+    /// The longest, in milliseconds.
     public var maximumMilliseconds: Double
 
     enum CodingKeys: String, CodingKey {
@@ -177,9 +183,17 @@ public struct ErrorLatencySummary: Sendable, Hashable, Codable {
 /// What happened to a campaign: every submitted notification is in exactly one of
 /// accepted, rejected or failed once the sender has finished.
 public struct SenderReport: Sendable, Hashable, Codable {
+    /// Notifications taken from sources and one-by-one sends (bad lines not included).
     public var submitted: Int
+    /// Taken by the gateway: answered 200 over HTTP/2; over the binary protocol, presumed
+    /// accepted (no error named them within the error wait) and their records released.
     public var accepted: Int
+    /// Refused by the gateway, with a status or a reason (`rejectedByReason`): the
+    /// notification itself is at fault, mostly its token. Sending it again would not help.
     public var rejected: Int
+    /// Not delivered, or not known to be, for a reason of the sender's or the path's
+    /// (`failedByReason`): an unreachable gateway, retries used up, `delivery_unknown`.
+    /// A resume sends them again.
     public var failed: Int
     /// Frames written again after an error response or a drop (one frame may count several times).
     public var resent: Int
@@ -209,6 +223,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
     public var sendingSeconds: Double
     /// The error wait at the end of the run (raised when errors came late).
     public var errorWait: Duration
+    /// Each raise of the error wait, in order.
     public var errorWaitRaises: [ErrorWaitRaise]
     /// Error-response latencies; nil when no error response arrived.
     public var errorLatency: ErrorLatencySummary?
@@ -246,6 +261,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         case failedByReason = "failed_by_reason"
     }
 
+    /// A report with these counts; what is not given is zero (or its neutral value).
     public init(submitted: Int, accepted: Int, rejected: Int, failed: Int, resent: Int = 0, reconnects: Int = 0,
                 resumedReconnects: Int = 0, connections: Int = 1, connectionsReason: String = "", possibleDuplicates: Int = 0, windowOverruns: Int = 0,
                 lateErrors: Int = 0, seconds: Double,
@@ -273,6 +289,9 @@ public struct SenderReport: Sendable, Hashable, Codable {
         self.failedByReason = failedByReason
     }
 
+    /// Reads the report JSON that `encode(to:)` writes (`--report`), and those of older
+    /// Salvos: fields they lacked take their defaults, `rejected_by_status` stands for
+    /// `rejected_by_reason`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         submitted = try container.decode(Int.self, forKey: .submitted)
@@ -297,6 +316,8 @@ public struct SenderReport: Sendable, Hashable, Codable {
         failedByReason = try container.decodeIfPresent([String: Int].self, forKey: .failedByReason) ?? [:]
     }
 
+    /// Writes the report JSON of `--report`: snake_case keys, durations in milliseconds,
+    /// and the two rates.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(submitted, forKey: .submitted)
@@ -330,6 +351,7 @@ extension ErrorWaitRaise: Codable {
         case latency = "latency_ms"
     }
 
+    /// Reads `from_ms`, `to_ms` and `latency_ms`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         from = .milliseconds(try container.decode(Double.self, forKey: .from))
@@ -337,6 +359,7 @@ extension ErrorWaitRaise: Codable {
         latency = try container.decodeIfPresent(Double.self, forKey: .latency).map { .milliseconds($0) }
     }
 
+    /// Writes `from_ms`, `to_ms` and `latency_ms` (when known).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(from.secondsDouble * 1000, forKey: .from)

@@ -41,8 +41,12 @@ public struct ProviderCredentials: Sendable {
 
     /// Reads the key from `path`, an `AuthKey_<KEYID>.p8` file.
     ///
-    /// - Parameter allowWorldReadable: accept a key file every user may read (refused
-    ///   otherwise, as TLS private keys are: `--allow-world-readable-key`).
+    /// - Parameters:
+    ///   - path: the `.p8` file from Apple's developer account (a P-256 key in PEM).
+    ///   - keyID: the key's identifier, ten characters (the token's `kid`).
+    ///   - teamID: the team's identifier, ten characters (the token's `iss`).
+    ///   - allowWorldReadable: accept a key file every user may read (refused otherwise, as
+    ///     TLS private keys are: `--allow-world-readable-key`).
     /// - Throws: `ProviderCredentialsError` naming the file and what is wrong with it.
     public init(keyFile path: String, keyID: String, teamID: String,
                 allowWorldReadable: Bool = false) throws(ProviderCredentialsError) {

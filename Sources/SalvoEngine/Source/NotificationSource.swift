@@ -9,6 +9,7 @@ public struct SourcePosition: Sendable, Hashable {
     /// checkpoints: a line number, an index.
     public var sequence: UInt64
 
+    /// The position at `offset` in the source, reported as `sequence`.
     public init(offset: UInt64, sequence: UInt64) {
         self.offset = offset
         self.sequence = sequence
@@ -24,6 +25,7 @@ public struct SourceNotification {
     // notification a few times between the reader and the ring, so the HTTP/2 fields most
     // notifications never set are behind a pointer rather than inline, and the small
     // optionals come last, where the optional's tag finds room. A test holds the size.
+    /// The device to notify.
     public var token: DeviceToken
     /// The payload bytes (minified JSON), at most the sender's `maximumPayloadLength`.
     public var payload: UnsafeRawBufferPointer
@@ -38,6 +40,8 @@ public struct SourceNotification {
     /// 10 or 5 (and 1 over HTTP/2); nil: the sender's default.
     public var priority: UInt8?
 
+    /// A notification at `position`; `payload` (and `request`) must stay valid until the
+    /// reader's next call.
     @inlinable
     public init(token: DeviceToken, payload: UnsafeRawBufferPointer, expiry: UInt32? = nil, priority: UInt8? = nil,
                 position: SourcePosition, request: UnsafePointer<RequestFields>? = nil) {
@@ -66,6 +70,7 @@ public struct RequestFields {
     /// `apns-id`; nil: the sender makes one.
     public var apnsID: APNsID?
 
+    /// Fields that set these headers; nil leaves one to the sender's configuration.
     public init(pushType: APNsPushType? = nil, topic: UnsafeRawBufferPointer? = nil,
                 collapseID: UnsafeRawBufferPointer? = nil, apnsID: APNsID? = nil) {
         self.pushType = pushType
@@ -94,6 +99,7 @@ public struct RequestFields {
 /// reading did from that point. Readers are made on the sender's shard threads, one per
 /// shard, and each is used by one thread at a time.
 public protocol NotificationSource: Sendable {
+    /// The source's reader: one per shard, each moved with `seek(to:)` to resend.
     associatedtype Reader: NotificationReader
     /// A reader at the first notification.
     func makeReader() throws -> Reader
@@ -118,11 +124,16 @@ public protocol NotificationReader: AnyObject {
 public struct NotificationList: NotificationSource {
     /// One entry of a list with a payload per token.
     public struct Item: Sendable {
+        /// The device to notify.
         public var token: DeviceToken
+        /// The payload, minified JSON.
         public var payload: [UInt8]
+        /// UNIX seconds after which APNs may drop it; nil: the sender's default.
         public var expiry: UInt32?
+        /// 10 or 5 (or 1 over HTTP/2); nil: the sender's default.
         public var priority: UInt8?
 
+        /// An entry sending `payload` to `token`.
         public init(token: DeviceToken, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil) {
             self.token = token
             self.payload = payload
