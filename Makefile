@@ -17,7 +17,7 @@ SWIFT ?= swift
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 
-.PHONY: run test test-deps test-tsan test-asan fuzz bench deps build release clean
+.PHONY: run test test-deps test-tsan test-asan fuzz bench docs deps build release clean
 
 # Installs the missing ones of the packages given: one `apt-get update`, one `apt-get install`.
 install-missing = \
@@ -81,6 +81,20 @@ test-asan: deps
 
 fuzz: deps
 	Tests/Fuzz/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The DocC catalogs of SalvoWire and SalvoEngine (swift-docc-plugin), one .doccarchive each
+# in DOCS_OUTPUT. Any DocC warning fails it: a broken ``Symbol`` or <doc:Article> link, a
+# parameter documented under the wrong name. Synthesized members (!=, hashValue) are left
+# out; those the compiler writes without a source line (init(rawValue:)) show their
+# protocol's documentation. DOCS_SCRATCH: another build folder, to leave .build alone;
+# DOCS_EXTRA: more plugin options, e.g. --experimental-documentation-coverage.
+DOCS_SCRATCH ?= .build
+DOCS_OUTPUT ?= $(DOCS_SCRATCH)/docs
+DOCS_EXTRA ?=
+docs: deps
+	$(SWIFT) package --scratch-path $(DOCS_SCRATCH) --allow-writing-to-directory $(DOCS_OUTPUT) \
+	  generate-documentation --target SalvoWire --target SalvoEngine --output-path $(DOCS_OUTPUT) \
+	  --warnings-as-errors --experimental-skip-synthesized-symbols --enable-inherited-docs $(DOCS_EXTRA)
 
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
