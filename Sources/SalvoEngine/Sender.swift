@@ -35,7 +35,8 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
 }
 
 /// The embeddable engine: sends notifications over a sharded set of TLS connections to
-/// an APNs binary-protocol gateway and accounts for every one.
+/// an APNs gateway, over the HTTP/2 provider API or the binary protocol
+/// (`SenderConfiguration.transport`), and accounts for every one.
 ///
 /// ```swift
 /// let sender = try Sender(configuration)
@@ -43,14 +44,16 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
 /// let report = await sender.finish()
 /// ```
 ///
-/// Each notification ends in exactly one of accepted, rejected (the gateway named it in an
-/// error response) or failed; `finish()` returns the totals once all are final. The
-/// binary protocol never acknowledges success: a notification is presumed accepted once
-/// `errorWait` has passed after it was written with no error naming it or anything
-/// before it, and counted as accepted when its record is released, after
-/// `recordRetention` (or sooner, once nothing else is to be sent). An error response that
-/// arrives later, while the record is kept, still rejects exactly the notification it
-/// names and resends everything after it; it also raises the error wait.
+/// Each notification ends in exactly one of accepted, rejected (the gateway refused it: an
+/// error status on its HTTP/2 stream, or an error response naming it) or failed; `finish()`
+/// returns the totals once all are final. Over HTTP/2 every notification's stream is
+/// answered, so its outcome is known exactly. The binary protocol never acknowledges
+/// success: a notification is presumed accepted once `errorWait` has passed after it was
+/// written with no error naming it or anything before it, and counted as accepted when
+/// its record is released, after `recordRetention` (or sooner, once nothing else is to be
+/// sent). An error response that arrives later, while the record is kept, still rejects
+/// exactly the notification it names and resends everything after it; it also raises the
+/// error wait.
 ///
 /// Two ways in:
 /// - `send(contentsOf:)` takes a `NotificationSource` (a campaign file, a
