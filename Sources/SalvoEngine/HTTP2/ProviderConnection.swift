@@ -133,7 +133,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         do {
             while true {
                 if machine.openTransport === link { written += try openStreams(on: session, flush: flush) }
-                try session.send(into: &output, limit: Self.outputBatch)
+                session.send(into: &output, limit: Self.outputBatch)
                 guard !output.isEmpty else { break }
                 guard try writeOutput(link) else { return }
             }
@@ -334,7 +334,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         perform(machine.streamsAnswered(actions.goAway ? actions.goAwayReason : "made way after a server error"))
     }
 
-    // MARK: Session callbacks (inside `ClientSession.receive` and `send`)
+    // MARK: Session callbacks (inside `ClientSession.receive` and `submit`)
 
     func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         answers[Int(slot)].header(name: name, value: value)
