@@ -11,10 +11,13 @@ struct ClientStream {
     var bodyLeft = 0
 }
 
-/// The open streams by id: an open-addressed table with linear probing. Ids are odd and
-/// increasing, so `id / 2` spreads them over consecutive places; the table doubles when it
-/// is half full, so once it has grown to the connection's stream limit nothing is
-/// allocated per stream. Deletion shifts the following entries back (no tombstones).
+/// The open streams by id: an open-addressed table with Robin Hood linear probing. Ids are
+/// odd and increasing, so `id / 2` puts them in consecutive places, each at its home; the
+/// table doubles when it is half full, so once it has grown to the connection's stream
+/// limit nothing is allocated per stream. Robin Hood order (an entry never sits further
+/// from its home than the one it passed) lets a lookup stop early and a deletion shift back
+/// only the displaced entries after it: streams close roughly in the order they opened,
+/// and a plain linear-probing deletion would walk the whole run of open streams each time.
 struct ClientStreams: ~Copyable {
     private var places: UnsafeMutableBufferPointer<ClientStream>
     private(set) var count = 0
@@ -29,12 +32,18 @@ struct ClientStreams: ~Copyable {
     private var mask: Int { places.count - 1 }
     private func home(_ id: Int32) -> Int { Int(id >> 1) & mask }
 
+    /// How far the entry at `place` sits from its home.
+    private func displacement(_ place: Int) -> Int { (place - home(places[place].id)) & mask }
+
     /// Where stream `id` is, if it is open.
     func find(_ id: Int32) -> Int? {
         var place = home(id)
-        while places[place].id != 0 {
+        var distance = 0
+        // Past an entry nearer its home than `id` would be, `id` cannot be.
+        while places[place].id != 0 && displacement(place) >= distance {
             if places[place].id == id { return place }
             place = (place + 1) & mask
+            distance += 1
         }
         return nil
     }
@@ -48,22 +57,32 @@ struct ClientStreams: ~Copyable {
     @discardableResult
     mutating func insert(_ stream: ClientStream) -> Int {
         if 2 * (count + 1) > places.count { grow() }
-        var place = home(stream.id)
-        while places[place].id != 0 { place = (place + 1) & mask }
-        places[place] = stream
+        var entry = stream
+        var place = home(entry.id)
+        var distance = 0
+        var landed: Int?
+        while places[place].id != 0 {
+            // The incoming entry takes the place of one nearer its home, which moves on.
+            if displacement(place) < distance {
+                distance = displacement(place)
+                swap(&entry, &places[place])
+                landed = landed ?? place
+            }
+            place = (place + 1) & mask
+            distance += 1
+        }
+        places[place] = entry
         count += 1
-        return place
+        return landed ?? place
     }
 
     mutating func remove(at place: Int) {
+        // The displaced entries after it move one place nearer their homes.
         var hole = place
         var next = (hole + 1) & mask
-        while places[next].id != 0 {
-            // An entry may move back into the hole unless the hole lies before its home.
-            if (next - home(places[next].id)) & mask >= (next - hole) & mask {
-                places[hole] = places[next]
-                hole = next
-            }
+        while places[next].id != 0 && displacement(next) > 0 {
+            places[hole] = places[next]
+            hole = next
             next = (next + 1) & mask
         }
         places[hole].id = 0
