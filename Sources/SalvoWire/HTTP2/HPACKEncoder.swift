@@ -125,13 +125,13 @@ public struct HPACKEncoder: ~Copyable {
     }
 
     private mutating func insert(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        let entry = Entry(start: 0, nameCount: name.count, valueCount: value.count)
-        evict(toFit: entry.size)
-        let start = storageCount
-        UnsafeMutableRawBufferPointer(rebasing: storage[start...]).copyMemory(from: name)
-        UnsafeMutableRawBufferPointer(rebasing: storage[(start + name.count)...]).copyMemory(from: value)
+        evict(toFit: name.count + value.count + Self.entryOverhead)
+        // After the eviction, which moved the survivors to the front.
+        let entry = Entry(start: storageCount, nameCount: name.count, valueCount: value.count)
+        UnsafeMutableRawBufferPointer(rebasing: storage[entry.start...]).copyMemory(from: name)
+        UnsafeMutableRawBufferPointer(rebasing: storage[(entry.start + name.count)...]).copyMemory(from: value)
         storageCount += name.count + value.count
-        entries.append(Entry(start: start, nameCount: name.count, valueCount: value.count))
+        entries.append(entry)
         size += entry.size
     }
 
