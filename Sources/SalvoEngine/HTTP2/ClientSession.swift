@@ -29,6 +29,7 @@ import SalvoWire
 
 /// Why the HTTP/2 session cannot go on.
 @_spi(Fuzzing) public struct HTTP2SessionError: Error, CustomStringConvertible {
+    /// What went wrong, for the user.
     public var description: String
 }
 
@@ -48,6 +49,7 @@ import SalvoWire
     fileprivate private(set) var encodedLength = 0
     let capacity: Int
 
+    /// Room for `capacity` fields, made once.
     public init(capacity: Int) {
         fields = .allocate(capacity: capacity)
         self.capacity = capacity
@@ -57,6 +59,7 @@ import SalvoWire
 
     fileprivate var list: UnsafeBufferPointer<Field> { UnsafeBufferPointer(start: fields, count: count) }
 
+    /// Empties the list for the next request.
     public mutating func removeAll() {
         count = 0
         encodedLength = 0

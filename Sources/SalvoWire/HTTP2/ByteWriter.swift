@@ -2,10 +2,12 @@
 /// their bytes through it. Writing past the end traps (the callers size their room from
 /// upper bounds, so that would be a bug, not bad input).
 public struct ByteWriter {
+    /// The room the caller made.
     public let buffer: UnsafeMutableRawBufferPointer
     /// Bytes written so far, from the start of `buffer`.
     public private(set) var count = 0
 
+    /// A writer at the start of `buffer`.
     public init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
 
     /// The room after what was written.
@@ -22,13 +24,16 @@ public struct ByteWriter {
     /// Counts `n` bytes written into `freeSpace` as written.
     public mutating func advance(by n: Int) { _ = reserve(n) }
 
+    /// Writes one byte.
     public mutating func write(_ byte: UInt8) { reserve(1).storeBytes(of: byte, as: UInt8.self) }
 
+    /// Copies `bytes` in.
     public mutating func write(_ bytes: UnsafeRawBufferPointer) {
         guard let source = bytes.baseAddress else { return }
         reserve(bytes.count).copyMemory(from: source, byteCount: bytes.count)
     }
 
+    /// Writes `value` in network byte order.
     public mutating func write<T: FixedWidthInteger>(bigEndian value: T) {
         reserve(MemoryLayout<T>.size).storeBytes(of: value.bigEndian, as: T.self)
     }

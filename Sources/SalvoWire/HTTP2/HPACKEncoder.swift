@@ -47,13 +47,15 @@ public struct HPACKEncoder: ~Copyable {
     /// The entries' names and values, oldest first, back to back.
     private let storage: UnsafeMutableRawBufferPointer
     private var storageCount = 0
-    /// The table's current maximum size, and its size (RFC 7541 §4.1).
+    /// The table's current maximum size (RFC 7541 §4.2).
     public private(set) var capacity = HPACKEncoder.maximumTableSize
+    /// The table's size: its entries' names and values, 32 bytes more each (RFC 7541 §4.1).
     public private(set) var size = 0
     /// Size changes to announce at the start of the next block: the smallest since the
     /// last block, then the final one (RFC 7541 §4.2).
     private var pendingUpdate: (smallest: Int, final: Int)?
 
+    /// An encoder with an empty table of the default size, as a connection starts.
     public init() {
         storage = .allocate(byteCount: Self.maximumTableSize, alignment: 16)
         entries.reserveCapacity(Self.maximumTableSize / Self.entryOverhead)
