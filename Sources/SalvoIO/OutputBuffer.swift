@@ -1,6 +1,6 @@
 /// Bytes waiting for the socket: appended at the end, written from the front. Grows when
 /// a burst needs it and keeps its size, so steady traffic allocates nothing. Shared by the
-/// HTTP/2 mock and the HTTP/2 sender, which gather nghttp2's frames here before `SSL_write`.
+/// HTTP/2 mock and the HTTP/2 sender, which gather their frames here before `SSL_write`.
 package struct OutputBuffer: ~Copyable {
     private var storage: UnsafeMutableRawBufferPointer
     private var start = 0
@@ -21,6 +21,15 @@ package struct OutputBuffer: ~Copyable {
         if storage.count - end < bytes.count { makeRoom(for: bytes.count) }
         UnsafeMutableRawBufferPointer(rebasing: storage[end..<end + bytes.count]).copyMemory(from: bytes)
         end += bytes.count
+    }
+
+    /// Lets `write` put at most `maximum` bytes straight after the waiting ones; it returns
+    /// how many it wrote. The HTTP/2 client encodes its frames this way, without a copy.
+    package mutating func append(upTo maximum: Int, _ write: (UnsafeMutableRawBufferPointer) -> Int) {
+        if storage.count - end < maximum { makeRoom(for: maximum) }
+        let written = write(UnsafeMutableRawBufferPointer(rebasing: storage[end..<end + maximum]))
+        precondition(written <= maximum, "wrote more than the room asked for")
+        end += written
     }
 
     /// Drops the first `n` waiting bytes (they were written).

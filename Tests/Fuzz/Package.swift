@@ -9,7 +9,7 @@ import PackageDescription
 
 let fuzzers = [
     "FrameDecoderFuzzer", "GatewayReplyFuzzer", "JSONScannerFuzzer", "CampaignLineFuzzer",
-    "CheckpointFuzzer", "PayloadBuilderFuzzer",
+    "CheckpointFuzzer", "PayloadBuilderFuzzer", "ClientSessionFuzzer",
 ]
 
 let package = Package(

@@ -1,13 +1,13 @@
 import DequeModule
 
-/// Request bodies from the moment their request is submitted until nghttp2 has taken them
-/// into DATA frames, in submission order: a ring whose space comes back in order as bodies
-/// are taken. The staging ring's record is released when the request is submitted, so its
-/// payload is copied here once; nghttp2 normally takes it in the same write turn, and only
-/// flow control (a gateway that does not read) keeps bodies here longer. A full arena stops
-/// new requests until the gateway reads again.
+/// Request bodies from the moment their request is submitted until the session has taken
+/// them into DATA frames, in submission order: a ring whose space comes back in order as
+/// bodies are taken. The staging ring's record is released when the request is submitted,
+/// so its payload is copied here once; the session normally takes it right away, in the
+/// submit, and only flow control (a gateway that does not read) keeps bodies here longer.
+/// A full arena stops new requests until the gateway reads again.
 struct BodyArena: ~Copyable {
-    /// One body: where it is, how much of it nghttp2 took, whether it is done with.
+    /// One body: where it is, how much of it the session took, whether it is done with.
     struct Body {
         var start: UInt64
         var length: Int

@@ -1,9 +1,12 @@
 internal import CNghttp2
+import DequeModule
 import SalvoIO
+import SalvoWire
 
-/// What a `ClientSession` reports from inside nghttp2's callbacks. Streams are named by the
-/// slot the connection gave them when it submitted them (`StreamWindow`'s slot numbers).
-protocol ClientSessionDelegate: AnyObject {
+/// What a `ClientSession` reports while it submits requests and reads the gateway's
+/// frames. Streams are named by the slot the connection gave them when it submitted them
+/// (`StreamWindow`'s slot numbers). Public for the fuzz target only (`Tests/Fuzz`).
+@_spi(Fuzzing) public protocol ClientSessionDelegate: AnyObject {
     /// A response header of a stream (`:status`, `apns-id`, …).
     func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
     /// A piece of a response body.
@@ -25,233 +28,487 @@ protocol ClientSessionDelegate: AnyObject {
 }
 
 /// Why the HTTP/2 session cannot go on.
-struct HTTP2SessionError: Error, CustomStringConvertible {
-    var description: String
+@_spi(Fuzzing) public struct HTTP2SessionError: Error, CustomStringConvertible {
+    /// What went wrong, for the user.
+    public var description: String
 }
 
 /// A request's header fields, gathered for one `ClientSession.submit`: the names are static
-/// text; nghttp2 copies the values when the request is submitted, so they need to live only
-/// until then. Reused request after request.
-struct HeaderFields: ~Copyable {
-    fileprivate let fields: UnsafeMutablePointer<nghttp2_nv>
+/// text, the values need to live only until the request is submitted (it is encoded
+/// then). Reused request after request.
+@_spi(Fuzzing) public struct HeaderFields: ~Copyable {
+    fileprivate struct Field {
+        var name: UnsafeRawBufferPointer
+        var value: UnsafeRawBufferPointer
+        var indexing: HPACKIndexing
+    }
+
+    private let fields: UnsafeMutablePointer<Field>
     fileprivate private(set) var count = 0
+    /// The most bytes the fields take encoded.
+    fileprivate private(set) var encodedLength = 0
     let capacity: Int
 
-    init(capacity: Int) {
+    /// Room for `capacity` fields, made once.
+    public init(capacity: Int) {
         fields = .allocate(capacity: capacity)
         self.capacity = capacity
     }
 
     deinit { fields.deallocate() }
 
-    mutating func removeAll() { count = 0 }
+    fileprivate var list: UnsafeBufferPointer<Field> { UnsafeBufferPointer(start: fields, count: count) }
+
+    /// Empties the list for the next request.
+    public mutating func removeAll() {
+        count = 0
+        encodedLength = 0
+    }
 
     /// A field whose value repeats from request to request: HPACK indexes it, so after the
     /// first request it costs a byte or two.
-    mutating func add(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
-        append(name, value, flags: NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
+    public mutating func add(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
+        append(name, value, .indexed)
     }
 
-    /// A field whose value is new every time (`:path`, `apns-id`): kept out of the HPACK
-    /// table, where it would only push out the fields that repeat.
-    mutating func addUnique(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
-        append(name, value, flags: NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+    /// A field whose value is new every time (`:path`, `apns-id`) or may be: kept out of
+    /// the HPACK table, where it would only push out the fields that repeat.
+    public mutating func addUnique(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
+        append(name, value, .neverIndexed)
     }
 
-    /// A field whose name and value are static text: nothing is copied.
-    mutating func add(_ name: StaticString, _ value: StaticString) {
-        append(name, UnsafeRawBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount),
-               flags: NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+    /// A field whose name and value are static text (indexed).
+    public mutating func add(_ name: StaticString, _ value: StaticString) {
+        append(name, UnsafeRawBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount), .indexed)
     }
 
-    private mutating func append(_ name: StaticString, _ value: UnsafeRawBufferPointer, flags: UInt32) {
+    private mutating func append(_ name: StaticString, _ value: UnsafeRawBufferPointer, _ indexing: HPACKIndexing) {
         precondition(count < capacity, "more header fields than HeaderFields holds")
-        fields[count] = nghttp2_nv(
-            name: UnsafeMutablePointer(mutating: name.utf8Start), value: UnsafeMutablePointer(
-                mutating: (value.baseAddress ?? UnsafeRawPointer(name.utf8Start)).assumingMemoryBound(to: UInt8.self)),
-            namelen: name.utf8CodeUnitCount, valuelen: value.count, flags: UInt8(flags))
+        fields[count] = Field(name: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount),
+                              value: value, indexing: indexing)
         count += 1
+        encodedLength += HPACKEncoder.maximumEncodedLength(nameCount: name.utf8CodeUnitCount, valueCount: value.count)
     }
 }
 
-/// One HTTP/2 client session on a TLS connection: owns the `nghttp2_session *`. nghttp2
-/// does the protocol (framing, HPACK, flow control, SETTINGS, PING answers, GOAWAY, stream
-/// states); this type submits requests, feeds it what the socket read, collects what it
-/// wants written, and turns its callbacks into `ClientSessionDelegate` calls. Loop thread only.
-final class ClientSession {
-    private let session: OpaquePointer
-    /// Not reference counted (nghttp2 calls back several times per answer): the delegate,
-    /// the connection, owns the session and lets go of it before it goes itself.
-    fileprivate unowned(unsafe) let delegate: any ClientSessionDelegate
+/// One HTTP/2 client session on a TLS connection (RFC 9113), written for a sender of many
+/// small POSTs. A request is encoded into the output as it is submitted: HEADERS through
+/// the connection's `HPACKEncoder` (what repeats is indexed once), then its body as DATA
+/// when the flow-control windows allow, else later, in stream order, as WINDOW_UPDATEs
+/// reopen them. What the gateway sends is cut into frames by `HTTP2FrameParser`; response
+/// header blocks are decoded by nghttp2's HPACK inflater (decoding is the gateway's side of
+/// the table, and nghttp2's is proven). Nothing is allocated per request once the output,
+/// the stream table and the body queue have grown to the connection's stream limit.
+///
+/// Loop thread only. Public (as SPI) for the fuzz target only.
+@_spi(Fuzzing) public final class ClientSession {
+    /// Not reference counted (called for every answer): the delegate, the connection, owns
+    /// the session and lets go of it before it goes itself.
+    private unowned(unsafe) let delegate: any ClientSessionDelegate
+    private var encoder = HPACKEncoder()
+    private var parser = HTTP2FrameParser()
+    private let inflater: OpaquePointer
+    /// Frames waiting for `send`.
+    private var queued = OutputBuffer(capacity: 1 << 16)
+    private var streams = ClientStreams()
+    /// Streams whose body waits for window, oldest first (a stream closed meanwhile is skipped).
+    private var waitingBodies: Deque<Int32> = []
+    private var nextStreamID: Int32 = 1
+    /// Until the gateway's first SETTINGS, one stream at a time (APNs allows one until it
+    /// has seen a valid provider token); after, unlimited unless they say otherwise.
+    public private(set) var remoteStreamLimit = 1
+    private var peerSettingsSeen = false
+    private var peerInitialWindow = HTTP2.defaultWindowSize
+    private var peerMaxFrameSize = HTTP2.defaultMaxFrameSize
+    private var connectionSendWindow = HTTP2.defaultWindowSize
+    /// DATA bytes received since our last connection WINDOW_UPDATE.
+    private var receivedSinceUpdate = 0
+    /// The stream whose header block CONTINUATION frames go on, and whether the stream
+    /// ends with the block.
+    private var headerBlock: (streamID: Int32, endStream: Bool)?
+    /// GOAWAY sent or received: no new streams.
+    private var isClosing = false
+    /// The protocol error that ended the session.
+    private var failure: HTTP2SessionError?
 
-    /// Starts a session and queues the connection preface with our SETTINGS. Until the
-    /// gateway's own SETTINGS arrive, one stream at a time (APNs allows one until it has
-    /// seen a valid provider token).
-    init(delegate: any ClientSessionDelegate) throws(HTTP2SessionError) {
+    /// Our receive window, per stream and for the connection: answers are a few hundred
+    /// bytes, so the gateway is never held back by it.
+    private static let receiveWindow = 1 << 30
+
+    /// Starts a session and queues the connection preface with our SETTINGS (no server
+    /// push, our receive window) and the connection's window to match.
+    public init(delegate: any ClientSessionDelegate) throws(HTTP2SessionError) {
         self.delegate = delegate
-        var option: OpaquePointer?
-        guard nghttp2_option_new(&option) == 0, let option else { throw HTTP2SessionError(description: "nghttp2: out of memory") }
-        defer { nghttp2_option_del(option) }
-        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
-        var session: OpaquePointer?
-        let rc = nghttp2_session_client_new2(&session, ClientCallbacks.shared.table, nil, option)
-        guard rc == 0, let session else {
-            throw HTTP2SessionError(description: "nghttp2: cannot make a session: \(String(cString: nghttp2_strerror(rc)))")
+        var inflater: OpaquePointer?
+        guard nghttp2_hd_inflate_new(&inflater) == 0, let inflater else {
+            throw HTTP2SessionError(description: "nghttp2: out of memory")
         }
-        self.session = session
-        nghttp2_session_set_user_data(session, Unmanaged.passUnretained(self).toOpaque())
-        // Our SETTINGS: no server push; the rest are the protocol's defaults.
-        var push = nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0)
-        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &push, 1)
-    }
-
-    deinit {
-        // Callbacks during the teardown would reach a connection that has moved on.
-        nghttp2_session_set_user_data(session, nil)
-        nghttp2_session_del(session)
-    }
-
-    /// The most streams the gateway allows open at once (its SETTINGS; 1 before they came).
-    var remoteStreamLimit: Int {
-        Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
-    }
-
-    /// Queues a POST with `fields` and a body of `bodyLength` bytes (pulled later through
-    /// `ClientSessionDelegate.requestBody`); returns its stream id.
-    func submit(_ fields: borrowing HeaderFields, bodyLength: Int, slot: Int32) throws(HTTP2SessionError) -> Int32 {
-        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: ClientCallbacks.readBody)
-        // Every APNs request has a body (an empty payload is refused before it is staged).
-        let streamID = nghttp2_submit_request(session, nil, fields.fields, fields.count, &provider,
-                                              UnsafeMutableRawPointer(bitPattern: Int(slot) + 1))
-        guard streamID > 0 else {
-            throw HTTP2SessionError(description: "cannot submit a request: \(String(cString: nghttp2_strerror(streamID)))")
+        self.inflater = inflater
+        write(upTo: 64) { writer in
+            let preface = HTTP2.clientPreface
+            writer.write(UnsafeRawBufferPointer(start: preface.utf8Start, count: preface.utf8CodeUnitCount))
+            HTTP2FrameWriter.settings([(HTTP2Setting.enablePush, 0), (HTTP2Setting.initialWindowSize, UInt32(Self.receiveWindow))],
+                                      into: &writer)
+            HTTP2FrameWriter.windowUpdate(stream: 0, increment: UInt32(Self.receiveWindow - HTTP2.defaultWindowSize),
+                                          into: &writer)
         }
-        return streamID
+    }
+
+    deinit { nghttp2_hd_inflate_del(inflater) }
+
+    // MARK: Requests
+
+    /// Writes a POST with `fields` and, as far as the windows allow, its body of
+    /// `bodyLength` bytes (pulled through `ClientSessionDelegate.requestBody`). The caller
+    /// keeps within `remoteStreamLimit`. After GOAWAY, the request is not sent
+    /// (`requestNotSent`).
+    public func submit(_ fields: borrowing HeaderFields, bodyLength: Int, slot: Int32) throws(HTTP2SessionError) {
+        if let failure { throw failure }
+        guard !isClosing else {
+            delegate.requestNotSent(slot: slot)
+            return
+        }
+        // Stream ids end at 2^31 - 1: a connection that used them up must be replaced.
+        guard nextStreamID > 0 else { throw HTTP2SessionError(description: "the connection has used all its stream ids") }
+        let id = nextStreamID
+        nextStreamID &+= 2
+        let list = fields.list
+        // A block is a few hundred bytes: far below any peer's largest frame, so no CONTINUATION.
+        let blockLength = HPACKEncoder.maximumBlockPrefixLength + fields.encodedLength
+        precondition(blockLength <= peerMaxFrameSize, "a request's header fields fill more than a frame")
+        write(upTo: HTTP2FrameHeader.byteCount + blockLength) { writer in
+            HTTP2FrameWriter.headers(stream: id, endStream: bodyLength == 0, into: &writer) { writer in
+                encoder.beginBlock(into: &writer)
+                for field in list { encoder.encode(name: field.name, value: field.value, field.indexing, into: &writer) }
+            }
+        }
+        let place = streams.insert(ClientStream(id: id, slot: slot, sendWindow: peerInitialWindow, bodyLeft: bodyLength))
+        guard bodyLength > 0 else { return }
+        // Bodies go in stream order: behind others that wait, this one waits too.
+        if !waitingBodies.isEmpty || !sendBody(at: place) { waitingBodies.append(id) }
+    }
+
+    /// Writes DATA for the stream at `place` while the windows allow; returns whether its
+    /// body is all sent.
+    private func sendBody(at place: Int) -> Bool {
+        var stream = streams[place]
+        defer { streams[place] = stream }
+        while stream.bodyLeft > 0 {
+            let room = min(stream.bodyLeft, connectionSendWindow, stream.sendWindow, peerMaxFrameSize)
+            guard room > 0 else { return false }
+            var taken = (count: 0, isLast: false)
+            write(upTo: HTTP2FrameHeader.byteCount + room) { writer in
+                let header = writer.reserve(HTTP2FrameHeader.byteCount)
+                taken = delegate.requestBody(slot: stream.slot, into: UnsafeMutableRawBufferPointer(
+                    rebasing: writer.freeSpace[..<room]))
+                writer.advance(by: taken.count)
+                HTTP2FrameHeader(length: taken.count, type: .data, flags: taken.isLast ? HTTP2Flags.endStream : 0,
+                                 streamID: stream.id).write(to: header)
+            }
+            precondition(taken.count > 0 || taken.isLast, "a request body ended before its length")
+            connectionSendWindow -= taken.count
+            stream.sendWindow -= taken.count
+            stream.bodyLeft = taken.isLast ? 0 : stream.bodyLeft - taken.count
+        }
+        return true
+    }
+
+    /// Sends the bodies that wait, in order, as far as the windows now allow.
+    private func sendWaitingBodies() {
+        while let id = waitingBodies.first {
+            if let place = streams.find(id), !sendBody(at: place) { return }
+            waitingBodies.removeFirst()
+        }
     }
 
     /// Queues a PING.
-    func ping() {
-        nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+    public func ping() {
+        write(upTo: 17) { HTTP2FrameWriter.ping(0, ack: false, into: &$0) }
     }
 
-    /// Queues GOAWAY (no error): we open no more streams on this connection.
-    func goAway() {
-        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
-                              NGHTTP2_NO_ERROR.rawValue, nil, 0)
+    /// Queues GOAWAY (no error): we open no more streams on this connection. The gateway
+    /// opens none (no push), so the last stream we processed is 0.
+    public func goAway() {
+        isClosing = true
+        write(upTo: 17) { HTTP2FrameWriter.goAway(lastStreamID: 0, errorCode: HTTP2ErrorCode.noError, into: &$0) }
     }
 
-    /// Feeds what the socket read; the delegate hears of every answer in it.
-    func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2SessionError) {
-        let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
-        guard consumed >= 0 else {
-            throw HTTP2SessionError(description: "the gateway broke the HTTP/2 protocol: \(String(cString: nghttp2_strerror(Int32(consumed))))")
+    // MARK: Output
+
+    /// Moves queued frames into `output`, until it has none or `output` holds `limit` bytes.
+    func send(into output: inout OutputBuffer, limit: Int) {
+        let count = min(queued.count, limit - output.count)
+        guard count > 0 else { return }
+        output.append(UnsafeRawBufferPointer(rebasing: queued.readable[..<count]))
+        queued.consume(count)
+    }
+
+    /// Whether frames wait for `send`.
+    public var wantsToWrite: Bool { !queued.isEmpty }
+
+    /// Lets `body` write at most `maximum` bytes of frames at the end of the queue.
+    private func write(upTo maximum: Int, _ body: (inout ByteWriter) -> Void) {
+        queued.append(upTo: maximum) { space in
+            var writer = ByteWriter(space)
+            body(&writer)
+            return writer.count
         }
     }
 
-    /// Moves the frames nghttp2 wants to send into `output`, until it has none or `output`
-    /// holds `limit` bytes.
-    func send(into output: inout OutputBuffer, limit: Int) throws(HTTP2SessionError) {
-        while output.count < limit {
-            var data: UnsafePointer<UInt8>?
-            let length = nghttp2_session_mem_send(session, &data)
-            guard length >= 0 else {
-                throw HTTP2SessionError(description: "nghttp2 cannot send: \(String(cString: nghttp2_strerror(Int32(length))))")
-            }
-            guard length > 0, let data else { return }
-            output.append(UnsafeRawBufferPointer(start: data, count: length))
+    // MARK: Input
+
+    /// Feeds what the socket read; the delegate hears of every answer in it. A protocol
+    /// error queues GOAWAY with its code and ends the session: this and later calls throw.
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2SessionError) {
+        if let failure { throw failure }
+        do {
+            try parser.parse(bytes) { header, payload throws(HTTP2ConnectionError) in try frame(header, payload) }
+        } catch {
+            isClosing = true
+            write(upTo: 17) { HTTP2FrameWriter.goAway(lastStreamID: 0, errorCode: error.code, into: &$0) }
+            let failure = HTTP2SessionError(description: "the gateway broke the HTTP/2 protocol: \(error.description)")
+            self.failure = failure
+            throw failure
         }
     }
 
-    /// Whether nghttp2 has frames to send.
-    var wantsToWrite: Bool { nghttp2_session_want_write(session) != 0 }
-
-    fileprivate func slot(_ streamID: Int32) -> Int32? {
-        guard let data = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
-        return Int32(Int(bitPattern: data) - 1)
+    private func frame(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        if let block = headerBlock, header.type != .continuation || header.streamID != block.streamID {
+            throw protocolError("a \(name(header.type)) frame inside the header block of stream \(block.streamID)")
+        }
+        guard peerSettingsSeen || header.type == .settings else {
+            throw protocolError("the gateway's first frame is \(name(header.type)), not SETTINGS")
+        }
+        switch header.type {
+        case .data: try data(header, payload)
+        case .headers: try headers(header, payload)
+        case .continuation:
+            guard headerBlock != nil else { throw protocolError("CONTINUATION outside a header block") }
+            try decodeHeaderBlock(payload, isLast: header.flags & HTTP2Flags.endHeaders != 0)
+        case .rstStream: try rstStream(header, payload)
+        case .settings: try settings(header, payload)
+        case .ping: try ping(header, payload)
+        case .goAway: try goAway(header, payload)
+        case .windowUpdate: try windowUpdate(header, payload)
+        case .pushPromise: throw protocolError("PUSH_PROMISE, though our SETTINGS disable push")
+        default: break  // PRIORITY and unknown types: nothing for a client to do.
+        }
     }
-}
 
-// MARK: - Callbacks
+    private func data(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        try requireOurs(header)
+        // Flow control counts the whole frame, padding included.
+        receivedSinceUpdate += header.length
+        guard receivedSinceUpdate <= Self.receiveWindow else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "DATA beyond the connection's receive window")
+        }
+        if receivedSinceUpdate >= Self.receiveWindow / 2 {
+            let increment = UInt32(receivedSinceUpdate)
+            write(upTo: 13) { HTTP2FrameWriter.windowUpdate(stream: 0, increment: increment, into: &$0) }
+            receivedSinceUpdate = 0
+        }
+        let body = try unpadded(header, payload)
+        // A stream closed meanwhile (we reset it): its DATA only counts for the connection.
+        guard let place = streams.find(header.streamID) else { return }
+        if !body.isEmpty { delegate.responseBody(slot: streams[place].slot, chunk: body) }
+        if header.flags & HTTP2Flags.endStream != 0 { close(at: place, errorCode: HTTP2ErrorCode.noError) }
+    }
 
-/// nghttp2's callback table, built once; each callback finds its `ClientSession` in the
-/// session's user data (nil once the session is being torn down: nothing is reported then).
-/// Thread rule: filled once in `init`, only read after.
-private final class ClientCallbacks: @unchecked Sendable {
-    static let shared = ClientCallbacks()
-    let table: OpaquePointer
+    private func headers(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        try requireOurs(header)
+        var fragment = try unpadded(header, payload)
+        if header.flags & HTTP2Flags.priority != 0 {
+            guard fragment.count >= 5 else { throw protocolError("HEADERS too short for its priority fields") }
+            fragment = UnsafeRawBufferPointer(rebasing: fragment[5...])
+        }
+        headerBlock = (header.streamID, header.flags & HTTP2Flags.endStream != 0)
+        try decodeHeaderBlock(fragment, isLast: header.flags & HTTP2Flags.endHeaders != 0)
+    }
 
-    private init() {
-        var table: OpaquePointer?
-        precondition(nghttp2_session_callbacks_new(&table) == 0, "nghttp2: out of memory")
-        self.table = table!
-        nghttp2_session_callbacks_set_on_header_callback(table) { _, frame, name, nameLength, value, valueLength, _, user in
-            guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-            withSession(user) { session, delegate in
-                guard let slot = session.slot(frame.pointee.hd.stream_id) else { return }
-                delegate.responseHeader(slot: slot, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                                        value: UnsafeRawBufferPointer(start: value, count: valueLength))
+    /// Decodes a piece of the current header block (HEADERS, then CONTINUATIONs) and hands
+    /// its fields to the delegate. Blocks of closed streams are decoded all the same: they
+    /// change the HPACK table.
+    private func decodeHeaderBlock(_ fragment: UnsafeRawBufferPointer, isLast: Bool) throws(HTTP2ConnectionError) {
+        guard let block = headerBlock else { return }
+        let place = streams.find(block.streamID)
+        var input = fragment
+        while true {
+            var field = nghttp2_nv()
+            var flags: Int32 = 0
+            let used = nghttp2_hd_inflate_hd2(inflater, &field, &flags, input.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                              input.count, isLast ? 1 : 0)
+            guard used >= 0 else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.compressionError,
+                                           "a header block HPACK cannot decode (\(String(cString: nghttp2_strerror(Int32(used)))))")
             }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(table) { _, _, streamID, data, length, user in
-            withSession(user) { session, delegate in
-                guard let slot = session.slot(streamID) else { return }
-                delegate.responseBody(slot: slot, chunk: UnsafeRawBufferPointer(start: data, count: length))
+            input = UnsafeRawBufferPointer(rebasing: input[used...])
+            let emitted = flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0
+            if emitted, let place {
+                delegate.responseHeader(slot: streams[place].slot, name: UnsafeRawBufferPointer(start: field.name, count: field.namelen),
+                                        value: UnsafeRawBufferPointer(start: field.value, count: field.valuelen))
             }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_stream_close_callback(table) { _, streamID, errorCode, user in
-            withSession(user) { session, delegate in
-                guard let slot = session.slot(streamID) else { return }
-                delegate.streamClosed(slot: slot, refused: errorCode == NGHTTP2_REFUSED_STREAM.rawValue, errorCode: errorCode)
+            if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
+                nghttp2_hd_inflate_end_headers(inflater)
+                headerBlock = nil
+                if block.endStream, let place { close(at: place, errorCode: HTTP2ErrorCode.noError) }
+                return
             }
-            return 0
+            if !emitted && input.isEmpty { return }
         }
-        nghttp2_session_callbacks_set_on_frame_not_send_callback(table) { _, frame, _, user in
-            guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-            withSession(user) { session, delegate in
-                guard let slot = session.slot(frame.pointee.hd.stream_id) else { return }
-                delegate.requestNotSent(slot: slot)
-            }
-            return 0
+    }
+
+    private func rstStream(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        try requireLength(header, 4)
+        try requireOurs(header)
+        guard let place = streams.find(header.streamID) else { return }
+        close(at: place, errorCode: payload.loadUnaligned(as: UInt32.self).bigEndian, resetByPeer: true)
+    }
+
+    private func settings(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        guard header.streamID == 0 else { throw protocolError("SETTINGS on stream \(header.streamID)") }
+        // The answer to ours: nothing to do.
+        if header.flags & HTTP2Flags.ack != 0 { return try requireLength(header, 0) }
+        guard payload.count % 6 == 0 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS of \(payload.count) bytes, not a multiple of 6")
         }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(table) { _, frame, user in
-            guard let frame else { return 0 }
-            let header = frame.pointee.hd
-            withSession(user) { _, delegate in
-                if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
-                    let goaway = frame.pointee.goaway
-                    delegate.goAway(lastStreamID: goaway.last_stream_id, errorCode: goaway.error_code,
-                                    debugData: UnsafeRawBufferPointer(start: goaway.opaque_data, count: goaway.opaque_data_len))
-                } else if header.type == UInt8(NGHTTP2_PING.rawValue), header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
-                    delegate.pingAcknowledged()
+        if !peerSettingsSeen {
+            peerSettingsSeen = true
+            remoteStreamLimit = Int(UInt32.max)
+        }
+        for offset in stride(from: 0, to: payload.count, by: 6) {
+            let identifier = payload.loadUnaligned(fromByteOffset: offset, as: UInt16.self).bigEndian
+            let value = Int(payload.loadUnaligned(fromByteOffset: offset + 2, as: UInt32.self).bigEndian)
+            switch identifier {
+            case HTTP2Setting.headerTableSize:
+                encoder.setPeerTableSize(value)
+            case HTTP2Setting.enablePush:
+                guard value <= 1 else { throw protocolError("SETTINGS_ENABLE_PUSH \(value)") }
+            case HTTP2Setting.maxConcurrentStreams:
+                remoteStreamLimit = value
+            case HTTP2Setting.initialWindowSize:
+                guard value <= HTTP2.maximumWindowSize else {
+                    throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
                 }
+                // Open streams' windows move by the difference (RFC 9113 §6.9.2).
+                let delta = value - peerInitialWindow
+                peerInitialWindow = value
+                var overflow = false
+                streams.update { stream in
+                    stream.sendWindow += delta
+                    overflow = overflow || stream.sendWindow > HTTP2.maximumWindowSize
+                }
+                guard !overflow else {
+                    throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "a stream's window over 2^31 - 1")
+                }
+            case HTTP2Setting.maxFrameSize:
+                guard (HTTP2.defaultMaxFrameSize...HTTP2.maximumMaxFrameSize).contains(value) else {
+                    throw protocolError("SETTINGS_MAX_FRAME_SIZE \(value)")
+                }
+                peerMaxFrameSize = value
+            default:
+                break  // Unknown settings are ignored (RFC 9113 §6.5.2).
             }
-            if header.type == UInt8(NGHTTP2_SETTINGS.rawValue), header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
-                withSession(user) { session, delegate in delegate.settingsReceived(streamLimit: session.remoteStreamLimit) }
-            }
-            return 0
+        }
+        write(upTo: 9) { HTTP2FrameWriter.settings([], ack: true, into: &$0) }
+        sendWaitingBodies()
+        delegate.settingsReceived(streamLimit: remoteStreamLimit)
+    }
+
+    private func ping(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        try requireLength(header, 8)
+        guard header.streamID == 0 else { throw protocolError("PING on stream \(header.streamID)") }
+        if header.flags & HTTP2Flags.ack != 0 {
+            delegate.pingAcknowledged()
+        } else {
+            let opaque = payload.loadUnaligned(as: UInt64.self).bigEndian
+            write(upTo: 17) { HTTP2FrameWriter.ping(opaque, ack: true, into: &$0) }
         }
     }
 
-    /// The request body's source (see `ClientSessionDelegate.requestBody`).
-    static let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, user in
-        var written = 0
-        withSession(user) { session, delegate in
-            guard let slot = session.slot(streamID), let buffer else { return }
-            let (count, isLast) = delegate.requestBody(slot: slot, into: UnsafeMutableRawBufferPointer(start: buffer, count: length))
-            written = count
-            if isLast { flags!.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+    private func goAway(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        guard header.streamID == 0 else { throw protocolError("GOAWAY on stream \(header.streamID)") }
+        guard payload.count >= 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "GOAWAY of \(payload.count) bytes") }
+        let lastStreamID = Int32(bitPattern: payload.loadUnaligned(as: UInt32.self).bigEndian & 0x7FFF_FFFF)
+        isClosing = true
+        delegate.goAway(lastStreamID: lastStreamID, errorCode: payload.loadUnaligned(fromByteOffset: 4, as: UInt32.self).bigEndian,
+                        debugData: UnsafeRawBufferPointer(rebasing: payload[8...]))
+        // The gateway never processed the streams after its last one.
+        streams.removeAll(where: { $0.id > lastStreamID }) { stream in
+            delegate.streamClosed(slot: stream.slot, refused: true, errorCode: HTTP2ErrorCode.refusedStream)
         }
-        return written
     }
-}
 
-/// The session a callback's user data points to, with its delegate. The session belongs to
-/// its connection, which outlives every callback: no retain is needed for the call.
-private func withSession(_ user: UnsafeMutableRawPointer?, _ body: (ClientSession, any ClientSessionDelegate) -> Void) {
-    guard let user else { return }
-    Unmanaged<ClientSession>.fromOpaque(user)._withUnsafeGuaranteedRef { session in
-        body(session, session.delegate)
+    private func windowUpdate(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        try requireLength(header, 4)
+        let increment = Int(payload.loadUnaligned(as: UInt32.self).bigEndian & 0x7FFF_FFFF)
+        if header.streamID == 0 {
+            guard increment > 0 else { throw protocolError("a connection WINDOW_UPDATE of 0") }
+            connectionSendWindow += increment
+            guard connectionSendWindow <= HTTP2.maximumWindowSize else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "the connection's window over 2^31 - 1")
+            }
+        } else {
+            guard let place = streams.find(header.streamID) else { return }
+            streams[place].sendWindow += increment
+            // Stream errors (RFC 9113 §6.9): only that stream ends.
+            if increment == 0 { return reset(at: place, errorCode: HTTP2ErrorCode.protocolError) }
+            if streams[place].sendWindow > HTTP2.maximumWindowSize { return reset(at: place, errorCode: HTTP2ErrorCode.flowControlError) }
+        }
+        sendWaitingBodies()
+    }
+
+    // MARK: Streams
+
+    /// The stream at `place` is over: its answer is complete (`noError`) or it was reset.
+    /// A stream answered before its body was all sent is reset, so the rest is not expected.
+    private func close(at place: Int, errorCode: UInt32, resetByPeer: Bool = false) {
+        let stream = streams[place]
+        streams.remove(at: place)
+        if !resetByPeer && stream.bodyLeft > 0 {
+            write(upTo: 13) { HTTP2FrameWriter.rstStream(stream.id, errorCode: HTTP2ErrorCode.cancel, into: &$0) }
+        }
+        delegate.streamClosed(slot: stream.slot, refused: errorCode == HTTP2ErrorCode.refusedStream, errorCode: errorCode)
+    }
+
+    /// A stream error: we reset the stream.
+    private func reset(at place: Int, errorCode: UInt32) {
+        let stream = streams[place]
+        streams.remove(at: place)
+        write(upTo: 13) { HTTP2FrameWriter.rstStream(stream.id, errorCode: errorCode, into: &$0) }
+        delegate.streamClosed(slot: stream.slot, refused: false, errorCode: errorCode)
+    }
+
+    // MARK: Checks
+
+    /// Frames on streams must be on ours (odd ids) that we opened.
+    private func requireOurs(_ header: HTTP2FrameHeader) throws(HTTP2ConnectionError) {
+        guard header.streamID & 1 == 1, UInt32(header.streamID) < UInt32(bitPattern: nextStreamID) else {
+            throw protocolError("\(name(header.type)) on stream \(header.streamID), which we did not open")
+        }
+    }
+
+    private func requireLength(_ header: HTTP2FrameHeader, _ length: Int) throws(HTTP2ConnectionError) {
+        guard header.length == length else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "\(name(header.type)) of \(header.length) bytes, not \(length)")
+        }
+    }
+
+    /// The payload without its padding (RFC 9113 §6.1).
+    private func unpadded(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) -> UnsafeRawBufferPointer {
+        guard header.flags & HTTP2Flags.padded != 0 else { return payload }
+        guard let padding = payload.first, Int(padding) < payload.count else {
+            throw protocolError("\(name(header.type)) padded beyond its length")
+        }
+        return UnsafeRawBufferPointer(rebasing: payload[1..<payload.count - Int(padding)])
+    }
+
+    private func protocolError(_ description: String) -> HTTP2ConnectionError {
+        HTTP2ConnectionError(HTTP2ErrorCode.protocolError, description)
+    }
+
+    private func name(_ type: HTTP2FrameType) -> String {
+        let names = ["DATA", "HEADERS", "PRIORITY", "RST_STREAM", "SETTINGS", "PUSH_PROMISE", "PING", "GOAWAY",
+                     "WINDOW_UPDATE", "CONTINUATION"]
+        return Int(type.rawValue) < names.count ? names[Int(type.rawValue)] : "a frame of type \(type.rawValue)"
     }
 }

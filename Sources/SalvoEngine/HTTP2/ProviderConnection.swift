@@ -2,7 +2,7 @@ import SalvoIO
 import SalvoWire
 
 /// One connection slot to Apple's HTTP/2 provider API, on its shard's thread: turns staged
-/// request records into streams (HEADERS and DATA, through an nghttp2 client session),
+/// request records into streams (HEADERS and DATA, through its `ClientSession`),
 /// settles each notification by its stream's answer, and sends again, one at a time, what
 /// must be tried again (refused streams, 429, 500/503, drops, an expired provider token).
 ///
@@ -16,7 +16,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private var session: ClientSession?
     /// The link the session runs on.
     private weak var sessionLink: Link?
-    /// Frames nghttp2 produced, waiting for `SSL_write`.
+    /// Frames the session produced, waiting for `SSL_write`.
     private var output = OutputBuffer(capacity: 1 << 16)
     private var bodies: BodyArena
     private var headers: RequestHeaders
@@ -30,7 +30,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private var answerTime: UInt64 = 0
     /// What the answers of one read decided, applied once the read is done.
     private var settlement = Settlement()
-    /// Set inside nghttp2's callbacks, acted on once nghttp2 has returned (closing a
+    /// Set inside the session's callbacks, acted on once it has returned (closing a
     /// connection inside a callback would free the session under it).
     private var pending = PendingActions()
     private let readBuffer: UnsafeMutableRawBufferPointer
@@ -129,7 +129,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     /// Opens streams for what waits (retries first, then new notifications from the
     /// staging ring), as many as the stream limit and the body arena allow, and writes
-    /// whatever nghttp2 has to send (requests, SETTINGS and PING answers, WINDOW_UPDATEs).
+    /// whatever the session has to send (requests, SETTINGS and PING answers, WINDOW_UPDATEs).
     override func pump(flush: Bool = false) {
         shard.loop.assertInLoop()
         if let failing = machine.givenUpFailure {
@@ -145,14 +145,14 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         do {
             while true {
                 if machine.openTransport === link { written += try openStreams(on: session, flush: flush) }
-                try session.send(into: &output, limit: Self.outputBatch)
+                session.send(into: &output, limit: Self.outputBatch)
                 guard !output.isEmpty else { break }
                 guard try writeOutput(link) else { return }
             }
             setInterest(link, .read)
             noteSaturation(hasWork && window.openCount + window.waitingRetryCount >= streamLimit(of: session))
             armRetryTimer()
-            // A request nghttp2 could not send is settled as it found out.
+            // A request the session could not send is settled as it found out.
             if !settlement.isEmpty {
                 apply(settlement)
                 settlement.reset()
@@ -267,7 +267,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         _ = try session.submit(headers.fields, bodyLength: record.payload.count, slot: slot)
     }
 
-    /// Writes what nghttp2 produced; false when the socket is full (write interest armed).
+    /// Writes what the session produced; false when the socket is full (write interest armed).
     private func writeOutput(_ link: Link) throws -> Bool {
         while !output.isEmpty {
             let chunk = UnsafeRawBufferPointer(rebasing: output.readable.prefix(GatewayConnection.recordSize))
@@ -371,7 +371,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         perform(machine.streamsAnswered(actions.goAway ? actions.goAwayReason : "made way after a server error"))
     }
 
-    // MARK: Session callbacks (inside `ClientSession.receive` and `send`)
+    // MARK: Session callbacks (inside `ClientSession.receive` and `submit`)
 
     func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         answers[Int(slot)].header(name: name, value: value)

@@ -3,9 +3,10 @@ import SalvoWire
 
 /// The header fields of a connection's requests, made from staged request records: the
 /// fields that repeat (method, scheme, authority, topic, push type, authorization) are
-/// kept encoded once per connection, what varies (`:path`, `apns-id`, the expiration) is
-/// written into a buffer that lives until nghttp2 has copied it (when the request is
-/// submitted). Reused request after request; nothing is allocated per request.
+/// indexed once per connection by the session's HPACK encoder, what varies (`:path`,
+/// `apns-id`, a line's expiration and collapse id) is written into a buffer that lives
+/// until the request is encoded (when it is submitted). Reused request after request;
+/// nothing is allocated per request.
 struct RequestHeaders: ~Copyable {
     /// The fields of the last request made by `make`, for `ClientSession.submit`.
     private(set) var fields = HeaderFields(capacity: 12)
@@ -61,7 +62,7 @@ struct RequestHeaders: ~Copyable {
         if let expiry = record.expiry {
             let start = idStart + APNsID.textLength
             let count = Self.writeDecimal(expiry, into: UnsafeMutableRawBufferPointer(rebasing: values[start...]))
-            fields.add("apns-expiration", UnsafeRawBufferPointer(rebasing: values[start..<start + count]))
+            fields.addUnique("apns-expiration", UnsafeRawBufferPointer(rebasing: values[start..<start + count]))
         }
         switch record.priority {
         case 10?: fields.add("apns-priority", "10")
@@ -69,7 +70,7 @@ struct RequestHeaders: ~Copyable {
         case 1?: fields.add("apns-priority", "1")
         default: break
         }
-        if let collapse = record.collapseID { fields.add("apns-collapse-id", collapse) }
+        if let collapse = record.collapseID { fields.addUnique("apns-collapse-id", collapse) }
     }
 
     /// Writes `value` in decimal at the start of `destination`; returns the digit count.

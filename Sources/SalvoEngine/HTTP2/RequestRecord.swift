@@ -114,10 +114,11 @@ struct RequestRecordBuilder: Sendable {
     static let topicLimit = 255
 
     /// The longest record: the largest payload (VoIP's) with the longest topic and collapse id.
-    var maximumLength: Int {
-        RequestRecord.headerLength + Self.topicLimit + APNsRequestHeader.collapseIdLimit
-            + APNsPushType.allCases.map(\.payloadLimit).max()!
-    }
+    var maximumLength: Int { Self.longestRecord }
+
+    /// Computed once: the connections ask before every request, and `allCases.map` allocates.
+    private static let longestRecord = RequestRecord.headerLength + topicLimit + APNsRequestHeader.collapseIdLimit
+        + APNsPushType.allCases.map(\.payloadLimit).max()!
 
     @inline(__always)
     func length(of notification: SourceNotification) -> Int {

@@ -92,6 +92,8 @@ final class H2Connection: ServerConnection {
     /// TLS needs to write before it can read again (a read returned WANT_WRITE).
     private var readWantsWrite = false
     private var isGoingAway = false
+    /// The last stream our GOAWAY lets through: later ones are refused, never processed.
+    private var goAwayLastStreamID = Int32.max
     /// Set by the drop rule inside a callback; the connection closes once nghttp2 returns.
     private var isDropping = false
     /// Answers waiting for their time, and the timer armed for the earliest of them.
@@ -300,7 +302,8 @@ final class H2Connection: ServerConnection {
         isGoingAway = true
         state.count { $0.goaways += 1 }
         let reason = APNsReason.shutdown.body
-        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
+        goAwayLastStreamID = nghttp2_session_get_last_proc_stream_id(session)
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), goAwayLastStreamID,
                               NGHTTP2_NO_ERROR.rawValue, reason, reason.count)
     }
 
@@ -346,6 +349,12 @@ final class H2Connection: ServerConnection {
     /// The request's last frame arrived: judge it, then answer it or hold the answer.
     fileprivate func requestComplete(streamID: Int32) {
         guard !isDropping, let index = slotIndex(streamID), !slots[index].judged else { return }
+        // nghttp2 goes on reading the streams that came after our GOAWAY was queued; the
+        // GOAWAY told the client they were not processed, so they must not be.
+        guard streamID <= goAwayLastStreamID else {
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_REFUSED_STREAM.rawValue)
+            return
+        }
         slots[index].judged = true
         tally.requests += 1
         var decision = PlanDecision(reason: slots[index].validation.verdict(tokenAuthentication: state.verifier != nil))

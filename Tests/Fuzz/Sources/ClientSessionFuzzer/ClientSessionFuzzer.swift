@@ -1,0 +1,112 @@
+// What a gateway may send an HTTP/2 client: arbitrary bytes, after its SETTINGS, to a
+// ClientSession with four requests open (one body larger than the windows, so it waits).
+//
+// Properties:
+// - no trap, and no out-of-bounds access (AddressSanitizer);
+// - the session reports the same events, ends with the same error (or none) and has the
+//   same wish to write whether the bytes come whole, byte by byte or in random splits;
+// - a stream is reported only while it is open, and closed at most once; a body is never
+//   asked for more than its length.
+
+import FuzzSupport
+@_spi(Fuzzing) import SalvoEngine
+
+/// One input: libFuzzer's call, through runFuzzer in main.swift.
+func fuzzOne(_ input: UnsafeRawBufferPointer) {
+    let whole = run(input, .whole)
+    for feeding in [Feeding.byteByByte, .randomSplits] {
+        let other = run(input, feeding)
+        require(other == whole, "fed \(feeding), the session did \(other); fed whole, \(whole)")
+    }
+}
+
+/// What the session did with the gateway's bytes.
+struct Outcome: Equatable {
+    var events: [Event] = []
+    var error: String?
+    var wantsToWrite = false
+}
+
+enum Event: Equatable {
+    case header(slot: Int32, name: [UInt8], value: [UInt8])
+    case body(slot: Int32, chunk: [UInt8])
+    case bodyTaken(slot: Int32, count: Int)
+    case closed(slot: Int32, refused: Bool, errorCode: UInt32)
+    case notSent(slot: Int32)
+    case goAway(lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8])
+    case pingAcknowledged
+    case settings(streamLimit: Int)
+}
+
+/// The gateway's first frame: an empty SETTINGS, so that inputs start past the handshake.
+let settings: [UInt8] = [0, 0, 0, 4, 0, 0, 0, 0, 0]
+let bodyLengths = [10, 100, 70_000, 5]
+
+func run(_ input: UnsafeRawBufferPointer, _ feeding: Feeding) -> Outcome {
+    let recorder = Recorder()
+    let session = try! ClientSession(delegate: recorder)
+    do {
+        try settings.withUnsafeBytes { try session.receive($0) }
+        var fields = HeaderFields(capacity: 4)
+        for (slot, length) in bodyLengths.enumerated() {
+            fields.removeAll()
+            fields.add(":method", "POST")
+            fields.add(":path", "/3/device/00")
+            try session.submit(fields, bodyLength: length, slot: Int32(slot))
+        }
+        for piece in feeding.pieces(of: input) {
+            try session.receive(UnsafeRawBufferPointer(rebasing: input[piece]))
+        }
+    } catch {
+        recorder.outcome.error = "\(error)"
+    }
+    recorder.outcome.wantsToWrite = session.wantsToWrite
+    return recorder.outcome
+}
+
+final class Recorder: ClientSessionDelegate {
+    var outcome = Outcome()
+    private var open = Set(0..<Int32(bodyLengths.count))
+    private var taken = [Int](repeating: 0, count: bodyLengths.count)
+
+    private func requireOpen(_ slot: Int32, _ what: String) {
+        require(open.contains(slot), "\(what) for slot \(slot), which is not open")
+    }
+
+    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        requireOpen(slot, "a response header")
+        outcome.events.append(.header(slot: slot, name: Array(name), value: Array(value)))
+    }
+
+    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {
+        requireOpen(slot, "a response body")
+        outcome.events.append(.body(slot: slot, chunk: Array(chunk)))
+    }
+
+    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {
+        requireOpen(slot, "a close")
+        open.remove(slot)
+        outcome.events.append(.closed(slot: slot, refused: refused, errorCode: errorCode))
+    }
+
+    func requestNotSent(slot: Int32) { outcome.events.append(.notSent(slot: slot)) }
+
+    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        requireOpen(slot, "a request body")
+        let length = bodyLengths[Int(slot)]
+        let count = min(destination.count, length - taken[Int(slot)])
+        require(count > 0, "slot \(slot)'s body was asked for more than its \(length) bytes")
+        destination.initializeMemory(as: UInt8.self, repeating: UInt8(truncatingIfNeeded: slot))
+        taken[Int(slot)] += count
+        outcome.events.append(.bodyTaken(slot: slot, count: count))
+        return (count, taken[Int(slot)] == length)
+    }
+
+    func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
+        outcome.events.append(.goAway(lastStreamID: lastStreamID, errorCode: errorCode, debugData: Array(debugData)))
+    }
+
+    func pingAcknowledged() { outcome.events.append(.pingAcknowledged) }
+
+    func settingsReceived(streamLimit: Int) { outcome.events.append(.settings(streamLimit: streamLimit)) }
+}

@@ -1,0 +1,216 @@
+import SalvoIO
+import SalvoWire
+import Testing
+@_spi(Fuzzing) @testable import SalvoEngine
+
+/// The HTTP/2 client session against frames written by hand: flow control, the ways a
+/// stream ends, PING, GOAWAY and protocol errors. (The engine's HTTP/2 tests run it against
+/// the nghttp2-based mock; RequestHeadersTests decodes its requests with nghttp2.)
+@Suite struct ClientSessionTests {
+    @Test func aBodyBeyondTheWindowWaitsAndGoesOutInStreamOrderAsTheWindowReopens() throws {
+        let peer = Peer()
+        // The gateway allows 10 bytes per stream.
+        try peer.receive(settings([(HTTP2Setting.maxConcurrentStreams, 100), (HTTP2Setting.initialWindowSize, 10)]))
+        #expect(peer.events == ["settings 100"])
+        #expect(peer.sent().map(\.summary) == ["SETTINGS ack"])
+        try peer.submit(slot: 0, body: 25)
+        try peer.submit(slot: 1, body: 5)
+        // Stream 3's body waits behind stream 1's, though its own window would take it.
+        #expect(peer.sent().map(\.summary) == ["HEADERS 1", "DATA 1 10", "HEADERS 3"])
+        try peer.receive(frame(.windowUpdate, stream: 1, [0, 0, 0, 15]))
+        #expect(peer.sent().map(\.summary) == ["DATA 1 15 end", "DATA 3 5 end"])
+        #expect(peer.bodyTaken == [0: 25, 1: 5])
+
+        // A larger initial window reopens a stream held by it.
+        try peer.submit(slot: 2, body: 30)
+        #expect(peer.sent().map(\.summary) == ["HEADERS 5", "DATA 5 10"])
+        try peer.receive(settings([(HTTP2Setting.initialWindowSize, 40)]))
+        #expect(peer.sent().map(\.summary) == ["SETTINGS ack", "DATA 5 20 end"])
+    }
+
+    @Test func streamsEndByTheirAnswerByResetAndByGoAway() throws {
+        let peer = Peer()
+        try peer.receive(settings([]))
+        #expect(peer.session.remoteStreamLimit == Int(UInt32.max))
+        for slot: Int32 in 0..<4 { try peer.submit(slot: slot, body: 3) }
+        _ = peer.sent()
+        peer.events = []
+
+        // Stream 1: padded HEADERS and a CONTINUATION, then DATA in two frames, the last ending it.
+        let block = responseBlock([(":status", "400"), ("apns-id", "X")])
+        try peer.receive(frame(.headers, flags: HTTP2Flags.padded, stream: 1, [2] + block[..<5] + [0, 0])
+            + frame(.continuation, flags: HTTP2Flags.endHeaders, stream: 1, Array(block[5...])))
+        try peer.receive(frame(.data, stream: 1, Array("{\"re".utf8))
+            + frame(.data, flags: HTTP2Flags.endStream, stream: 1, Array("ason\"}".utf8)))
+        // Stream 3: refused. Stream 5: answered at once.
+        try peer.receive(frame(.rstStream, stream: 3, [0, 0, 0, 7]))
+        try peer.receive(frame(.headers, flags: HTTP2Flags.endHeaders | HTTP2Flags.endStream, stream: 5,
+                               responseBlock([(":status", "200")])))
+        // GOAWAY after stream 5: stream 7 was never processed, and nothing more is sent.
+        try peer.receive(frame(.goAway, stream: 0, [0, 0, 0, 5, 0, 0, 0, 0] + Array("bye".utf8)))
+        try peer.submit(slot: 9, body: 3)
+        #expect(peer.events == [
+            "header 0 :status 400", "header 0 apns-id X", "body 0 {\"re", "body 0 ason\"}", "closed 0 0",
+            "closed 1 refused 7", "header 2 :status 200", "closed 2 0",
+            "goaway 5 0 bye", "closed 3 refused 7", "not sent 9",
+        ])
+        #expect(peer.sent().isEmpty)
+    }
+
+    @Test func pingsAreAnsweredAndOursAcknowledged() throws {
+        let peer = Peer()
+        try peer.receive(settings([]))
+        _ = peer.sent()
+        try peer.receive(frame(.ping, stream: 0, [1, 2, 3, 4, 5, 6, 7, 8]))
+        #expect(peer.sent().map(\.summary) == ["PING ack 0102030405060708"])
+        peer.session.ping()
+        #expect(peer.sent().map(\.summary) == ["PING 0000000000000000"])
+        try peer.receive(frame(.ping, flags: HTTP2Flags.ack, stream: 0, [0, 0, 0, 0, 0, 0, 0, 0]))
+        #expect(peer.events.last == "ping acknowledged")
+    }
+
+    @Test(arguments: [
+        (frame(.data, stream: 2, [1]), "DATA on stream 2", HTTP2ErrorCode.protocolError),
+        (frame(.headers, stream: 9, [0x88]), "HEADERS on stream 9, which we did not open", HTTP2ErrorCode.protocolError),
+        (frame(.ping, stream: 0, [1, 2, 3]), "PING of 3 bytes", HTTP2ErrorCode.frameSizeError),
+        (frame(.headers, stream: 1, [0x88]) + frame(.ping, stream: 0, [0, 0, 0, 0, 0, 0, 0, 0]), "inside the header block",
+         HTTP2ErrorCode.protocolError),
+        (frame(.settings, stream: 0, [0, 5, 0, 0, 0, 1]), "SETTINGS_MAX_FRAME_SIZE 1", HTTP2ErrorCode.protocolError),
+        (frame(.pushPromise, stream: 1, [0, 0, 0, 2]), "PUSH_PROMISE", HTTP2ErrorCode.protocolError),
+        (frame(.headers, flags: HTTP2Flags.endHeaders, stream: 1, [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]), "HPACK cannot decode",
+         HTTP2ErrorCode.compressionError),
+        (frame(.data, stream: 1, [UInt8](repeating: 0, count: 16_385)), "over our maximum", HTTP2ErrorCode.frameSizeError),
+    ])
+    func protocolErrorsEndTheSessionWithGoAway(bytes: [UInt8], saying: String, code: UInt32) throws {
+        let peer = Peer()
+        try peer.receive(settings([]))
+        try peer.submit(slot: 0, body: 1)
+        _ = peer.sent()
+        let error = #expect(throws: HTTP2SessionError.self) { try peer.receive(bytes) }
+        #expect(error?.description.contains(saying) == true, "\(error.map(String.init(describing:)) ?? "")")
+        #expect(peer.sent().last?.summary == "GOAWAY \(code)")
+        #expect(throws: HTTP2SessionError.self) { try peer.receive(settings([])) }
+    }
+
+    @Test func theFirstFrameMustBeSettings() throws {
+        let peer = Peer()
+        #expect(throws: HTTP2SessionError.self) { try peer.receive(frame(.ping, stream: 0, [0, 0, 0, 0, 0, 0, 0, 0])) }
+    }
+}
+
+// MARK: - Helpers
+
+private func frame(_ type: HTTP2FrameType, flags: UInt8 = 0, stream: Int32, _ payload: [UInt8]) -> [UInt8] {
+    var header = [UInt8](repeating: 0, count: HTTP2FrameHeader.byteCount)
+    header.withUnsafeMutableBytes {
+        HTTP2FrameHeader(length: payload.count, type: type, flags: flags, streamID: stream).write(to: $0.baseAddress!)
+    }
+    return header + payload
+}
+
+private func settings(_ entries: [(UInt16, UInt32)]) -> [UInt8] {
+    frame(.settings, stream: 0, entries.flatMap { id, value in
+        [UInt8(id >> 8), UInt8(id & 0xFF)] + withUnsafeBytes(of: value.bigEndian, Array.init)
+    })
+}
+
+/// A response header block, encoded by our own encoder (a fresh table each time: literals
+/// without indexing, so the session's inflater keeps nothing).
+private func responseBlock(_ fields: [(String, String)]) -> [UInt8] {
+    var encoder = HPACKEncoder()
+    var block = [UInt8](repeating: 0, count: 512)
+    let count = block.withUnsafeMutableBytes { space in
+        var writer = ByteWriter(space)
+        for (name, value) in fields {
+            Array(name.utf8).withUnsafeBytes { name in
+                Array(value.utf8).withUnsafeBytes { value in encoder.encode(name: name, value: value, .neverIndexed, into: &writer) }
+            }
+        }
+        return writer.count
+    }
+    return Array(block[..<count])
+}
+
+/// A frame the session wrote, summed up.
+private struct SentFrame {
+    var header: HTTP2FrameHeader
+    var payload: [UInt8]
+
+    var summary: String {
+        let end = header.flags & HTTP2Flags.endStream != 0 ? " end" : ""
+        let ack = header.flags & HTTP2Flags.ack != 0 ? " ack" : ""
+        switch header.type {
+        case .headers: return "HEADERS \(header.streamID)" + end
+        case .data: return "DATA \(header.streamID) \(header.length)" + end
+        case .settings: return "SETTINGS" + ack
+        case .ping: return "PING" + ack + " " + payload.map { String(format: "%02x", $0) }.joined()
+        case .goAway: return "GOAWAY \(payload.suffix(4).reduce(0) { $0 << 8 | UInt32($1) })"
+        default: return "type \(header.type.rawValue)"
+        }
+    }
+}
+
+/// A session with a delegate that records what it hears and serves bodies of counting bytes.
+private final class Peer: ClientSessionDelegate {
+    var session: ClientSession!
+    var events: [String] = []
+    var bodyTaken: [Int32: Int] = [:]
+    private var bodyLength: [Int32: Int] = [:]
+    private var parser = HTTP2FrameParser()
+    private var prefaceSeen = false
+    private var fields = HeaderFields(capacity: 4)
+
+    init() { session = try! ClientSession(delegate: self) }
+
+    func receive(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try session.receive($0) }
+    }
+
+    func submit(slot: Int32, body: Int) throws {
+        bodyLength[slot] = body
+        fields.removeAll()
+        fields.add(":method", "POST")
+        fields.add(":path", "/")
+        try session.submit(fields, bodyLength: body, slot: slot)
+    }
+
+    /// The frames written since the last call (the preface and our SETTINGS left out).
+    func sent() -> [SentFrame] {
+        var output = OutputBuffer(capacity: 1 << 10)
+        session.send(into: &output, limit: .max)
+        var bytes = output.takeAll()
+        if !prefaceSeen {
+            prefaceSeen = true
+            bytes.removeFirst(HTTP2.clientPreface.utf8CodeUnitCount + 9 + 12 + 9 + 4)
+        }
+        var frames: [SentFrame] = []
+        try! bytes.withUnsafeBytes { bytes in
+            try parser.parse(bytes) { header, payload in frames.append(SentFrame(header: header, payload: Array(payload))) }
+        }
+        return frames
+    }
+
+    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        let taken = bodyTaken[slot, default: 0]
+        let count = min(destination.count, bodyLength[slot]! - taken)
+        for i in 0..<count { destination[i] = UInt8(truncatingIfNeeded: taken + i) }
+        bodyTaken[slot] = taken + count
+        return (count, taken + count == bodyLength[slot]!)
+    }
+
+    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        events.append("header \(slot) \(String(decoding: name, as: UTF8.self)) \(String(decoding: value, as: UTF8.self))")
+    }
+    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {
+        events.append("body \(slot) \(String(decoding: chunk, as: UTF8.self))")
+    }
+    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {
+        events.append("closed \(slot) " + (refused ? "refused " : "") + "\(errorCode)")
+    }
+    func requestNotSent(slot: Int32) { events.append("not sent \(slot)") }
+    func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
+        events.append("goaway \(lastStreamID) \(errorCode) \(String(decoding: debugData, as: UTF8.self))")
+    }
+    func pingAcknowledged() { events.append("ping acknowledged") }
+    func settingsReceived(streamLimit: Int) { events.append("settings \(streamLimit)") }
+}

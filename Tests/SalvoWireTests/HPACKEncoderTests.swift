@@ -1,0 +1,162 @@
+import CNghttp2
+import SalvoWire
+import Testing
+
+/// The HPACK encoder, checked byte for byte on the first requests of a connection and by an
+/// independent decoder (nghttp2's inflater, which keeps its own dynamic table) over many.
+@Suite struct HPACKEncoderTests {
+    /// As long as a real provider token's (167 bytes): its length takes two bytes.
+    static let authorization = "bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyMyJ9." + String(repeating: "eyJpc3MiOiJURUFNIn0", count: 5)
+        + ".MEUCIQDx"
+
+    static func request(path: String, id: String, topic: String = "com.example.app",
+                        pushType: String = "alert") -> [TestField] {
+        [TestField(":method", "POST"), TestField(":scheme", "https"), TestField(":authority", "api.push.apple.com"),
+         TestField(":path", path, .neverIndexed), TestField("authorization", authorization),
+         TestField("apns-topic", topic), TestField("apns-push-type", pushType), TestField("apns-id", id, .neverIndexed)]
+    }
+
+    @Test func theFirstRequestAddsWhatRepeatsAndTheSecondIndexesIt() throws {
+        var encoder = HPACKEncoder()
+        let first = encode(Self.request(path: "/3/device/ab", id: "id-1"), with: &encoder)
+        let literal = { (text: String) in [UInt8(text.utf8.count)] + Array(text.utf8) }
+        let expectedFirst: [UInt8] = [0x83, 0x87]  // :method POST, :scheme https: static table
+            + [0x41] + literal("api.push.apple.com")  // incremental indexing, name :authority (1)
+            + [0x14] + literal("/3/device/ab")  // never indexed, name :path (4)
+            + [0x40 | 23, 0x7F, UInt8(Self.authorization.utf8.count - 127)] + Array(Self.authorization.utf8)
+            + [0x40] + literal("apns-topic") + literal("com.example.app")
+            + [0x40] + literal("apns-push-type") + literal("alert")
+            + [0x10] + literal("apns-id") + literal("id-1")
+        #expect(first == expectedFirst)
+        #expect(encoder.entryCount == 4)
+        #expect(encoder.size == [(10, 18), (13, Self.authorization.utf8.count), (10, 15), (14, 5)]
+            .reduce(0) { $0 + $1.0 + $1.1 + 32 })
+
+        let second = encode(Self.request(path: "/3/device/cd", id: "id-2"), with: &encoder)
+        // Newest first from 62: push type 62, topic 63, authorization 64, authority 65.
+        let expectedSecond: [UInt8] = [0x83, 0x87, 0x80 | 65, 0x14] + literal("/3/device/cd") + [0x80 | 64, 0x80 | 63, 0x80 | 62]
+            + [0x10] + literal("apns-id") + literal("id-2")
+        #expect(second == expectedSecond)
+
+        let inflater = try Inflater()
+        #expect(try inflater.decode(first) == Self.request(path: "/3/device/ab", id: "id-1").map(\.pair))
+        #expect(try inflater.decode(second) == Self.request(path: "/3/device/cd", id: "id-2").map(\.pair))
+        #expect(inflater.tableSize == encoder.size)
+    }
+
+    @Test(arguments: [4096, 400, 150, 0])
+    func manyRequestsDecodeToTheirFieldsWithTheTablesInStep(tableSize: Int) throws {
+        var encoder = HPACKEncoder()
+        encoder.setPeerTableSize(tableSize)
+        let inflater = try Inflater()
+        var random = SplitMix64(seed: UInt64(tableSize))
+        let topics = ["com.example.app", "com.example.app.voip", "com.other.app.push-type.liveactivity", "com.third"]
+        let types = ["alert", "background", "voip", "liveactivity", "complication"]
+        for n in 0..<500 {
+            let fields = Self.request(path: "/3/device/\(random.next())", id: "id-\(n)",
+                                      topic: topics[Int(random.next() % 4)], pushType: types[Int(random.next() % 5)])
+                + (random.next() % 3 == 0 ? [TestField("apns-priority", ["10", "5", "1"][Int(random.next() % 3)])] : [])
+            let block = encode(fields, with: &encoder)
+            #expect(try inflater.decode(block) == fields.map(\.pair), "request \(n)")
+            #expect(inflater.tableSize == encoder.size, "request \(n)")
+            #expect(encoder.size <= min(tableSize, HPACKEncoder.maximumTableSize))
+        }
+        // Below 4,096, the first block announced the size.
+        #expect(inflater.maximumTableSize == min(tableSize, 4096))
+    }
+
+    @Test func aSmallerTableIsAnnouncedAndEvictsAndALargerOneAfterIsAnnouncedToo() throws {
+        var encoder = HPACKEncoder()
+        let inflater = try Inflater()
+        _ = try inflater.decode(encode(Self.request(path: "/a", id: "1"), with: &encoder))
+        #expect(encoder.entryCount == 4)
+
+        // Lowered to 0 and raised to 300 between two blocks: both are announced, smallest first.
+        encoder.setPeerTableSize(0)
+        #expect(encoder.entryCount == 0 && encoder.size == 0)
+        encoder.setPeerTableSize(300)
+        let block = encode(Self.request(path: "/b", id: "2"), with: &encoder)
+        #expect(Array(block.prefix(4)) == [0x20, 0x3F, 0x80 | 13, 2])  // 300 = 31 + 13 + 2 · 128
+        #expect(try inflater.decode(block) == Self.request(path: "/b", id: "2").map(\.pair))
+        #expect(inflater.maximumTableSize == 300)
+        #expect(inflater.tableSize == encoder.size)
+
+        // A larger value than ours changes nothing: our table stays at 4,096 at most.
+        encoder.setPeerTableSize(4096)
+        encoder.setPeerTableSize(65536)
+        let next = encode(Self.request(path: "/c", id: "3"), with: &encoder)
+        #expect(Array(next.prefix(3)) == [0x3F, 0xE1, 0x1F])
+        #expect(try inflater.decode(next) == Self.request(path: "/c", id: "3").map(\.pair))
+        #expect(inflater.tableSize == encoder.size)
+    }
+
+    func encode(_ fields: [TestField], with encoder: inout HPACKEncoder) -> [UInt8] {
+        let bound = HPACKEncoder.maximumBlockPrefixLength
+            + fields.reduce(0) { $0 + HPACKEncoder.maximumEncodedLength(nameCount: $1.name.utf8.count, valueCount: $1.value.utf8.count) }
+        var block = [UInt8](repeating: 0, count: bound)
+        let count = block.withUnsafeMutableBytes { space in
+            var writer = ByteWriter(space)
+            encoder.beginBlock(into: &writer)
+            for field in fields {
+                Array(field.name.utf8).withUnsafeBytes { name in
+                    Array(field.value.utf8).withUnsafeBytes { value in
+                        encoder.encode(name: name, value: value, field.indexing, into: &writer)
+                    }
+                }
+            }
+            return writer.count
+        }
+        return Array(block[..<count])
+    }
+}
+
+struct TestField {
+    var name: String, value: String, indexing: HPACKIndexing
+    init(_ name: String, _ value: String, _ indexing: HPACKIndexing = .indexed) {
+        (self.name, self.value, self.indexing) = (name, value, indexing)
+    }
+    var pair: Pair { Pair(name: name, value: value) }
+}
+
+struct Pair: Equatable, CustomStringConvertible {
+    var name: String, value: String
+    var description: String { "\(name): \(value)" }
+}
+
+/// nghttp2's HPACK inflater, on its own: one dynamic table for a connection's blocks.
+final class Inflater {
+    private var inflater: OpaquePointer?
+
+    init() throws { try #require(nghttp2_hd_inflate_new(&inflater) == 0) }
+
+    deinit { nghttp2_hd_inflate_del(inflater) }
+
+    var tableSize: Int { nghttp2_hd_inflate_get_dynamic_table_size(inflater) }
+    var maximumTableSize: Int { nghttp2_hd_inflate_get_max_dynamic_table_size(inflater) }
+
+    /// The fields of one whole header block.
+    func decode(_ block: [UInt8]) throws -> [Pair] {
+        var fields: [Pair] = []
+        try block.withUnsafeBufferPointer { buffer in
+            var at = 0
+            while true {
+                var field = nghttp2_nv()
+                var flags: Int32 = 0
+                let used = nghttp2_hd_inflate_hd2(inflater, &field, &flags, buffer.baseAddress! + at, buffer.count - at, 1)
+                try #require(used >= 0, "HPACK error: \(String(cString: nghttp2_strerror(Int32(used))))")
+                at += used
+                if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0 {
+                    fields.append(Pair(name: String(decoding: UnsafeBufferPointer(start: field.name, count: field.namelen), as: UTF8.self),
+                                       value: String(decoding: UnsafeBufferPointer(start: field.value, count: field.valuelen), as: UTF8.self)))
+                }
+                if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
+                    nghttp2_hd_inflate_end_headers(inflater)
+                    break
+                }
+                if used == 0 && flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) == 0 { break }
+            }
+            #expect(at == buffer.count, "the block has bytes the inflater did not take")
+        }
+        return fields
+    }
+}
