@@ -20,15 +20,12 @@ import Testing
         let growth = ConnectionGrowth(initial: 2, ceiling: 20, interval: .zero)
         let ms: UInt64 = 1_000_000
         growth.saturationChanged(true)
-        growth.considerGrowing(answerTime: 0, at: 1 * ms)
-        growth.saturationChanged(true)
-        growth.considerGrowing(answerTime: 0, at: 1 * ms)
-        #expect(growth.count == 2, "no answer yet: nothing to judge a step by")
-        #expect(!growth.stalled(at: 1 * ms), "while connections are saturated, full rings are theirs")
-        growth.saturationChanged(false)
-        growth.considerGrowing(answerTime: 200 * ms, at: 2 * ms)
+        growth.considerGrowing(answerTime: 200 * ms, at: 1 * ms)
         #expect(growth.count == 2, "one of two is not growth")
         growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 0, at: 1 * ms)
+        #expect(growth.count == 2, "no answer since every one was saturated: nothing to judge a step by")
+        #expect(!growth.stalled(at: 1 * ms), "while connections are saturated, full rings are theirs")
         growth.considerGrowing(answerTime: 250 * ms, at: 2 * ms)
         #expect(growth.count == 8)
         for _ in 0..<5 { growth.saturationChanged(true) }
@@ -36,8 +33,8 @@ import Testing
         #expect(growth.count == 8, "seven of eight")
         growth.saturationChanged(true)
         growth.considerGrowing(answerTime: 900 * ms, at: 100 * ms)
-        #expect(growth.count == 8, "before the step's streams were answered")
-        growth.considerGrowing(answerTime: 210 * ms, at: 300 * ms)
+        #expect(growth.count == 8, "every one saturated, but not yet for an answer time")
+        growth.considerGrowing(answerTime: 210 * ms, at: 430 * ms)
         #expect(growth.count == 20, "one connection's answers came as fast: grown, up to the ceiling")
         #expect(growth.reason.contains("18 added because every connection had all the streams") && growth.reason.contains("the ceiling, 20"))
     }
@@ -52,7 +49,9 @@ import Testing
         #expect(growth.count == 4)
         for _ in 0..<3 { growth.saturationChanged(true) }
         growth.considerGrowing(answerTime: 10 * ms, at: 30 * ms)
-        #expect(growth.count == 4 && !growth.stalled(at: 40 * ms) && growth.count == 4)
+        #expect(growth.count == 4, "judged an answer time after every one was saturated")
+        growth.considerGrowing(answerTime: 10 * ms, at: 50 * ms)
+        #expect(growth.count == 4 && !growth.stalled(at: 60 * ms) && growth.count == 4)
         #expect(growth.reason.contains("made the gateway's answers slower"))
     }
 

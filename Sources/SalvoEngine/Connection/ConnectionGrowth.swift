@@ -16,12 +16,12 @@ import Synchronization
 ///   multiplied by four: from 2 to 128 in three steps, so that a campaign of a million
 ///   is not spent ramping up (by doubling, six steps of an answer time each took a third
 ///   of such a run at 300 ms). Unless the answer time is the gateway's queue: then more
-///   streams only lengthen it. So each step is judged once its streams have been
-///   answered (an answer time later): if the shortest answer time since grew by half or
-///   more (the shortest, as the least queued: the round trip itself does not grow with
-///   load), the gateway, not the round trip, bounds the rate, and the sender stops adding
-///   connections for the rest of the run. Meanwhile full rings are the saturated
-///   connections' own, and add nothing.
+///   streams only lengthen it. So each step after the first is judged once every
+///   connection has been saturated for an answer time: if the shortest answer time over
+///   it is half as long again as the shortest of the run (the shortest, as the least
+///   queued: the round trip itself does not grow with load), the gateway, not the round
+///   trip, bounds the rate, and the sender stops adding connections for the rest of the
+///   run. Meanwhile full rings are the saturated connections' own, and add nothing.
 ///
 /// Connections are never removed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
@@ -39,12 +39,13 @@ final class ConnectionGrowth: Sendable {
         var lastAddition: UInt64 = 0
         /// Connections at their stream limit with work waiting (`saturationChanged`).
         var saturated = 0
-        /// When the count last grew for saturation, and the answer time it grew at (0: never).
-        var lastStep: UInt64 = 0
-        var answerTimeAtStep: UInt64 = 0
-        /// The shortest answer time reported since the last step: the round trip with the
-        /// least of the gateway's queue in it.
-        var shortestAnswerTime: UInt64 = .max
+        /// The shortest answer time reported in the run: the round trip with the least of
+        /// the gateway's queue in it.
+        var shortestOfRun: UInt64 = .max
+        /// Since when every connection in use, the last step's included, has been saturated
+        /// (0: not since the last step), and the shortest answer time reported since.
+        var loadedSince: UInt64 = 0
+        var shortestWhileLoaded: UInt64 = .max
         /// More streams made answers slower, not more frequent: no more growth.
         var gatewayBound = false
         /// Added because every ring was full, and because every connection was saturated.
@@ -90,28 +91,33 @@ final class ConnectionGrowth: Sendable {
 
     /// Asked by a saturated connection now and then (its streams are answered in
     /// `answerTime` nanoseconds now, 0 when none was yet; `now`: monotonic nanoseconds):
-    /// when every connection in use is saturated, multiplies them by `saturatedGrowth`, up
-    /// to the ceiling, unless the last step only made the answers slower. Answer times are
-    /// compared by their shortest since the step, which only the gateway's queue lengthens.
+    /// once every connection in use is saturated, multiplies them by `saturatedGrowth`, up
+    /// to the ceiling. After the first step, only once they have all been saturated for an
+    /// answer time (so that the answers reported were queued behind all of them), and only
+    /// if the shortest answer time over that time is under one and a half times the
+    /// shortest of the run: the round trip itself does not grow with load, the gateway's
+    /// queue does.
     func considerGrowing(answerTime: UInt64, at now: UInt64) {
         state.withLock { state in
-            if answerTime > 0 { state.shortestAnswerTime = min(state.shortestAnswerTime, answerTime) }
+            if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
             let current = active.load(ordering: .relaxed)
-            guard state.saturated >= current, current < ceiling, !state.gatewayBound,
-                  state.shortestAnswerTime != .max else { return }
-            let before = state.answerTimeAtStep
-            if before > 0 {
-                // The streams opened since the step have had their answers.
-                guard now &- state.lastStep >= before + before / 4 + 10_000_000 else { return }
-                if state.shortestAnswerTime >= before + before / 2 {
+            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return }
+            if state.loadedSince == 0 {
+                state.loadedSince = now
+                state.shortestWhileLoaded = .max
+            }
+            if answerTime > 0 { state.shortestWhileLoaded = min(state.shortestWhileLoaded, answerTime) }
+            guard state.shortestWhileLoaded != .max else { return }
+            if state.addedWhileSaturated > 0 {
+                let roundTrip = state.shortestOfRun
+                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return }
+                if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                     state.gatewayBound = true
                     return
                 }
             }
             let grown = min(ceiling, Self.saturatedGrowth * current)
-            state.lastStep = now
-            state.answerTimeAtStep = state.shortestAnswerTime
-            state.shortestAnswerTime = .max
+            state.loadedSince = 0
             state.addedWhileSaturated += grown - current
             active.store(grown, ordering: .releasing)
         }
@@ -139,4 +145,5 @@ final class ConnectionGrowth: Sendable {
         }
     }
 }
+
 

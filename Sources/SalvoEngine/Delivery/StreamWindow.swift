@@ -100,15 +100,19 @@ final class StreamWindow: SlotWindow {
     let limits: Limits
     /// The most records; a full window takes no new notifications.
     let capacity: Int
+    // Its per-request state (the fields marked below) skips Swift's dynamic exclusivity
+    // checks: the window lives on its loop's thread, and no access to those fields spans a
+    // call that could come back to them. With the checks, they were 16% of the HTTP/2
+    // sender's CPU (results/h2-codec-2026-11-25.md).
     /// `records[i]` is lane index `base + i`.
-    private var records: Deque<Record> = []
-    private var base: UInt64 = 0
+    @exclusivity(unchecked) private var records: Deque<Record> = []
+    @exclusivity(unchecked) private var base: UInt64 = 0
     /// The lane index the next new notification gets.
-    private(set) var end: UInt64 = 0
-    private var streams: [OpenStream?] = []
-    private var freeSlots: [Int32] = []
+    @exclusivity(unchecked) private(set) var end: UInt64 = 0
+    @exclusivity(unchecked) private var streams: [OpenStream?] = []
+    @exclusivity(unchecked) private var freeSlots: [Int32] = []
     /// Streams open now.
-    private(set) var openCount = 0
+    @exclusivity(unchecked) private(set) var openCount = 0
     /// Retries due now, oldest first.
     private var ready: Deque<Retry> = []
     /// Throttled retries, each due at its `notBefore`.

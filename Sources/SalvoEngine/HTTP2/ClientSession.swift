@@ -105,24 +105,28 @@ import SalvoWire
     /// Not reference counted (called for every answer): the delegate, the connection, owns
     /// the session and lets go of it before it goes itself.
     private unowned(unsafe) let delegate: any ClientSessionDelegate
-    private var encoder = HPACKEncoder()
-    private var parser = HTTP2FrameParser()
+    // Its per-request state (the fields marked below) skips Swift's dynamic exclusivity
+    // checks: the session lives on its loop's thread, and no access to those fields spans a
+    // call that could come back to them. With the checks, they were 16% of the HTTP/2
+    // sender's CPU (results/h2-codec-2026-11-25.md).
+    @exclusivity(unchecked) private var encoder = HPACKEncoder()
+    @exclusivity(unchecked) private var parser = HTTP2FrameParser()
     private let inflater: OpaquePointer
     /// Frames waiting for `send`.
-    private var queued = OutputBuffer(capacity: 1 << 16)
-    private var streams = ClientStreams()
+    @exclusivity(unchecked) private var queued = OutputBuffer(capacity: 1 << 16)
+    @exclusivity(unchecked) private var streams = ClientStreams()
     /// Streams whose body waits for window, oldest first (a stream closed meanwhile is skipped).
-    private var waitingBodies: Deque<Int32> = []
-    private var nextStreamID: Int32 = 1
+    @exclusivity(unchecked) private var waitingBodies: Deque<Int32> = []
+    @exclusivity(unchecked) private var nextStreamID: Int32 = 1
     /// Until the gateway's first SETTINGS, one stream at a time (APNs allows one until it
     /// has seen a valid provider token); after, unlimited unless they say otherwise.
     public private(set) var remoteStreamLimit = 1
     private var peerSettingsSeen = false
     private var peerInitialWindow = HTTP2.defaultWindowSize
     private var peerMaxFrameSize = HTTP2.defaultMaxFrameSize
-    private var connectionSendWindow = HTTP2.defaultWindowSize
+    @exclusivity(unchecked) private var connectionSendWindow = HTTP2.defaultWindowSize
     /// DATA bytes received since our last connection WINDOW_UPDATE.
-    private var receivedSinceUpdate = 0
+    @exclusivity(unchecked) private var receivedSinceUpdate = 0
     /// The stream whose header block CONTINUATION frames go on, and whether the stream
     /// ends with the block.
     private var headerBlock: (streamID: Int32, endStream: Bool)?
