@@ -64,6 +64,36 @@ extension BenchResults {
     }
 }
 
+extension BenchResults {
+    /// Throughput vs the mock's answer delay at the first payload size, one line per error
+    /// rate (a colour each) and connections setting (a dash pattern each): how far the
+    /// rate holds up when Apple answers slowly.
+    func http2Plot() -> SVGLinePlot {
+        let payload = cells.first?.payloadBytes ?? 0
+        let atPayload = cells.filter { $0.payloadBytes == payload }
+        let rates = Array(Set(atPayload.map(\.errorRate))).sorted()
+        let settings = Array(Set(atPayload.map(\.connections))).sorted()
+        var plot = SVGLinePlot(
+            title: "Salvo HTTP/2 throughput vs answer time",
+            subtitle: "\(payload)-byte payload (\(atPayload.first?.frameBytes ?? 0) bytes per request on the wire), median of "
+                + "\(self.settings.runsPerCell) runs, \(self.settings.shards) shard(s); commit \(commit), \(date.prefix(10))",
+            xLabel: "the mock's answer delay, ms", yLabel: "notifications per second")
+        for (settingIndex, connections) in settings.enumerated() {
+            for (rateIndex, rate) in rates.enumerated() {
+                let points = atPayload.filter { $0.errorRate == rate && $0.connections == connections }
+                    .map { (x: Double($0.condition), y: $0.rate.median) }
+                    .sorted { $0.x < $1.x }
+                guard !points.isEmpty else { continue }
+                var label = rate == 0 ? "no errors" : "errors: " + BenchFormat.errorRate(rate)
+                label += connections == 0 ? ", connections: auto" : ", \(connections) connections per shard"
+                plot.series.append(.init(label: label, points: points, colour: rateIndex,
+                                         dashes: SVGLinePlot.dashPatterns[settingIndex % SVGLinePlot.dashPatterns.count]))
+            }
+        }
+        return plot
+    }
+}
+
 extension BenchReadme {
     /// Renders results/h2.md: settings, goals, table and plot of an HTTP/2 run, and, kept from
     /// the previous file, everything after `notesMarker`.
@@ -93,8 +123,8 @@ extension BenchReadme {
             """
         var goals = BenchTable([("goal", .left), ("measured in this run", .left), ("met", .left)])
         for goal in results.goals() { goals.append([goal.goal, goal.measured, goal.verdict.rawValue]) }
-        text += goals.markdown() + "\n\n## Results\n\n" + results.table().markdown() + "\n\n"
-        text += "![HTTP/2 throughput vs connections](\(plotFile))\n\n"
+        text += "\n" + goals.markdown() + "\n\n## Results\n\n" + results.table().markdown() + "\n\n"
+        text += "![HTTP/2 throughput vs answer time](\(plotFile))\n\n"
         text += """
             How to read it:
 

@@ -204,35 +204,28 @@ package struct SVGLinePlot: Sendable {
 extension BenchResults {
     /// Throughput vs connections at the first payload size, one line per error rate and
     /// error wait (a colour per rate, a dash pattern per wait), with the ceiling and the PHP
-    /// baseline as reference lines.
+    /// baseline as reference lines. HTTP/2 results: `http2Plot`.
     package func throughputPlot() -> SVGLinePlot {
+        if cells.first?.wireProtocol == .h2 { return http2Plot() }
         let payload = cells.first?.payloadBytes ?? 0
         let atPayload = cells.filter { $0.payloadBytes == payload }
-        let h2 = atPayload.first?.wireProtocol == .h2
         let rates = Array(Set(atPayload.map(\.errorRate))).sorted()
-        let conditions = Array(Set(atPayload.map(\.condition))).sorted()
-        let oneCondition = conditions.count == 1 ? ", " + atPayload[0].conditionLabel : ""
-        let wire = h2 ? "\(atPayload.first?.frameBytes ?? 0) bytes per request on the wire"
-            : "\(atPayload.first?.frameBytes ?? 0)-byte frames"
+        let waits = Array(Set(atPayload.map(\.errorWaitMilliseconds))).sorted()
+        let oneWait = waits.count == 1 ? ", error wait \(BenchFormat.milliseconds(waits[0]))" : ""
         var plot = SVGLinePlot(
-            title: h2 ? "Salvo HTTP/2 throughput vs connections" : "Salvo throughput vs connections",
-            subtitle: "\(payload)-byte payload (\(wire))\(oneCondition), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
+            title: "Salvo throughput vs connections",
+            subtitle: "\(payload)-byte payload (\(atPayload.first?.frameBytes ?? 0)-byte frames)\(oneWait), median of \(settings.runsPerCell) runs; commit \(commit), \(date.prefix(10))",
             xLabel: "TLS connections (1 shard)" , yLabel: "notifications per second")
         if settings.shards != 1 { plot.xLabel = "TLS connections per shard (\(settings.shards) shards)" }
-        for (conditionIndex, condition) in conditions.enumerated() {
+        for (waitIndex, wait) in waits.enumerated() {
             for (rateIndex, rate) in rates.enumerated() {
-                // A cell that let the sender choose sits at what it chose.
-                let points = atPayload.filter { $0.errorRate == rate && $0.condition == condition }
-                    .map { cell in
-                        (x: cell.connections > 0 ? Double(cell.connections)
-                            : ((cell.connectionsUsed ?? 0) / Double(settings.shards)).rounded(), y: cell.rate.median)
-                    }
-                    .sorted { $0.x < $1.x }
+                let points = atPayload.filter { $0.errorRate == rate && $0.errorWaitMilliseconds == wait }
+                    .map { (x: Double($0.connections), y: $0.rate.median) }
                 guard !points.isEmpty else { continue }
                 var label = rate == 0 ? "no errors" : "errors: " + BenchFormat.errorRate(rate)
-                if conditions.count > 1 { label += (h2 ? ", answers after " : ", wait ") + BenchFormat.milliseconds(condition) }
+                if waits.count > 1 { label += ", wait " + BenchFormat.milliseconds(wait) }
                 plot.series.append(.init(label: label, points: points, colour: rateIndex,
-                                         dashes: SVGLinePlot.dashPatterns[conditionIndex % SVGLinePlot.dashPatterns.count]))
+                                         dashes: SVGLinePlot.dashPatterns[waitIndex % SVGLinePlot.dashPatterns.count]))
             }
         }
         if let ceiling {

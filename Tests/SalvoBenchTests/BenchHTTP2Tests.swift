@@ -67,7 +67,8 @@ import Testing
         let written = try BenchOutput.write(Self.sample(), to: directory, jsonOnly: false)
         #expect(written.map { ($0 as NSString).lastPathComponent } == ["h2-2026-11-25-abc1234.json", "h2-throughput.svg", "h2.md"])
         let svg = try String(contentsOfFile: directory + "/h2-throughput.svg", encoding: .utf8)
-        #expect(svg.contains("Salvo HTTP/2 throughput") && svg.contains("answers after 300 ms"))
+        #expect(svg.contains("Salvo HTTP/2 throughput vs answer time") && svg.contains("connections: auto")
+                && svg.contains("2 connections per shard"))
     }
 
     /// A small matrix end to end: the real sender against fresh `salvo mock --protocol h2`
