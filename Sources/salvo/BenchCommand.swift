@@ -154,9 +154,6 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if h2 {
             if errorWaits != nil || errorWaitMilliseconds != nil { throw ValidationError("--error-waits is for the binary protocol") }
-            if gateway != nil || ceiling || phpBaseline {
-                throw ValidationError("--protocol h2 measures against the HTTP/2 mock: not with --gateway, --ceiling or --php-baseline")
-            }
             guard matrix.responseDelays.allSatisfy({ (0...10_000).contains($0) }) else {
                 throw ValidationError("--response-delays must be 0...10000 ms each")
             }

@@ -70,12 +70,13 @@ final class ConnectionGrowth: Sendable {
     /// Every connection in use was full at `now` (monotonic nanoseconds): adds one when
     /// the ceiling and the interval allow. Returns whether it did.
     func stalled(at now: UInt64) -> Bool {
-        let current = active.load(ordering: .relaxed)
-        guard current < ceiling else { return false }
+        guard active.load(ordering: .relaxed) < ceiling else { return false }
         return state.withLock { state in
+            // Read again under the lock: both kinds of growth store the count under it.
+            let current = active.load(ordering: .relaxed)
             // While connections are saturated, their rings are full because of it, and
             // `considerGrowing` decides (HTTP/2).
-            guard !state.gatewayBound, state.saturated == 0,
+            guard current < ceiling, !state.gatewayBound, state.saturated == 0,
                   state.lastAddition == 0 || now &- state.lastAddition >= interval else { return false }
             state.lastAddition = now
             state.addedWhileFull += 1
