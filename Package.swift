@@ -76,6 +76,7 @@ let package = Package(
                 "SalvoWire", "SalvoIO", "CNghttp2",
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         // The benchmark harness behind `salvo bench`: matrix, runs, ceiling, results, plots.

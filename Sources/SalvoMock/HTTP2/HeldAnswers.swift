@@ -1,9 +1,14 @@
+import DequeModule
 import SalvoIO
 
 /// The answers a connection decided but holds back (`H2FailurePlan.responseDelay`,
-/// `errorDelay`), earliest due first, in a `MinHeap` (once it has held as many as the
-/// connection's streams allow, holding more allocates nothing). Answers due at the same
-/// instant leave in the order they came.
+/// `errorDelay`), earliest due first. Answers due at the same instant leave in the order
+/// they came.
+///
+/// A fixed delay makes answers fall due in the order they arrive, so those go to a FIFO
+/// queue, where holding and releasing one costs a copy; only one due before the newest
+/// held (jitter, or an error answer's shorter delay) goes to a `MinHeap`. Once either has
+/// held as many as the connection's streams allow, holding more allocates nothing.
 struct HeldAnswers {
     struct Entry: Comparable {
         var due: Instant
@@ -16,20 +21,37 @@ struct HeldAnswers {
         static func < (a: Entry, b: Entry) -> Bool { (a.due, a.order) < (b.due, b.order) }
     }
 
-    private var heap = MinHeap<Entry>()
+    /// Entries in arrival order whose due times never decrease.
+    private var inOrder: Deque<Entry> = []
+    /// The others.
+    private var outOfOrder = MinHeap<Entry>()
     private var arrivals: UInt64 = 0
 
     /// When the earliest answer is due.
-    var earliest: Instant? { heap.first?.due }
+    var earliest: Instant? {
+        switch (inOrder.first, outOfOrder.first) {
+        case (let queued?, let heaped?): min(queued.due, heaped.due)
+        case (let queued?, nil): queued.due
+        case (nil, let heaped?): heaped.due
+        case (nil, nil): nil
+        }
+    }
 
     mutating func insert(due: Instant, streamID: Int32, slot: Int32) {
         arrivals &+= 1
-        heap.insert(Entry(due: due, order: arrivals, streamID: streamID, slot: slot))
+        let entry = Entry(due: due, order: arrivals, streamID: streamID, slot: slot)
+        if let last = inOrder.last, due < last.due {
+            outOfOrder.insert(entry)
+        } else {
+            inOrder.append(entry)
+        }
     }
 
     /// Removes and returns the earliest answer if it is due by `now`.
     mutating func popDue(by now: Instant) -> Entry? {
-        guard let first = heap.first, first.due <= now else { return nil }
-        return heap.popFirst()
+        let queued = inOrder.first, heaped = outOfOrder.first
+        if let queued, queued.due <= now, heaped.map({ queued < $0 }) ?? true { return inOrder.removeFirst() }
+        if let heaped, heaped.due <= now { return outOfOrder.popFirst() }
+        return nil
     }
 }

@@ -24,17 +24,36 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses the canonical form, 8-4-4-4-12 hex digits of either case; nil otherwise.
     public init?(text: UnsafeRawBufferPointer) {
-        guard text.count == Self.textLength else { return nil }
-        var high: UInt64 = 0, low: UInt64 = 0
-        guard text[8] == UInt8(ascii: "-"), text[13] == UInt8(ascii: "-"), text[18] == UInt8(ascii: "-"),
-              text[23] == UInt8(ascii: "-") else { return nil }
-        var digits = 0
-        for offset in 0..<Self.textLength where offset != 8 && offset != 13 && offset != 18 && offset != 23 {
-            guard let value = DeviceToken.nibble(text[offset]) else { return nil }
-            if digits < 16 { high = high << 4 | UInt64(value) } else { low = low << 4 | UInt64(value) }
-            digits += 1
+        let dash = UInt8(ascii: "-")
+        guard text.count == Self.textLength, text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash
+        else { return nil }
+        // The digits are read without a branch each (a mock parses one per request); a
+        // character that is not one sets a bit `invalid` keeps.
+        var invalid: UInt8 = 0
+        func read(_ digits: Range<Int>, into value: inout UInt64) {
+            for offset in digits {
+                let nibble = Self.hexValue(text[offset])
+                invalid |= nibble
+                value = value << 4 | UInt64(nibble & 0xF)
+            }
         }
+        var high: UInt64 = 0, low: UInt64 = 0
+        read(0..<8, into: &high)
+        read(9..<13, into: &high)
+        read(14..<18, into: &high)
+        read(19..<23, into: &low)
+        read(24..<36, into: &low)
+        guard invalid & 0x10 == 0 else { return nil }
         self.init(high: high, low: low)
+    }
+
+    /// A hex digit's value, or 0x10 for any other byte.
+    @inline(__always)
+    private static func hexValue(_ byte: UInt8) -> UInt8 {
+        let digit = byte &- 0x30  // "0"
+        if digit < 10 { return digit }
+        let letter = (byte | 0x20) &- 0x61  // "a", after folding "A"..."F" to lowercase
+        return letter < 6 ? letter + 10 : 0x10
     }
 
     /// Parses the canonical form; nil when `text` is not a UUID.
