@@ -131,6 +131,11 @@ final class Inflater {
 
     deinit { nghttp2_hd_inflate_del(inflater) }
 
+    /// One step of the inflater on the rest of a whole block (`nghttp2_hd_inflate_hd2`).
+    func inflate(_ field: inout nghttp2_nv, _ flags: inout Int32, _ input: UnsafePointer<UInt8>?, _ count: Int) -> Int {
+        nghttp2_hd_inflate_hd2(inflater, &field, &flags, input, count, 1)
+    }
+
     var tableSize: Int { nghttp2_hd_inflate_get_dynamic_table_size(inflater) }
     var maximumTableSize: Int { nghttp2_hd_inflate_get_max_dynamic_table_size(inflater) }
 
