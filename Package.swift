@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
         // C: jemalloc, linked by the executables only (the library leaves the allocator to its host).
         .systemLibrary(name: "CJemalloc", providers: [.apt(["libjemalloc-dev"])]),
-        // C: libnghttp2 from Debian's libnghttp2-dev, the HTTP/2 machinery of the sender and the mock.
+        // C: libnghttp2 from Debian's libnghttp2-dev, the HTTP/2 machinery of the mock (and the tests' HPACK reference).
         .systemLibrary(
             name: "CNghttp2",
             pkgConfig: "libnghttp2",
@@ -60,7 +60,7 @@ let package = Package(
         .target(
             name: "SalvoEngine",
             dependencies: [
-                "SalvoWire", "SalvoIO", "CNghttp2",
+                "SalvoWire", "SalvoIO",
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -101,7 +101,7 @@ let package = Package(
 
         // What several test targets share: child processes whose pipes are both drained.
         .target(name: "SalvoTestSupport", dependencies: ["SalvoIO"], path: "Tests/SalvoTestSupport"),
-        // nghttp2's HPACK inflater checks our encoder.
+        // nghttp2's HPACK inflater and deflater check our encoder and decoder.
         .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire", "CNghttp2"]),
         .testTarget(
             name: "SalvoIOTests",

@@ -1,4 +1,3 @@
-internal import CNghttp2
 import DequeModule
 import SalvoIO
 import SalvoWire
@@ -96,9 +95,9 @@ import SalvoWire
 /// the connection's `HPACKEncoder` (what repeats is indexed once), then its body as DATA
 /// when the flow-control windows allow, else later, in stream order, as WINDOW_UPDATEs
 /// reopen them. What the gateway sends is cut into frames by `HTTP2FrameParser`; response
-/// header blocks are decoded by nghttp2's HPACK inflater (decoding is the gateway's side of
-/// the table, and nghttp2's is proven). Nothing is allocated per request once the output,
-/// the stream table and the body queue have grown to the connection's stream limit.
+/// header blocks are decoded by `HPACKDecoder`, whose table lives in storage made once.
+/// Nothing is allocated per request once the output, the stream table and the body queue
+/// have grown to the connection's stream limit.
 ///
 /// Loop thread only. Public (as SPI) for the fuzz target only.
 @_spi(Fuzzing) public final class ClientSession {
@@ -111,7 +110,10 @@ import SalvoWire
     // sender's CPU (results/h2-codec-2026-11-25.md).
     @exclusivity(unchecked) private var encoder = HPACKEncoder()
     @exclusivity(unchecked) private var parser = HTTP2FrameParser()
-    private let inflater: OpaquePointer
+    @exclusivity(unchecked) private var decoder = HPACKDecoder()
+    /// The fragments of a header block that spans frames, until its last: rare (an answer
+    /// fits in one frame), and the decoder takes whole blocks.
+    private var pendingBlock: [UInt8] = []
     /// Frames waiting for `send`.
     @exclusivity(unchecked) private var queued = OutputBuffer(capacity: 1 << 16)
     @exclusivity(unchecked) private var streams = ClientStreams()
@@ -143,11 +145,6 @@ import SalvoWire
     /// push, our receive window) and the connection's window to match.
     public init(delegate: any ClientSessionDelegate) throws(HTTP2SessionError) {
         self.delegate = delegate
-        var inflater: OpaquePointer?
-        guard nghttp2_hd_inflate_new(&inflater) == 0, let inflater else {
-            throw HTTP2SessionError(description: "nghttp2: out of memory")
-        }
-        self.inflater = inflater
         write(upTo: 64) { writer in
             let preface = HTTP2.clientPreface
             writer.write(UnsafeRawBufferPointer(start: preface.utf8Start, count: preface.utf8CodeUnitCount))
@@ -157,8 +154,6 @@ import SalvoWire
                                           into: &writer)
         }
     }
-
-    deinit { nghttp2_hd_inflate_del(inflater) }
 
     // MARK: Requests
 
@@ -329,36 +324,45 @@ import SalvoWire
         try decodeHeaderBlock(fragment, isLast: header.flags & HTTP2Flags.endHeaders != 0)
     }
 
-    /// Decodes a piece of the current header block (HEADERS, then CONTINUATIONs) and hands
-    /// its fields to the delegate. Blocks of closed streams are decoded all the same: they
-    /// change the HPACK table.
+    /// The most a header block spanning frames may hold: answers are a few hundred bytes.
+    private static let maximumHeaderBlock = 1 << 20
+
+    /// Takes a piece of the current header block (HEADERS, then CONTINUATIONs) and, with
+    /// its last, decodes the block and hands its fields to the delegate. Blocks of closed
+    /// streams are decoded all the same: they change the HPACK table.
     private func decodeHeaderBlock(_ fragment: UnsafeRawBufferPointer, isLast: Bool) throws(HTTP2ConnectionError) {
         guard let block = headerBlock else { return }
-        let place = streams.find(block.streamID)
-        var input = fragment
-        while true {
-            var field = nghttp2_nv()
-            var flags: Int32 = 0
-            let used = nghttp2_hd_inflate_hd2(inflater, &field, &flags, input.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                                              input.count, isLast ? 1 : 0)
-            guard used >= 0 else {
-                throw HTTP2ConnectionError(HTTP2ErrorCode.compressionError,
-                                           "a header block HPACK cannot decode (\(String(cString: nghttp2_strerror(Int32(used)))))")
+        guard isLast else {
+            guard pendingBlock.count + fragment.count <= Self.maximumHeaderBlock else {
+                throw protocolError("a header block of more than \(Self.maximumHeaderBlock) bytes")
             }
-            input = UnsafeRawBufferPointer(rebasing: input[used...])
-            let emitted = flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0
-            if emitted, let place {
-                delegate.responseHeader(slot: streams[place].slot, name: UnsafeRawBufferPointer(start: field.name, count: field.namelen),
-                                        value: UnsafeRawBufferPointer(start: field.value, count: field.valuelen))
-            }
-            if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
-                nghttp2_hd_inflate_end_headers(inflater)
-                headerBlock = nil
-                if block.endStream, let place { close(at: place, errorCode: HTTP2ErrorCode.noError) }
-                return
-            }
-            if !emitted && input.isEmpty { return }
+            pendingBlock.append(contentsOf: fragment)
+            return
         }
+        let place = streams.find(block.streamID)
+        let failure: HPACKDecodingError?
+        if pendingBlock.isEmpty {
+            failure = decode(fragment, place: place)
+        } else {
+            pendingBlock.append(contentsOf: fragment)
+            failure = pendingBlock.withUnsafeBytes { decode($0, place: place) }
+            pendingBlock.removeAll(keepingCapacity: true)
+        }
+        if let failure {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.compressionError, "a header block HPACK cannot decode (\(failure))")
+        }
+        headerBlock = nil
+        if block.endStream, let place { close(at: place, errorCode: HTTP2ErrorCode.noError) }
+    }
+
+    /// Decodes a whole block, handing its fields to the delegate if the stream is open.
+    private func decode(_ block: UnsafeRawBufferPointer, place: Int?) -> HPACKDecodingError? {
+        do throws(HPACKDecodingError) {
+            try decoder.decode(block) { name, value in
+                if let place { delegate.responseHeader(slot: streams[place].slot, name: name, value: value) }
+            }
+            return nil
+        } catch { return error }
     }
 
     private func rstStream(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
