@@ -9,7 +9,7 @@ import PackageDescription
 
 let fuzzers = [
     "FrameDecoderFuzzer", "GatewayReplyFuzzer", "JSONScannerFuzzer", "CampaignLineFuzzer",
-    "CheckpointFuzzer", "PayloadBuilderFuzzer", "ClientSessionFuzzer",
+    "CheckpointFuzzer", "PayloadBuilderFuzzer", "ClientSessionFuzzer", "HPACKDecoderFuzzer",
 ]
 
 let package = Package(
@@ -19,6 +19,8 @@ let package = Package(
     targets: [
         // Feeding in splits, properties that stop the fuzzer, scratch files.
         .target(name: "FuzzSupport", dependencies: [.product(name: "SalvoIO", package: "Salvo")]),
+        // nghttp2, which HPACKDecoderFuzzer checks our HPACK decoder against.
+        .systemLibrary(name: "CNghttp2Fuzz", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
     ] + fuzzers.map { name in
         .executableTarget(
             name: name,
@@ -26,7 +28,7 @@ let package = Package(
                 "FuzzSupport",
                 .product(name: "SalvoWire", package: "Salvo"),
                 .product(name: "SalvoEngine", package: "Salvo"),
-            ]
+            ] + (name == "HPACKDecoderFuzzer" ? ["CNghttp2Fuzz"] : [])
         )
     },
     swiftLanguageModes: [.v6]

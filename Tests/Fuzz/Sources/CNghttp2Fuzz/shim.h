@@ -1,0 +1,4 @@
+#ifndef SALVO_CNGHTTP2_SHIM_H
+#define SALVO_CNGHTTP2_SHIM_H
+#include <nghttp2/nghttp2.h>
+#endif
