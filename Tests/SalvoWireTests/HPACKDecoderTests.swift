@@ -197,6 +197,8 @@ import Testing
         ([0x3F, 0xE2, 0x1F], HPACKDecodingError(.tableSizeAboveLimit(size: 4097, limit: 4096), at: 0)),
         ([0x82, 0x20], HPACKDecodingError(.tableSizeUpdateAfterField, at: 1)),
         ([0x3F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01], HPACKDecodingError(.integerOverflow, at: 0)),
+        // Found by HPACKDecoderFuzzer: 6 continuation bytes (of zeros), which nghttp2 rejects.
+        ([0x0F, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00], HPACKDecodingError(.integerOverflow, at: 0)),
     ] as [([UInt8], HPACKDecodingError)])
     func malformedBlocksFail(block: [UInt8], error: HPACKDecodingError) {
         var decoder = HPACKDecoder()

@@ -8,7 +8,8 @@ public struct HPACKDecodingError: Error, Equatable, CustomStringConvertible {
     public enum Reason: Equatable, Sendable {
         /// The block ends inside a representation (an integer, a string or its length).
         case truncated
-        /// An integer beyond 2^32 - 1 (no field or table is that large).
+        /// An integer beyond 2^32 - 1 (no field or table is that large), or of more than 5
+        /// continuation bytes.
         case integerOverflow
         /// Index 0, which RFC 7541 §6.1 reserves.
         case indexZero
@@ -33,7 +34,7 @@ public struct HPACKDecodingError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         let what = switch reason {
         case .truncated: "the block ends inside a representation"
-        case .integerOverflow: "an integer beyond 2^32 - 1"
+        case .integerOverflow: "an integer beyond 2^32 - 1 or of more than 5 continuation bytes"
         case .indexZero: "index 0"
         case .indexOutOfRange(let index, let count): "index \(index), past the static table and \(count) dynamic entries"
         case .tableSizeAboveLimit(let size, let limit): "a table size update to \(size), above our limit of \(limit)"
@@ -166,8 +167,8 @@ public struct HPACKDecoder: ~Copyable {
         var position = 0
 
         /// An integer in the low `prefixBits` of the current byte and its continuation
-        /// bytes (RFC 7541 §5.1), at most 2^32 - 1. Zero continuation bits past that are
-        /// let through, as nghttp2 does.
+        /// bytes (RFC 7541 §5.1), at most 2^32 - 1 in at most 5 continuation bytes (as
+        /// nghttp2 allows: more could only be padding with zeros).
         mutating func integer(prefixBits: Int) throws(HPACKDecodingError) -> Int {
             let start = position
             guard position < block.count else { throw HPACKDecodingError(.truncated, at: start) }
@@ -180,12 +181,9 @@ public struct HPACKDecoder: ~Copyable {
                 guard position < block.count else { throw HPACKDecodingError(.truncated, at: start) }
                 let byte = block[position]
                 position += 1
-                let add = Int(byte & 0x7F)
-                if add != 0 {
-                    guard shift < 32 else { throw HPACKDecodingError(.integerOverflow, at: start) }
-                    value += add << shift
-                    guard value <= Int(UInt32.max) else { throw HPACKDecodingError(.integerOverflow, at: start) }
-                }
+                guard shift < 32 else { throw HPACKDecodingError(.integerOverflow, at: start) }
+                value += Int(byte & 0x7F) << shift
+                guard value <= Int(UInt32.max) else { throw HPACKDecodingError(.integerOverflow, at: start) }
                 if byte & 0x80 == 0 { return value }
                 shift += 7
             }
