@@ -5,6 +5,7 @@ import Glibc
 /// Why a header block could not be decoded, and where: `offset` is the byte of the block
 /// at which the representation (or string) that failed starts.
 public struct HPACKDecodingError: Error, Equatable, CustomStringConvertible {
+    /// What is wrong with the block.
     public enum Reason: Equatable, Sendable {
         /// The block ends inside a representation (an integer, a string or its length).
         case truncated
@@ -25,12 +26,15 @@ public struct HPACKDecodingError: Error, Equatable, CustomStringConvertible {
         case huffmanPadding
     }
 
+    /// What is wrong.
     public var reason: Reason
     /// Where in the block: the first byte of what failed.
     public var offset: Int
 
+    /// An error for `reason`, at byte `offset` of the block.
     public init(_ reason: Reason, at offset: Int) { (self.reason, self.offset) = (reason, offset) }
 
+    /// What is wrong and where, in a sentence.
     public var description: String {
         let what = switch reason {
         case .truncated: "the block ends inside a representation"
