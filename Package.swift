@@ -99,10 +99,11 @@ let package = Package(
             ]
         ),
 
-        // What several test targets share: child processes whose pipes are both drained.
-        .target(name: "SalvoTestSupport", dependencies: ["SalvoIO"], path: "Tests/SalvoTestSupport"),
+        // What several test targets share: child processes whose pipes are both drained,
+        // nghttp2's HPACK inflater as the independent decoder.
+        .target(name: "SalvoTestSupport", dependencies: ["SalvoIO", "CNghttp2"], path: "Tests/SalvoTestSupport"),
         // nghttp2's HPACK inflater and deflater check our encoder and decoder.
-        .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire", "CNghttp2"]),
+        .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire", "SalvoTestSupport", "CNghttp2"]),
         .testTarget(
             name: "SalvoIOTests",
             dependencies: ["SalvoIO", "SalvoWire", .product(name: "SystemPackage", package: "swift-system")]

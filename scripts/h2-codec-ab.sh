@@ -31,23 +31,9 @@ mock_pid=""
 cleanup() { [ -z "$mock_pid" ] || kill "$mock_pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=ab-ca \
-  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
-  -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$work/san.ext"
-openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
-  -extfile "$work/san.ext" -out "$work/server.pem" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/AuthKey.p8" 2>/dev/null
-chmod 600 "$work/AuthKey.p8" "$work/server.key"
-python3 - "$work/tokens.txt" "$count" <<'PY'
-import sys, random
-random.seed(7)
-with open(sys.argv[1], "w") as f:
-    for n in range(int(sys.argv[2])):
-        f.write("%064x\n" % random.getrandbits(256))
-PY
-printf '{"aps":{"alert":{"title":"Salvo","body":"Your weekly summary is ready."},"badge":1}}' > "$work/payload.json"
+. "$(dirname "$0")/h2-fixtures.sh"
+h2_fixtures "$work"
+h2_tokens "$work/tokens.txt" "$count"
 auth=(--auth-key "$work/AuthKey.p8" --key-id RATESKEY01 --team-id RATESTEAM1)
 
 # One run of build $2 labelled $1, against a fresh mock (a mock takes one provider token per team).

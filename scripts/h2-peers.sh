@@ -66,31 +66,14 @@ command -v h2load > /dev/null || { log "h2-peers.sh: no h2load (nghttp2-client),
 command -v nghttpd > /dev/null || { log "h2-peers.sh: no nghttpd (nghttp2-server), skipping it"; drop nghttpd; }
 
 # --- Certificates, signing key, JWT, payload, tokens ---------------------------------------
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=peers-ca \
-  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
-  -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$work/san.ext"
-openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
-  -extfile "$work/san.ext" -out "$work/server.pem" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/AuthKey.p8" 2>/dev/null
-chmod 600 "$work/AuthKey.p8" "$work/server.key"
+. scripts/h2-fixtures.sh
+h2_fixtures "$work"
 key_id=PEERSKEY01 team_id=PEERSTEAM1 topic=com.example.peers
 auth=(--auth-key "$work/AuthKey.p8" --key-id "$key_id" --team-id "$team_id")
-printf '{"aps":{"alert":{"title":"Salvo","body":"Your weekly summary is ready."},"badge":1}}' > "$work/payload.json"
 # h2load, AHC and aioapns send to one fixed token (h2load takes one URI); salvo reads a file of
 # random ones. None ends in dead or fade, which the mock rejects: every request should be a 200.
 token=$(printf '5a17%.0s' $(seq 16))
-python3 - "$work/tokens.txt" "$count" <<'PY'
-import sys, random
-random.seed(7)
-with open(sys.argv[1], "w") as f:
-    n = 0
-    while n < int(sys.argv[2]):
-        t = "%064x" % random.getrandbits(256)
-        if not t.endswith(("dead", "fade")):
-            f.write(t + "\n"); n += 1
-PY
+h2_tokens "$work/tokens.txt" "$count" --accepted-only
 # A provider token (ES256 JWT) signed with openssl: header {alg, kid}, claims {iss, iat}.
 # Each fresh mock adopts it; it stays valid for the 20 minutes past iat that a round needs
 # at most, so it is signed again per run.

@@ -140,12 +140,6 @@ extension BenchReadme {
 
 
             """
-        text += notesMarker + "\n"
-        if let previous, let range = previous.range(of: notesMarker) {
-            let notes = previous[range.upperBound...].drop { $0 == "\n" }
-            text += "\n" + notes
-            if !text.hasSuffix("\n") { text += "\n" }
-        }
-        return text
+        return keepingNotes(text, from: previous)
     }
 }

@@ -201,7 +201,13 @@ package enum BenchReadme {
 
 
             """
-        text += notesMarker + "\n"
+        return keepingNotes(text, from: previous)
+    }
+
+    /// `generated`, the notes marker, and the hand-written notes that followed the marker
+    /// in `previous` (the file as it was), so that regenerating a summary keeps them.
+    static func keepingNotes(_ generated: String, from previous: String?) -> String {
+        var text = generated + notesMarker + "\n"
         if let previous, let range = previous.range(of: notesMarker) {
             let notes = previous[range.upperBound...].drop { $0 == "\n" }
             text += "\n" + notes

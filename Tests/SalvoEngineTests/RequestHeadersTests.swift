@@ -1,5 +1,5 @@
-import CNghttp2
 import SalvoIO
+import SalvoTestSupport
 import SalvoWire
 import Testing
 @_spi(Fuzzing) @testable import SalvoEngine
@@ -21,26 +21,26 @@ import Testing
 
         let blocks = try HTTP2Frames(wire.output).headerBlocks()
         try #require(blocks.count == 3)
-        let inflater = try Inflater()
+        let inflater = Inflater()
         let decoded = try blocks.map { try inflater.decode($0.block) }
-        let ids = decoded.map { fields in fields.first { $0.0 == "apns-id" }?.1 ?? "" }
+        let ids = decoded.map { fields in fields.first { $0.name == "apns-id" }?.value ?? "" }
         let common: [(String, String)] = [(":method", "POST"), (":scheme", "https"), (":authority", "api.push.apple.com")]
         let bearer = ("authorization", String(decoding: headers.authorization, as: UTF8.self))
-        #expect(decoded[0].map(Pair.init) == (common + [
+        #expect(decoded[0] == (common + [
             (":path", "/3/device/" + deviceToken(1).hex), bearer, ("apns-topic", "com.example.app"),
             ("apns-push-type", "alert"), ("apns-id", ids[0]),
-        ]).map(Pair.init))
-        #expect(decoded[1].map(Pair.init) == (common + [
+        ]).map { HeaderPair($0.0, $0.1) })
+        #expect(decoded[1] == (common + [
             (":path", "/3/device/" + deviceToken(2).hex), bearer, ("apns-topic", "com.example.app.voip"),
             ("apns-push-type", "voip"), ("apns-id", explicitID.description), ("apns-expiration", "1767225600"),
             ("apns-priority", "5"),
-        ]).map(Pair.init))
+        ]).map { HeaderPair($0.0, $0.1) })
         #expect(ids[0] != ids[2] && ids.allSatisfy { $0.count == 36 })
-        #expect(decoded[2].map(Pair.init) == (common + [
+        #expect(decoded[2] == (common + [
             (":path", "/3/device/" + deviceToken(3).hex), bearer, ("apns-topic", "com.other.app.push-type.liveactivity"),
             ("apns-push-type", "liveactivity"), ("apns-id", ids[2]), ("apns-priority", "10"),
             ("apns-collapse-id", "score"),
-        ]).map(Pair.init))
+        ]).map { HeaderPair($0.0, $0.1) })
         // Each stream's DATA is its payload.
         #expect(blocks.map(\.body) == [#"{"aps":{"alert":"one"}}"#, #"{"aps":{}}"#, #"{"aps":{"event":"update"}}"#])
 
@@ -61,21 +61,15 @@ import Testing
         for sequence: UInt64 in [10, 10, 11] {
             try wire.submit(&headers, token: 5, sequence: sequence, payload: "{}")
         }
-        let inflater = try Inflater()
+        let inflater = Inflater()
         let decoded = try HTTP2Frames(wire.output).headerBlocks().map { try inflater.decode($0.block) }
-        let ids = decoded.map { fields in fields.first { $0.0 == "apns-id" }?.1 }
+        let ids = decoded.map { fields in fields.first { $0.name == "apns-id" }?.value }
         #expect(ids[0] != nil && ids[0] == ids[1])
         #expect(ids[0] != ids[2])
         // Without a topic (certificate authentication), no apns-topic at all.
-        #expect(!decoded[0].contains { $0.0 == "apns-topic" })
-        #expect(decoded[0].contains { $0 == ("apns-push-type", "alert") })
+        #expect(!decoded[0].contains { $0.name == "apns-topic" })
+        #expect(decoded[0].contains(HeaderPair("apns-push-type", "alert")))
     }
-}
-
-private struct Pair: Equatable, CustomStringConvertible {
-    let name: String, value: String
-    init(_ pair: (String, String)) { (name, value) = pair }
-    var description: String { "\(name): \(value)" }
 }
 
 private func deviceToken(_ n: UInt8) -> DeviceToken {
@@ -186,38 +180,3 @@ private struct HTTP2Frames {
     }
 }
 
-/// nghttp2's HPACK inflater, on its own: one dynamic table for a connection's blocks.
-private final class Inflater {
-    private var inflater: OpaquePointer?
-
-    init() throws {
-        try #require(nghttp2_hd_inflate_new(&inflater) == 0)
-    }
-
-    deinit { nghttp2_hd_inflate_del(inflater) }
-
-    func decode(_ block: [UInt8]) throws -> [(String, String)] {
-        var fields: [(String, String)] = []
-        try block.withUnsafeBufferPointer { buffer in
-            var at = 0
-            while true {
-                var field = nghttp2_nv()
-                var flags: Int32 = 0
-                let used = nghttp2_hd_inflate_hd2(inflater, &field, &flags, buffer.baseAddress! + at, buffer.count - at, 1)
-                try #require(used >= 0, "HPACK error: \(String(cString: nghttp2_strerror(Int32(used))))")
-                at += used
-                if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0 {
-                    fields.append((String(decoding: UnsafeBufferPointer(start: field.name, count: field.namelen), as: UTF8.self),
-                                   String(decoding: UnsafeBufferPointer(start: field.value, count: field.valuelen), as: UTF8.self)))
-                }
-                if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
-                    nghttp2_hd_inflate_end_headers(inflater)
-                    break
-                }
-                if used == 0 && flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) == 0 { break }
-            }
-            #expect(at == buffer.count, "the block has bytes the inflater did not take")
-        }
-        return fields
-    }
-}
