@@ -55,6 +55,34 @@ import Testing
         #expect(growth.reason.contains("made the gateway's answers slower"))
     }
 
+    /// Before the run's first answer, every `unansweredStep` of saturation is a step; the
+    /// first answer brings back the judged steps.
+    @Test func stepsBeforeTheFirstAnswerFollowTheWaitNotTheAnswers() {
+        let growth = ConnectionGrowth(initial: 2, ceiling: 128, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        let step = ConnectionGrowth.unansweredStep
+        growth.saturationChanged(true)
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 0, at: 1 * ms)
+        growth.considerGrowing(answerTime: 0, at: 1 * ms + step - 1)
+        #expect(growth.count == 2, "saturated, unanswered, but not yet for a step")
+        growth.considerGrowing(answerTime: 0, at: 1 * ms + step)
+        #expect(growth.count == 8)
+        for _ in 0..<5 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 0, at: 100 * ms)
+        #expect(growth.count == 8, "seven of eight saturated")
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 0, at: 101 * ms)
+        growth.considerGrowing(answerTime: 0, at: 101 * ms + step)
+        #expect(growth.count == 32, "a step after every one of eight was saturated for another step")
+        for _ in 0..<24 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 300 * ms, at: 200 * ms)
+        growth.considerGrowing(answerTime: 300 * ms, at: 200 * ms + step)
+        #expect(growth.count == 32, "answered: the next step waits for an answer time")
+        growth.considerGrowing(answerTime: 300 * ms, at: 200 * ms + 385 * ms)
+        #expect(growth.count == 128)
+    }
+
     @Test func aCeilingBelowTheStartIsTheStart() {
         let growth = ConnectionGrowth(initial: 3, ceiling: 1, interval: .zero)
         #expect(growth.ceiling == 3 && !growth.stalled(at: 1) && growth.count == 3)
@@ -98,6 +126,30 @@ import Testing
         #expect(report.submitted == count && report.accepted == count && report.isComplete)
         #expect(report.connections > 2 && report.connections <= configuration.maximumConnectionsPerShard)
         #expect(report.connectionsReason.contains("added because every connection had all the streams"), "\(report.connectionsReason)")
+        let mock = rig.statistics { $0.accepted >= count }
+        #expect(mock.accepted == count && mock.duplicates == 0)
+        #expect(mock.acceptedDigests == HTTP2SenderTests.digests(0..<count))
+    }
+
+    /// Answers held 1 s, 100 streams per connection, small staging rings: long before the
+    /// first answer, the sender has grown to its ceiling (2, 8, 16) on how long its streams
+    /// have waited, and the new connections carry requests at once (the producer, waiting
+    /// for room, is told about them). Then every notification is accounted for exactly.
+    @Test func anHTTP2SenderGrowsBeforeTheFirstAnswer() async throws {
+        let rig = try H2LoopbackRig(plan: H2FailurePlan(responseDelay: .seconds(1))) {
+            $0.maximumConcurrentStreams = 100
+        }
+        var configuration = rig.senderConfiguration()
+        configuration.shards = 1
+        configuration.connectionsPerShard = 1
+        configuration.maximumConnectionsPerShard = 16
+        configuration.ringCapacity = 16 << 10
+        let count = 5_000
+        async let sent = HTTP2SenderTests.send(configuration, count: count)
+        let loaded = rig.statistics { $0.requests >= 16 * 100 }
+        #expect(loaded.connections == 16 && loaded.accepted == 0, "every stream of 16 connections open, none answered yet: \(loaded)")
+        let (report, _) = try await sent
+        #expect(report.submitted == count && report.accepted == count && report.isComplete && report.connections == 16)
         let mock = rig.statistics { $0.accepted >= count }
         #expect(mock.accepted == count && mock.duplicates == 0)
         #expect(mock.acceptedDigests == HTTP2SenderTests.digests(0..<count))

@@ -21,7 +21,9 @@ import Synchronization
 ///   it is half as long again as the shortest of the run (the shortest, as the least
 ///   queued: the round trip itself does not grow with load), the gateway, not the round
 ///   trip, bounds the rate, and the sender stops adding connections for the rest of the
-///   run. Meanwhile full rings are the saturated connections' own, and add nothing.
+///   run. Before the run's first answer there is nothing to judge by, and waiting for it
+///   is the slowest ramp: a step is taken every `unansweredStep` until it comes.
+///   Meanwhile full rings are the saturated connections' own, and add nothing.
 ///
 /// Connections are never removed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
@@ -97,31 +99,52 @@ final class ConnectionGrowth: Sendable {
     /// answer time (so that the answers reported were queued behind all of them), and only
     /// if the shortest answer time over that time is under one and a half times the
     /// shortest of the run: the round trip itself does not grow with load, the gateway's
-    /// queue does.
-    func considerGrowing(answerTime: UInt64, at now: UInt64) {
+    /// queue does. Before the run's first answer, once they have all been saturated for
+    /// `unansweredStep`. Returns whether it added connections.
+    @discardableResult
+    func considerGrowing(answerTime: UInt64, at now: UInt64) -> Bool {
         state.withLock { state in
             if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
             let current = active.load(ordering: .relaxed)
-            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return }
+            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return false }
             if state.loadedSince == 0 {
                 state.loadedSince = now
                 state.shortestWhileLoaded = .max
             }
             if answerTime > 0 { state.shortestWhileLoaded = min(state.shortestWhileLoaded, answerTime) }
-            guard state.shortestWhileLoaded != .max else { return }
+            guard state.shortestWhileLoaded != .max else {
+                // Nothing answered in the run yet: the answer time is at least how long the
+                // connections have been waiting, so a step is safe once that is long.
+                guard state.shortestOfRun == .max, now &- state.loadedSince >= Self.unansweredStep else { return false }
+                grow(&state, from: current)
+                return true
+            }
             if state.addedWhileSaturated > 0 {
                 let roundTrip = state.shortestOfRun
-                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return }
+                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return false }
                 if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                     state.gatewayBound = true
-                    return
+                    return false
                 }
             }
-            let grown = min(ceiling, Self.saturatedGrowth * current)
-            state.loadedSince = 0
-            state.addedWhileSaturated += grown - current
-            active.store(grown, ordering: .releasing)
+            grow(&state, from: current)
+            return true
         }
+    }
+
+    /// How long every connection may be saturated before the run's first answer until they
+    /// are multiplied anyway. Streams unanswered for 20 ms mean at most 50 per millisecond
+    /// per connection at 1000 streams, a fraction of what a shard writes (about 800), so
+    /// waiting for the first answer (a whole answer time: 300 ms at Apple on a slow day)
+    /// before the first step, and again before each next, would spend a campaign of a
+    /// million ramping up. From the first answer on, every step is judged as above.
+    static let unansweredStep: UInt64 = 20_000_000
+
+    private func grow(_ state: inout State, from current: Int) {
+        let grown = min(ceiling, Self.saturatedGrowth * current)
+        state.loadedSince = 0
+        state.addedWhileSaturated += grown - current
+        active.store(grown, ordering: .releasing)
     }
 
     /// Why there are `count` connections, for the report.

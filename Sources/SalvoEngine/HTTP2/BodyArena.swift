@@ -64,7 +64,14 @@ struct BodyArena: ~Copyable {
             bodies.removeFirst()
             firstNumber += 1
         }
-        if bodies.isEmpty { released = end }
+        // Empty: the next body starts at the beginning of the storage again, so that an
+        // arena whose bodies leave as they come (the usual case) keeps its first pages
+        // warm and never touches the rest: 256 KiB of resident memory per connection.
+        if bodies.isEmpty {
+            let capacity = UInt64(capacity)
+            end = (end + capacity - 1) / capacity * capacity
+            released = end
+        }
     }
 
     /// Whether a body of `length` bytes would fit now.

@@ -54,6 +54,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// gateway allows open, and more waiting.
     private var isSaturated = false
     private var lastGrowthCheck: UInt64 = 0
+    /// Asks again while saturated: a connection waiting for its answers hears nothing.
+    private var growthTimer: TimerID?
 
     private struct PendingActions {
         var goAway = false
@@ -216,7 +218,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     /// Tells `ConnectionGrowth` when this connection starts or stops being saturated, and
-    /// while it stays so, asks it every `growthCheckInterval` whether to add connections. A
+    /// while it stays so, asks it every `growthCheckInterval` whether to add connections
+    /// (on a timer too: before the first answers come back, nothing else happens). A
     /// limit of one stream does not count: APNs allows one until it has seen a valid
     /// provider token, and raises it a moment later.
     private func noteSaturation(_ saturated: Bool) {
@@ -226,10 +229,16 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             shard.growth.saturationChanged(saturated)
             lastGrowthCheck = 0
         }
+        guard saturated else { return }
+        if growthTimer == nil {
+            growthTimer = shard.loop.schedule(at: shard.loop.now + .nanoseconds(Int64(Self.growthCheckInterval)), growthAction)
+        }
         let now = shard.loop.now.nanoseconds
-        guard saturated, now &- lastGrowthCheck >= Self.growthCheckInterval else { return }
+        guard now &- lastGrowthCheck >= Self.growthCheckInterval else { return }
         lastGrowthCheck = now
-        shard.growth.considerGrowing(answerTime: answerTime, at: now)
+        // Producers waiting for room find it in the new connections; nothing else would
+        // wake them before an answer frees a stream.
+        if shard.growth.considerGrowing(answerTime: answerTime, at: now) { shard.notifyProgress() }
     }
 
     /// Reads a notification to try again from its source and submits it.
@@ -511,6 +520,11 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     private lazy var pingAction = TimerAction { [unowned self] in self.pingTimerFired() }
+
+    private lazy var growthAction = TimerAction { [unowned self] in
+        self.growthTimer = nil
+        if self.isSaturated { self.noteSaturation(true) }
+    }
 
     /// Every `pingInterval`: a connection the gateway said nothing on for that long gets a
     /// PING; one that did not answer the last PING within the interval is dropped.

@@ -420,7 +420,8 @@ final class H2Connection: ServerConnection {
         slots[index].isHeld = true
         let due = readAt + .nanoseconds(Int64(holdTime))
         held.insert(due: due, streamID: streamID, slot: Int32(index))
-        armReleaseTimer()
+        // Answers held for a fixed time fall due after the one the timer waits for.
+        if releaseTimer.map({ due < $0.due }) ?? true { armReleaseTimer() }
     }
 
     /// Counts the stream's answer and submits it.
