@@ -476,7 +476,7 @@ final class EventHub: SenderObserver {
     private let continuation: AsyncStream<SenderEvent>.Continuation
     private let onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?
     private let waiting = Atomic<Int>(0)
-    private let state = Locked<(generation: UInt64, waiters: [(UInt64, CheckedContinuation<Void, Never>)], givenUp: SendError?)>(
+    private let state = Locked<(generation: UInt64, waiters: [UnsafeContinuation<Void, Never>], givenUp: SendError?)>(
         (0, [], nil))
 
     init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?) {
@@ -519,12 +519,7 @@ final class EventHub: SenderObserver {
     /// Space was freed or frames settled: wake whoever waits. Free when nobody does.
     func progress() {
         guard waiting.load(ordering: .sequentiallyConsistent) > 0 else { return }
-        let waiters = state.withLock { state -> [(UInt64, CheckedContinuation<Void, Never>)] in
-            state.generation += 1
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for (_, waiter) in waiters { waiter.resume() }
+        wakeAll()
     }
 
     /// Suspends until `progress()` runs after `generation` was read (or `atMost` passes).
@@ -542,23 +537,28 @@ final class EventHub: SenderObserver {
             }
             return
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        // A producer waits here each time every ring is full, thousands of times a campaign:
+        // the unsafe continuation skips the checked one's allocation (each is resumed once,
+        // by `wakeAll` or right here).
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
             let resumeNow = state.withLock { state -> Bool in
                 if state.generation != generation { return true }
-                state.waiters.append((generation, continuation))
+                state.waiters.append(continuation)
                 return false
             }
             if resumeNow { continuation.resume() }
         }
     }
 
+    /// Resumes every waiter. Under the lock, so that the waiters' array keeps its storage
+    /// (handing it out would make the next wait allocate a new one); resuming only
+    /// schedules the task, which takes the lock later, on its own thread.
     private func wakeAll() {
-        let waiters = state.withLock { state -> [(UInt64, CheckedContinuation<Void, Never>)] in
+        state.withLock { state in
             state.generation += 1
-            defer { state.waiters.removeAll() }
-            return state.waiters
+            for waiter in state.waiters { waiter.resume() }
+            state.waiters.removeAll(keepingCapacity: true)
         }
-        for (_, waiter) in waiters { waiter.resume() }
     }
 
     func finish() { continuation.finish() }

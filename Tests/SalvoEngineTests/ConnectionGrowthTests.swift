@@ -131,25 +131,26 @@ import Testing
         #expect(mock.acceptedDigests == HTTP2SenderTests.digests(0..<count))
     }
 
-    /// Answers held 1 s, 100 streams per connection, small staging rings: long before the
-    /// first answer, the sender has grown to its ceiling (2, 8, 16) on how long its streams
-    /// have waited, and the new connections carry requests at once (the producer, waiting
-    /// for room, is told about them). Then every notification is accounted for exactly.
+    /// Answers held 5 s, 400 streams per connection, small staging rings: before the first
+    /// answer, the sender has grown (from 1 or 2 to 8 or more) on how long its streams have
+    /// waited, and the new connections carry requests at once (the producer, waiting for
+    /// room, is told about them): more than four connections could. Then every
+    /// notification is accounted for exactly.
     @Test func anHTTP2SenderGrowsBeforeTheFirstAnswer() async throws {
-        let rig = try H2LoopbackRig(plan: H2FailurePlan(responseDelay: .seconds(1))) {
-            $0.maximumConcurrentStreams = 100
+        let rig = try H2LoopbackRig(plan: H2FailurePlan(responseDelay: .seconds(5))) {
+            $0.maximumConcurrentStreams = 400
         }
         var configuration = rig.senderConfiguration()
         configuration.shards = 1
         configuration.connectionsPerShard = 1
         configuration.maximumConnectionsPerShard = 16
         configuration.ringCapacity = 16 << 10
-        let count = 5_000
+        let count = 3_000
         async let sent = HTTP2SenderTests.send(configuration, count: count)
-        let loaded = rig.statistics { $0.requests >= 16 * 100 }
-        #expect(loaded.connections == 16 && loaded.accepted == 0, "every stream of 16 connections open, none answered yet: \(loaded)")
+        let loaded = rig.statistics { $0.requests > 4 * 400 }
+        #expect(loaded.connections > 4 && loaded.accepted == 0, "more requests than four connections carry, none answered yet: \(loaded)")
         let (report, _) = try await sent
-        #expect(report.submitted == count && report.accepted == count && report.isComplete && report.connections == 16)
+        #expect(report.submitted == count && report.accepted == count && report.isComplete && report.connections > 4)
         let mock = rig.statistics { $0.accepted >= count }
         #expect(mock.accepted == count && mock.duplicates == 0)
         #expect(mock.acceptedDigests == HTTP2SenderTests.digests(0..<count))
