@@ -109,8 +109,10 @@ public final class PushChannelClient: Sendable {
         try await client.shutdown()
     }
 
-    /// The URL prefix (`https://host:port`) for a request with this line host.
-    func origin(lineHost: String?) -> String {
+    /// Where a request for a campaign line with `lineHost` goes: `https://host:port` (or
+    /// `http://` to a plain proxy). Direct to a NOC, the line's host wins, with the NOC's
+    /// port unless it names its own; through a proxy, everything goes to the proxy.
+    public func origin(lineHost: String?) -> String {
         switch configuration.route {
         case .proxy(let host, let port, let tls):
             return "\(tls ? "https" : "http")://\(Self.bracketed(host)):\(port)"

@@ -25,7 +25,8 @@ struct BlackBerryOptions: ParsableArguments {
     @Flag(name: .customLong("proxy-tls"), help: "Talk HTTPS to --proxy (port 17433 in BlackBerry's samples).")
     var proxyTLS = false
 
-    @Option(help: ArgumentHelp("Connections kept open (HTTP/1.1 keep-alive, one request at a time on each). Default 16.",
+    @Option(name: .customLong("noc-connections"),
+            help: ArgumentHelp("Connections kept open to the NOC or proxy (HTTP/1.1 keep-alive, one request at a time on each). Default 16.",
                                valueName: "n"))
     var connections: Int = PushChannelConfiguration.defaultConnections
 
@@ -54,7 +55,7 @@ struct BlackBerryOptions: ParsableArguments {
         }
         if proxyTLS, proxy == nil { throw ValidationError("--proxy-tls goes with --proxy") }
         _ = try route()
-        if connections < 1 || connections > 1024 { throw ValidationError("--connections must be 1...1024, got \(connections)") }
+        if connections < 1 || connections > 1024 { throw ValidationError("--noc-connections must be 1...1024, got \(connections)") }
         if attempts < 1 || attempts > 20 { throw ValidationError("--attempts must be 1...20, got \(attempts)") }
         if requestTimeoutMilliseconds < 1 { throw ValidationError("--request-timeout-ms must be positive") }
         if maximumPayloadBytes < 0 { throw ValidationError("--max-payload-bytes must not be negative") }
