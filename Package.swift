@@ -89,7 +89,7 @@ let package = Package(
         .target(
             name: "SalvoBench",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBlackBerry",
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
