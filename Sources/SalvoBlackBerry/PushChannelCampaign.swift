@@ -147,10 +147,32 @@ public final class PushChannelCampaignReader {
         if payload.count > maximumPayloadBytes {
             return .failure(BadLine(line: line, reason: "payload is \(payload.count) bytes (UTF-8), over the limit of \(maximumPayloadBytes)"))
         }
-        if let host, host.isEmpty || host.contains(where: { $0 == "/" || $0 == " " || $0.isNewline }) {
-            return .failure(BadLine(line: line, reason: "\"host\" '\(host)' is not HOST or HOST:PORT"))
+        if let host, !Self.isHostAndOptionalPort(host) {
+            return .failure(BadLine(line: line, reason: "\"host\" '\(host)' is not HOST, HOST:PORT or [IPV6]:PORT"))
         }
         return .success(PushChannelItem(line: line, token: token, payload: payload, host: host))
+    }
+
+    /// `HOST`, `HOST:PORT`, `[IPV6]`, `[IPV6]:PORT` or a bare IPv6 address; a port is 1...65535.
+    static func isHostAndOptionalPort(_ text: String) -> Bool {
+        func isPort(_ digits: Substring) -> Bool { digits.allSatisfy(\.isASCII) && Int(digits).map { (1...65535).contains($0) } == true }
+        func isName(_ name: Substring) -> Bool {
+            !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }
+        }
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return false }
+            let address = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard !address.isEmpty, address.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return false }
+            return rest.isEmpty || (rest.first == ":" && isPort(rest.dropFirst()))
+        }
+        let colons = text.filter { $0 == ":" }.count
+        if colons == 0 { return isName(text[...]) }
+        if colons == 1 {
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+            return isName(parts[0]) && isPort(parts[1])
+        }
+        return text.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
     }
 
     /// Where the first byte that breaks UTF-8 is.

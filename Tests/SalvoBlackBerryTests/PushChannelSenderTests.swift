@@ -105,6 +105,38 @@ import Testing
         #expect(mock.acceptedDigestSet == NOCRig.digests(1...30))
     }
 
+    @Test func aLineHostReplacesTheNOCWithItsOwnPortOrTheNOCs() async throws {
+        let client = try PushChannelClient(PushChannelConfiguration(route: .noc(host: "gdmdc.good.com", port: 443)))
+        #expect(client.origin(lineHost: nil) == "https://gdmdc.good.com:443")
+        #expect(client.origin(lineHost: "eu.noc.example") == "https://eu.noc.example:443")
+        #expect(client.origin(lineHost: "eu.noc.example:8443") == "https://eu.noc.example:8443")
+        #expect(client.origin(lineHost: "[::1]:9") == "https://[::1]:9")
+        #expect(client.origin(lineHost: "[::1]") == "https://[::1]:443")
+        #expect(client.origin(lineHost: "::1") == "https://[::1]:443")
+        try await client.shutdown()
+    }
+
+    /// A line's host is where its request goes: here the mock on another port than --noc's.
+    @Test func aRegionalHostOnTheLineIsUsed() async throws {
+        let rig = try NOCRig()
+        let line = #"{"token":"r","payload":"p","host":"127.0.0.1:\#(rig.noc.port)"}"#
+        let file = try rig.writeCampaign(lines: 3, replacing: [1: line, 2: line, 3: line])
+        // --noc names a port nothing listens on: only the lines' host can be reached.
+        let client = try rig.client(connections: 1, attempts: 1, route: .noc(host: "127.0.0.1", port: 1))
+        let (report, ending, _) = try await rig.send(file, client: client)
+        #expect(report.accepted == 3 && ending == .readToEnd)
+    }
+
+    /// An HTTPS proxy (`--proxy-tls`, port 17433 in the samples) takes the same requests as
+    /// the NOC: the mock stands in for it.
+    @Test func anHTTPSProxyRouteCarriesTheCampaign() async throws {
+        let rig = try NOCRig()
+        let file = try rig.writeCampaign(lines: 10)
+        let client = try rig.client(route: .proxy(host: "127.0.0.1", port: rig.noc.port, tls: true))
+        let (report, _, _) = try await rig.send(file, client: client)
+        #expect(report.accepted == 10)
+    }
+
     @Test func checkTokenSaysAliveOrDead() async throws {
         let rig = try NOCRig()
         let client = try rig.client()
