@@ -90,7 +90,10 @@ public final class PushChannelClient: Sendable {
                                     concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.connections)
         // A failed connect fails its request at once: the retries are ours, bounded and counted.
         http.connectionPool.retryConnectionEstablishment = false
-        http.timeout = .init(connect: .init(configuration.requestTimeout), read: .init(configuration.requestTimeout))
+        // Connecting gets at most 10 s: a NOC that does not answer SYNs is out of reach, and
+        // every worker waits that long before the run stops.
+        http.timeout = .init(connect: .init(min(configuration.requestTimeout, .seconds(10))),
+                             read: .init(configuration.requestTimeout))
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
     }
 

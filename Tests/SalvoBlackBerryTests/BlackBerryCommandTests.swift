@@ -132,6 +132,32 @@ import Testing
                 "checkpoint \(resumeAfter), first run accepted \(acceptedByTheFirstRun)")
     }
 
+    /// `salvo mock --protocol gnp` as a process: its first line, a campaign through it, and
+    /// its counts in --report on SIGTERM.
+    @Test func theMockNOCProcessWritesItsCountsOnSIGTERM() async throws {
+        let rig = try NOCRig()
+        let report = rig.path("noc.json")
+        let mock = try ChildProcess(Self.salvo, ["mock", "--protocol", "gnp", "--port", "0", "--cert", rig.path("server.pem"),
+                                                 "--key", rig.path("server.key"), "--reject-every", "5", "--report", report])
+        let first = try mock.firstLine(within: .seconds(20))
+        let port = try #require(Int(first.split(separator: "=").last ?? ""), "first line: \(first)")
+        #expect(first.hasPrefix("listening noc="))
+        let file = try rig.writeCampaign(lines: 20)
+        let (sent, _, _) = try await rig.send(file, client: try rig.client(connections: 1, route: .noc(host: "127.0.0.1", port: port)))
+        mock.kill(SIGTERM)
+        #expect(try mock.exitStatus(within: .seconds(20)) == 0)
+        let counts = try JSONDecoder().decode(GNPStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: report)))
+        #expect(sent.accepted == 16 && sent.rejected == 4)
+        #expect(counts.accepted == 16 && counts.rejected == 4 && counts.connections == 1)
+    }
+
+    @Test func theMockNOCsFlagsAreItsOwn() throws {
+        let (binary, _, errors) = try Self.run(["mock", "--busy-every", "2"])
+        #expect(binary == 2 && errors.contains("--busy-every is for --protocol gnp"), "stderr: \(errors)")
+        let (gnp, _, gnpErrors) = try Self.run(["mock", "--protocol", "gnp", "--throttle-every", "2"])
+        #expect(gnp == 2 && gnpErrors.contains("--throttle-every is not a --protocol gnp rule"), "stderr: \(gnpErrors)")
+    }
+
     /// Through a plain-HTTP proxy (`--proxy` without `--proxy-tls`): requests go to the
     /// proxy, which relays them to the NOC.
     @Test func theProxyRouteCarriesTheCampaign() async throws {
