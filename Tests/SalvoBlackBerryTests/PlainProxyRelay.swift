@@ -16,9 +16,8 @@ final class PlainProxyRelay: @unchecked Sendable {
     private let stopped = Locked(false)
     /// Connections relayed (each with its own TLS connection to the NOC).
     let relayed = Locked(0)
-    private let lock = NSLock()
-    /// Under `lock`.
-    private var threads: [Thread] = []
+    /// Entered by every thread as it starts, left as it ends: `stop()` joins them with it.
+    private let running = DispatchGroup()
 
     init(nocPort: Int, trusting caPEM: String) throws {
         listener = try Socket.listen(host: "127.0.0.1", port: 0)
@@ -28,17 +27,21 @@ final class PlainProxyRelay: @unchecked Sendable {
         start { [self] in acceptLoop() }
     }
 
+    /// Stops accepting and relaying, and waits (bounded) for every thread to end: each
+    /// polls at most 50 ms before it sees the flag.
     func stop() {
         stopped.withLock { $0 = true }
-        for thread in lock.withLock({ threads }) { while !thread.isFinished { usleep(1000) } }
+        _ = running.wait(timeout: .now() + 10)
     }
 
     private var isStopped: Bool { stopped.withLock { $0 } }
 
     private func start(_ body: @escaping @Sendable () -> Void) {
-        let thread = Thread(block: body)
-        lock.withLock { threads.append(thread) }
-        thread.start()
+        running.enter()
+        Thread { [running] in
+            body()
+            running.leave()
+        }.start()
     }
 
     private func acceptLoop() {

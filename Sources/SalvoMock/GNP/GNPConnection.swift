@@ -54,7 +54,8 @@ final class GNPConnection: ServerConnection {
             case .wouldBlock:
                 return
             case .closed:
-                // The client is done; it reads nothing more of ours.
+                // HTTP/1.1 clients close when they are done reading: answers still held
+                // back are dropped, and so not counted.
                 return close()
             }
         }
