@@ -146,6 +146,29 @@ import Testing
         #expect(eventually({ rig.noc.statistics().checkedTokens }) { $0 >= 2 } == 2)
     }
 
+    /// Each plan alone, with eight connections and two attempts (so retries interleave
+    /// across connections): the sender's counts are the mock's, nothing is counted twice.
+    @Test(arguments: ["invalid", "unavailable", "busy", "unknown code", "drop", "slow answers"])
+    func eachFailurePlanAloneAccountsExactly(plan name: String) async throws {
+        var plan = GNPFailurePlan()
+        switch name {
+        case "invalid": plan.invalidEvery = 3
+        case "unavailable": plan.unavailableEvery = 3
+        case "busy": plan.busyEvery = 3
+        case "unknown code": plan.unknownCodeEvery = 3
+        case "drop": plan.dropEvery = 3
+        default: plan.responseDelay = .milliseconds(20)
+        }
+        let rig = try NOCRig(plan, loops: 2)
+        let file = try rig.writeCampaign(lines: 120)
+        let (report, ending, _) = try await rig.send(file, client: try rig.client(connections: 8, attempts: 2))
+        #expect(ending == .readToEnd && report.submitted == 120 && report.isComplete, "\(name)")
+        let mock = Self.statistics(rig, answered: 120 + report.resent)
+        #expect(mock.accepted == report.accepted && mock.rejected == report.rejected && mock.duplicates == 0, "\(name)")
+        #expect(mock.acceptedDigests?.count == report.accepted, "\(name)")
+        #expect(mock.accepted + mock.rejected + mock.otherAnswers + mock.dropped == 120 + report.resent, "\(name): one answer or drop per attempt")
+    }
+
     /// Every plan at once, several connections, slow answers and one attempt: whatever
     /// happens to each notification, the sender's counts are the mock's.
     @Test func everyFailurePlanAtOnceAccountsExactly() async throws {
