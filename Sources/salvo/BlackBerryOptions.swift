@@ -26,20 +26,20 @@ struct BlackBerryOptions: ParsableArguments {
     var proxyTLS = false
 
     @Option(name: .customLong("noc-connections"),
-            help: ArgumentHelp("Connections kept open to the NOC or proxy (HTTP/1.1 keep-alive, one request at a time on each). Default 16.",
+            help: ArgumentHelp("Connections kept open to the NOC or proxy (HTTP/1.1 keep-alive, one request at a time on each).",
                                valueName: "n"))
     var connections: Int = PushChannelConfiguration.defaultConnections
 
-    @Option(help: ArgumentHelp("Attempts per notification for 5xx answers and dropped or failed connections. Default 3.",
+    @Option(help: ArgumentHelp("Attempts per notification for 5xx answers and dropped or failed connections.",
                                valueName: "n"))
     var attempts: Int = 3
 
-    @Option(name: .customLong("request-timeout-ms"), help: ArgumentHelp("Longest a request may take, connecting included. Default 30000.",
+    @Option(name: .customLong("request-timeout-ms"), help: ArgumentHelp("Longest a request may take (connecting: at most 10 s of it).",
                                                                        valueName: "ms"))
     var requestTimeoutMilliseconds: Int = 30_000
 
     @Option(name: .customLong("max-payload-bytes"),
-            help: ArgumentHelp("Largest payload sent, UTF-8 bytes; longer lines are bad lines. Default 4096.", valueName: "bytes"))
+            help: ArgumentHelp("Largest payload sent, UTF-8 bytes; longer lines are bad lines.", valueName: "bytes"))
     var maximumPayloadBytes: Int = GNP.defaultMaximumPayloadBytes
 
     /// The flag that was given when it should not have been (for APNs).

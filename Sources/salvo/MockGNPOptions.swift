@@ -25,10 +25,10 @@ struct GNPMockOptions: ParsableArguments {
     var unknownCodeEvery: Int?
 
     @Option(name: .customLong("dead-token-suffix"),
-            help: ArgumentHelp("gnp: tokens ending in this text are dead (402). Default: dead; empty: none.", valueName: "text"))
+            help: ArgumentHelp("gnp: tokens ending in this text are dead (402); empty: none.", valueName: "text"))
     var deadTokenSuffix = "dead"
 
-    @Option(name: .customLong("max-payload-bytes"), help: ArgumentHelp("gnp: payloads over this get code 413. Default 4096.", valueName: "bytes"))
+    @Option(name: .customLong("max-payload-bytes"), help: ArgumentHelp("gnp: payloads over this get code 413.", valueName: "bytes"))
     var maximumPayloadBytes = GNP.defaultMaximumPayloadBytes
 
     /// The first flag given that only the mock NOC understands.
