@@ -83,7 +83,7 @@ test-asan: deps
 fuzz: deps
 	Tests/Fuzz/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# The DocC catalogs of SalvoWire and SalvoEngine (swift-docc-plugin), one .doccarchive each
+# The DocC catalogs of SalvoWire, SalvoEngine and SalvoBlackBerry (swift-docc-plugin), one .doccarchive each
 # in DOCS_OUTPUT. Any DocC warning fails it: a broken ``Symbol`` or <doc:Article> link, a
 # parameter documented under the wrong name. Synthesized members (!=, hashValue) are left
 # out; those the compiler writes without a source line (init(rawValue:)) show their
@@ -94,7 +94,7 @@ DOCS_OUTPUT ?= $(DOCS_SCRATCH)/docs
 DOCS_EXTRA ?=
 docs: deps
 	$(SWIFT) package --scratch-path $(DOCS_SCRATCH) --allow-writing-to-directory $(DOCS_OUTPUT) \
-	  generate-documentation --target SalvoWire --target SalvoEngine --output-path $(DOCS_OUTPUT) \
+	  generate-documentation --target SalvoWire --target SalvoEngine --target SalvoBlackBerry --output-path $(DOCS_OUTPUT) \
 	  --warnings-as-errors --experimental-skip-synthesized-symbols --enable-inherited-docs $(DOCS_EXTRA)
 
 bench: deps

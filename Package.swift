@@ -26,6 +26,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         // `make docs`: the DocC catalogs of SalvoWire and SalvoEngine. A plugin only: nothing links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // The BlackBerry Dynamics Push Channel target (SalvoBlackBerry): HTTP/1.1 keep-alive over TLS.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // C: the Linux system calls Swift's Glibc module does not expose cleanly.
@@ -85,15 +89,29 @@ let package = Package(
         .target(
             name: "SalvoBench",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBlackBerry",
                 .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
+        // The BlackBerry Dynamics Push Channel sender: campaigns of Push Channel tokens sent to
+        // the NOC's notify service on AsyncHTTPClient. NIO stays in this module (the GNP
+        // format is in SalvoWire, the mock NOC in SalvoMock).
+        .target(
+            name: "SalvoBlackBerry",
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload.
         .executableTarget(
             name: "salvo",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -125,6 +143,9 @@ let package = Package(
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
         .testTarget(name: "SalvoBenchTests",
                     dependencies: ["SalvoBench", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport"]),
+        // The Push Channel sender against the real mock NOC on loopback, and the pure parser.
+        .testTarget(name: "SalvoBlackBerryTests",
+                    dependencies: ["SalvoBlackBerry", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoEngine", "SalvoTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

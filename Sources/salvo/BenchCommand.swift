@@ -34,6 +34,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("protocol"), help: "binary (default) or h2 (the HTTP/2 provider API).")
     var wireProtocol: BenchProtocol = .binary
 
+    @Option(help: "apns (default) or blackberry: the Push Channel sender against salvo mock --protocol gnp (see BlackBerryBench).")
+    var target: PushTarget = .apns
+
     @Option(name: .customLong("response-delays"),
             help: ArgumentHelp("HTTP/2: the mock holds every answer this long, milliseconds, comma-separated. Default 0,100,300 (--quick: 0,100).",
                                valueName: "list"))
@@ -142,6 +145,7 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        if target == .blackberry { return try validateBlackBerry() }
         let matrix = try matrix
         let h2 = wireProtocol == .h2
         guard matrix.connections.allSatisfy({ (1...256).contains($0) || (h2 && $0 == 0) }) else {
@@ -176,6 +180,7 @@ struct BenchCommand: AsyncParsableCommand {
     // MARK: Running
 
     func run() async throws {
+        if target == .blackberry { return try await runBlackBerry() }
         if let render {
             print("wrote " + (try Bench.render(resultsFile: render, to: output)).joined(separator: ", "))
             return

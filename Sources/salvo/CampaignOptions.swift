@@ -42,7 +42,12 @@ struct CampaignOptions: ParsableArguments {
 
     /// Lines in the input, for the progress display's ETA (a fast newline count).
     func countLines() -> Int? {
-        guard let path = input ?? tokens, let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        (input ?? tokens).flatMap(Self.countLines(path:))
+    }
+
+    /// Lines in the file at `path` (a fast newline count); nil when it cannot be read.
+    static func countLines(path: String) -> Int? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
         var count = 0
         while let chunk = try? handle.read(upToCount: 1 << 20), !chunk.isEmpty {

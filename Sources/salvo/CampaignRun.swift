@@ -224,7 +224,7 @@ private func reportSenderEvents(_ sender: Sender) async {
 }
 
 /// The one-line progress display on a terminal.
-private func printProgress(_ report: SenderReport, total: Int?) {
+func printProgress(_ report: SenderReport, total: Int?) {
     let settled = report.accepted + report.rejected + report.failed
     var line = "\r\u{1B}[2Ksent \(report.submitted)  in flight \(report.submitted - settled)  accepted \(report.accepted)"
         + "  rejected \(report.rejected)  failed \(report.failed)  \(Int(report.sendRatePerSecond)) /s"
@@ -254,6 +254,14 @@ final class RejectedTokenFile: Sendable {
     func append(token: DeviceToken, rejection: Rejection) {
         let line = "\(token.hex),\(rejection.statusCode),\(rejection.reasonName),\(rejection.timestamp.map(String.init) ?? "")\n"
         handle.withLock { $0?.write(Data(line.utf8)) }
+    }
+
+    /// A Push Channel rejection: the token as text (quoted when it holds a comma or quote),
+    /// the GNP code and its text (`402,Invalid Token,`).
+    func append(token: String, code: Int, reason: String) {
+        let quoted = token.contains(where: { $0 == "," || $0 == "\"" })
+            ? "\"" + token.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : token
+        handle.withLock { $0?.write(Data("\(quoted),\(code),\(reason),\n".utf8)) }
     }
 
     func close() {

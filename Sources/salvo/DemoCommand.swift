@@ -24,6 +24,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Mock event-loop threads.", valueName: "n"))
     var mockLoops: Int = 1
 
+    @Option(help: "apns (default) or blackberry: a Push Channel campaign to an in-process mock NOC (see BlackBerryDemo).")
+    var target: PushTarget = .apns
+
     @OptionGroup(title: "Mock failure plan")
     var failures: FailurePlanOptions
 
@@ -46,6 +49,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if target == .blackberry { return try await runBlackBerry() }
         let pki = try DevelopmentPKI.Bundle()
         let gateway: any DemoGateway
         var configuration: SenderConfiguration

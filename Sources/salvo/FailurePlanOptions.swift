@@ -137,7 +137,7 @@ struct FailurePlanOptions: ParsableArguments {
     }
 
     /// `--response-delay-ms D[:JITTER]`, checked; zero when not given.
-    private func responseDelays() throws(UsageError) -> (delay: Duration, jitter: Duration) {
+    func responseDelays() throws(UsageError) -> (delay: Duration, jitter: Duration) {
         guard let responseDelay else { return (.zero, .zero) }
         let parts = responseDelay.split(separator: ":", omittingEmptySubsequences: false).map { Int($0) }
         guard (1...2).contains(parts.count), parts.allSatisfy({ $0.map(Self.delayRange.contains) == true }) else {
@@ -155,7 +155,7 @@ struct FailurePlanOptions: ParsableArguments {
     ]
 
     /// Runs a plan's own check, its message spelling the plan's field names as the flags.
-    private static func validate(_ check: () throws(FailurePlanError) -> Void) throws(UsageError) {
+    static func validate(_ check: () throws(FailurePlanError) -> Void) throws(UsageError) {
         do { try check() } catch {
             var message = error.description
             for (field, flag) in flagsByField {

@@ -48,8 +48,12 @@ struct MockCommand: AsyncParsableCommand {
             APNs headers (acceptedRequests), for checking what a sender put on the wire.
             """)
 
-    @Option(name: .customLong("protocol"), help: "binary (the legacy protocol, default) or h2 (the HTTP/2 provider API).")
-    var wireProtocol: WireProtocol = .binary
+    @Option(name: .customLong("protocol"),
+            help: "binary (the legacy protocol, default), h2 (the HTTP/2 provider API) or gnp (a BlackBerry Dynamics NOC).")
+    var wireProtocol: MockProtocol = .binary
+
+    @OptionGroup(title: "BlackBerry Dynamics NOC (--protocol gnp)")
+    var gnp: GNPMockOptions
 
     @Option(help: "Gateway port; 0 picks a free one. Default 2195 (binary), 2197 (h2).")
     var port: Int?
@@ -106,9 +110,14 @@ struct MockCommand: AsyncParsableCommand {
                 if let value, !(0...65535).contains(value) { throw UsageError("\(name) must be 0...65535, got \(value)") }
             }
             switch wireProtocol {
+            case .gnp:
+                if let flag = h2.givenFlag { throw UsageError("\(flag) is for --protocol h2") }
+                _ = try gnp.plan(failures)
             case .binary:
                 if let flag = h2.givenFlag ?? failures.h2OnlyFlag { throw UsageError("\(flag) is for --protocol h2") }
+                if let flag = gnp.givenFlag { throw UsageError("\(flag) is for --protocol gnp") }
             case .h2:
+                if let flag = gnp.givenFlag { throw UsageError("\(flag) is for --protocol gnp") }
                 if let flag = binaryOnlyFlag { throw UsageError("\(flag) is for the binary protocol, not --protocol h2") }
                 _ = try failures.h2Plan()
                 _ = try h2.tokenVerifier()
@@ -144,6 +153,7 @@ struct MockCommand: AsyncParsableCommand {
             try await runH2(serverTLS)
             return
         }
+        if wireProtocol == .gnp { return try await runGNP(serverTLS) }
         if let ingestProbe {
             try runIngestProbe(frames: ingestProbe, server: serverTLS, throwaway: throwaway)
             return

@@ -28,7 +28,13 @@ struct SendCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("The gateway: production, sandbox (Apple's HTTP/2 API), host:port or [ipv6]:port.",
                                valueName: "host:port"))
-    var gateway: String
+    var gateway: String?
+
+    @Option(help: "apns (default) or blackberry (the BlackBerry Dynamics Push Channel: --noc or --proxy).")
+    var target: PushTarget = .apns
+
+    @OptionGroup(title: "BlackBerry Dynamics Push Channel (--target blackberry)")
+    var blackberry: BlackBerryOptions
 
     @Option(name: .customLong("protocol"),
             help: "h2 (Apple's HTTP/2 provider API) or binary. Default: h2 for production and sandbox, binary for host:port.")
@@ -60,6 +66,9 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         if resume && checkpoint == nil { throw ValidationError("--resume needs --checkpoint FILE") }
+        if target == .blackberry { return try validateBlackBerry() }
+        if let flag = blackberry.givenFlag { throw ValidationError("\(flag) is for --target blackberry") }
+        guard let gateway else { throw ValidationError("give --gateway (APNs), or --target blackberry with --noc or --proxy") }
         let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
         do { _ = try Endpoint(parsing: gateway, service: spoken.service) } catch { throw ValidationError(error.description) }
         switch spoken {
@@ -80,6 +89,14 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if target == .blackberry {
+            let campaign = self.campaign, maximum = blackberry.maximumPayloadBytes
+            return try await BlackBerryRun(command: "send", source: { try campaign.pushChannelSource(maximumPayloadBytes: maximum) },
+                                           onBadLine: campaign.onBadLine == .skip ? .skip : .abort,
+                                           countLines: campaign.countLines, options: blackberry, tls: tls, request: .notify,
+                                           reportPath: report, rejectedPath: rejected, checkpointPath: checkpoint,
+                                           resume: resume).run()
+        }
         let (campaign, reader, resumedAfter, run) = try prepare()
         let ending = await run.send(campaign, from: reader)
         let outcome = await run.finish(
@@ -93,6 +110,7 @@ struct SendCommand: AsyncParsableCommand {
 extension SendCommand {
     /// Everything before the first notification: configuration, input, checkpoint, sender.
     func prepare() throws -> (CampaignFile, CampaignReader, resumedAfter: Int, CampaignRun) {
+        let gateway = self.gateway!  // validate() checked it
         let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
         let endpoint = try Endpoint(parsing: gateway, service: spoken.service)
         var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())

@@ -9,7 +9,7 @@ import PackageDescription
 
 let fuzzers = [
     "FrameDecoderFuzzer", "GatewayReplyFuzzer", "JSONScannerFuzzer", "CampaignLineFuzzer",
-    "CheckpointFuzzer", "PayloadBuilderFuzzer", "ClientSessionFuzzer", "HPACKDecoderFuzzer",
+    "CheckpointFuzzer", "PayloadBuilderFuzzer", "ClientSessionFuzzer", "HPACKDecoderFuzzer", "HTTP1RequestFuzzer",
 ]
 
 let package = Package(

@@ -17,7 +17,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")"
 TARGETS=(FrameDecoderFuzzer GatewayReplyFuzzer JSONScannerFuzzer CampaignLineFuzzer CheckpointFuzzer
-         PayloadBuilderFuzzer ClientSessionFuzzer HPACKDecoderFuzzer)
+         PayloadBuilderFuzzer ClientSessionFuzzer HPACKDecoderFuzzer HTTP1RequestFuzzer)
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
 RUNS=""
 SELECTED=()

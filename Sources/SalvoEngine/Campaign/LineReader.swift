@@ -11,7 +11,7 @@ import Glibc
 /// order mark at the start of line 1 (spreadsheet exports write one). The last line needs
 /// no terminator. A line must fit the buffer: a longer one is an error, not a reason to
 /// grow, because nothing in a campaign file legitimately comes near the limit.
-struct LineReader: ~Copyable {
+package struct LineReader: ~Copyable {
     let path: String
     /// The longest line accepted, in bytes, without its line ending.
     let maximumLineLength: Int
@@ -28,13 +28,13 @@ struct LineReader: ~Copyable {
     private var bufferOffset: UInt64 = 0
     private static let readSize = 1 << 16
     /// The number of the line last returned (1-based); 0 before the first.
-    private(set) var lineNumber = 0
+    package private(set) var lineNumber = 0
     /// The file offset where the line last returned starts (before any byte order mark).
     private(set) var lineOffset: UInt64 = 0
     /// The file offset where the line last returned ends, before its line ending.
     private(set) var lineEnd: UInt64 = 0
 
-    init(path: String, maximumLineLength: Int) throws(CampaignError) {
+    package init(path: String, maximumLineLength: Int) throws(CampaignError) {
         precondition(maximumLineLength >= 1, "maximumLineLength must be positive")
         do throws(IOError) { fd = try FileDescriptor.open(path: path, .readOnly) } catch { throw .io(error) }
         self.path = path
@@ -52,7 +52,7 @@ struct LineReader: ~Copyable {
 
     /// The next line without its line ending, or nil at the end of the file. The bytes are
     /// valid until the next call.
-    mutating func nextLine() throws(CampaignError) -> UnsafeRawBufferPointer? {
+    package mutating func nextLine() throws(CampaignError) -> UnsafeRawBufferPointer? {
         let base = buffer.baseAddress!
         while true {
             if scanned < end, let newline = memchr(base + scanned, 0x0A, end - scanned) {

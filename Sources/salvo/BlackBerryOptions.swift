@@ -1,0 +1,122 @@
+import ArgumentParser
+import Foundation
+import SalvoBlackBerry
+import SalvoEngine
+import SalvoWire
+
+/// Which push service `salvo send` and `salvo check-token` talk to.
+enum PushTarget: String, ExpressibleByArgument, CaseIterable {
+    /// Apple's APNs (the binary protocol or the HTTP/2 provider API).
+    case apns
+    /// The BlackBerry Dynamics Push Channel (the NOC's notify service).
+    case blackberry
+}
+
+/// The flags of `--target blackberry`: where the Push Channel service is and how hard to try.
+struct BlackBerryOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The NOC, HTTPS (--target blackberry). A campaign line's \"host\" replaces it.",
+                               valueName: "host:port"))
+    var noc: String?
+
+    @Option(help: ArgumentHelp("An enterprise BlackBerry Proxy instead of the NOC (plain HTTP, e.g. port 17080, unless --proxy-tls).",
+                               valueName: "host:port"))
+    var proxy: String?
+
+    @Flag(name: .customLong("proxy-tls"), help: "Talk HTTPS to --proxy (port 17433 in BlackBerry's samples).")
+    var proxyTLS = false
+
+    @Option(name: .customLong("noc-connections"),
+            help: ArgumentHelp("Connections kept open to the NOC or proxy (HTTP/1.1 keep-alive, one request at a time on each).",
+                               valueName: "n"))
+    var connections: Int = PushChannelConfiguration.defaultConnections
+
+    @Option(help: ArgumentHelp("Attempts per notification for 5xx answers and dropped or failed connections.",
+                               valueName: "n"))
+    var attempts: Int = 3
+
+    @Option(name: .customLong("request-timeout-ms"), help: ArgumentHelp("Longest a request may take (connecting: at most 10 s of it).",
+                                                                       valueName: "ms"))
+    var requestTimeoutMilliseconds: Int = 30_000
+
+    @Option(name: .customLong("max-payload-bytes"),
+            help: ArgumentHelp("Largest payload sent, UTF-8 bytes; longer lines are bad lines.", valueName: "bytes"))
+    var maximumPayloadBytes: Int = GNP.defaultMaximumPayloadBytes
+
+    /// The flag that was given when it should not have been (for APNs).
+    var givenFlag: String? {
+        firstGivenFlag([("--noc", noc != nil), ("--proxy", proxy != nil), ("--proxy-tls", proxyTLS)])
+    }
+
+    func check() throws {
+        switch (noc, proxy) {
+        case (nil, nil): throw ValidationError("--target blackberry needs --noc HOST:PORT or --proxy HOST:PORT")
+        case (_?, _?): throw ValidationError("give --noc or --proxy, not both")
+        default: break
+        }
+        if proxyTLS, proxy == nil { throw ValidationError("--proxy-tls goes with --proxy") }
+        _ = try route()
+        if connections < 1 || connections > 1024 { throw ValidationError("--noc-connections must be 1...1024, got \(connections)") }
+        if attempts < 1 || attempts > 20 { throw ValidationError("--attempts must be 1...20, got \(attempts)") }
+        if requestTimeoutMilliseconds < 1 { throw ValidationError("--request-timeout-ms must be positive") }
+        if maximumPayloadBytes < 0 { throw ValidationError("--max-payload-bytes must not be negative") }
+    }
+
+    func route() throws -> PushChannelConfiguration.Route {
+        if let proxy {
+            let (host, port) = try Self.hostAndPort(proxy, flag: "--proxy")
+            return .proxy(host: host, port: port, tls: proxyTLS)
+        }
+        let (host, port) = try Self.hostAndPort(noc ?? "", flag: "--noc")
+        return .noc(host: host, port: port)
+    }
+
+    /// The client configuration, with the TLS flags' CA file and verification.
+    func configuration(tls: TLSOptions) throws -> PushChannelConfiguration {
+        var configuration = PushChannelConfiguration(route: try route())
+        configuration.connections = connections
+        configuration.maximumAttempts = attempts
+        configuration.requestTimeout = .milliseconds(requestTimeoutMilliseconds)
+        configuration.trustedCertificatesFile = tls.trustedCertificates
+        configuration.verifyCertificates = !tls.insecure
+        return configuration
+    }
+
+    /// `HOST:PORT` or `[V6]:PORT`.
+    static func hostAndPort(_ text: String, flag: String) throws -> (String, Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+              (1...65535).contains(port) else {
+            throw ValidationError("\(flag) wants HOST:PORT, got '\(text)'")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw ValidationError("\(flag) wants HOST:PORT, got '\(text)'") }
+        return (host, port)
+    }
+}
+
+extension CampaignOptions {
+    /// The campaign as a Push Channel source: JSONL, or the token list with the payload
+    /// file as text (it must be UTF-8).
+    func pushChannelSource(maximumPayloadBytes: Int) throws -> PushChannelCampaignSource {
+        if let input { return .jsonl(input) }
+        let bytes = try readWholeFile(payload!, limit: 1 << 20, what: "payload file")
+        guard String(validating: bytes, as: UTF8.self) != nil else {
+            throw FileInputError(description: "the payload file \(payload!) is not UTF-8 text (a Push Channel payload is text)")
+        }
+        guard bytes.count <= maximumPayloadBytes else {
+            throw FileInputError(description: "the payload file \(payload!) is \(bytes.count) bytes, over the limit of "
+                                 + "\(maximumPayloadBytes) (--max-payload-bytes)")
+        }
+        return .tokens(tokens!, payload: bytes)
+    }
+}
+
+extension SendCommand {
+    /// `--target blackberry`: the APNs-only flags are refused, the Push Channel ones checked.
+    func validateBlackBerry() throws {
+        let apnsOnly = firstGivenFlag([("--gateway", gateway != nil), ("--protocol", wireProtocol != nil),
+                                       ("--cert", tls.certificate != nil)]) ?? http2.givenFlag
+        if let apnsOnly { throw ValidationError("\(apnsOnly) is for APNs, not --target blackberry") }
+        try blackberry.check()
+    }
+}
