@@ -1,4 +1,5 @@
 import SalvoMock
+import SalvoTestSupport
 import Testing
 @testable import SalvoEngine
 
@@ -147,7 +148,7 @@ import Testing
         configuration.ringCapacity = 16 << 10
         let count = 3_000
         async let sent = HTTP2SenderTests.send(configuration, count: count)
-        let loaded = rig.statistics { $0.requests > 4 * 400 }
+        let loaded = await eventuallyYielding(rig.gateway.statistics) { $0.requests > 4 * 400 }
         #expect(loaded.connections > 4 && loaded.accepted == 0, "more requests than four connections carry, none answered yet: \(loaded)")
         let (report, _) = try await sent
         #expect(report.submitted == count && report.accepted == count && report.isComplete && report.connections > 4)

@@ -12,3 +12,16 @@ public func eventually<Value>(_ read: () -> Value, within limit: Duration = .sec
     }
     return value
 }
+
+/// `eventually` for async tests whose own tasks must go on meanwhile (a sender's producer
+/// runs on the same cooperative threads): suspends between reads instead of blocking one.
+public func eventuallyYielding<Value>(_ read: () -> Value, within limit: Duration = .seconds(20),
+                                      until condition: (Value) -> Bool) async -> Value {
+    let deadline = ContinuousClock.now + limit
+    var value = read()
+    while !condition(value) && ContinuousClock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(2))
+        value = read()
+    }
+    return value
+}
