@@ -1,4 +1,6 @@
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import Synchronization
 
 /// How many of the sender's connections producers publish to: the configured number at
@@ -33,6 +35,7 @@ final class ConnectionGrowth: Sendable {
     /// Connections in use; read on every publish, so kept apart from `state`.
     private let active: Atomic<Int>
     private let state: Locked<State>
+    private let logger: Logger
 
     private struct State {
         /// When a connection was last added because every ring was full.
@@ -53,7 +56,8 @@ final class ConnectionGrowth: Sendable {
         var addedWhileSaturated = 0
     }
 
-    init(initial: Int, ceiling: Int, interval: Duration) {
+    init(initial: Int, ceiling: Int, interval: Duration, logger: Logger = .disabled) {
+        self.logger = logger
         self.initial = initial
         self.ceiling = max(initial, ceiling)
         self.interval = interval.nanosecondsClamped
@@ -71,7 +75,7 @@ final class ConnectionGrowth: Sendable {
     /// the ceiling and the interval allow. Returns whether it did.
     func stalled(at now: UInt64) -> Bool {
         guard active.load(ordering: .relaxed) < ceiling else { return false }
-        return state.withLock { state in
+        let added = state.withLock { state in
             // Read again under the lock: both kinds of growth store the count under it.
             let current = active.load(ordering: .relaxed)
             // While connections are saturated, their rings are full because of it, and
@@ -83,6 +87,10 @@ final class ConnectionGrowth: Sendable {
             active.store(current + 1, ordering: .releasing)
             return true
         }
+        if added {
+            logger.info("connection added: every staging ring was full", metadata: ["connections": "\(count)", "ceiling": "\(ceiling)"])
+        }
+        return added
     }
 
     /// A connection reached its stream limit with work waiting (`saturated`), or left it.
@@ -99,28 +107,38 @@ final class ConnectionGrowth: Sendable {
     /// shortest of the run: the round trip itself does not grow with load, the gateway's
     /// queue does.
     func considerGrowing(answerTime: UInt64, at now: UInt64) {
-        state.withLock { state in
+        let change = state.withLock { state -> (from: Int, to: Int)? in
             if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
             let current = active.load(ordering: .relaxed)
-            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return }
+            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return nil }
             if state.loadedSince == 0 {
                 state.loadedSince = now
                 state.shortestWhileLoaded = .max
             }
             if answerTime > 0 { state.shortestWhileLoaded = min(state.shortestWhileLoaded, answerTime) }
-            guard state.shortestWhileLoaded != .max else { return }
+            guard state.shortestWhileLoaded != .max else { return nil }
             if state.addedWhileSaturated > 0 {
                 let roundTrip = state.shortestOfRun
-                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return }
+                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return nil }
                 if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                     state.gatewayBound = true
-                    return
+                    return (current, current)
                 }
             }
             let grown = min(ceiling, Self.saturatedGrowth * current)
             state.loadedSince = 0
             state.addedWhileSaturated += grown - current
             active.store(grown, ordering: .releasing)
+            return (current, grown)
+        }
+        guard let change else { return }
+        if change.to > change.from {
+            logger.info("connections added: every connection had all its streams open with work waiting", metadata: [
+                "from": "\(change.from)", "to": "\(change.to)", "answer_time_ms": "\(answerTime / 1_000_000)",
+            ])
+        } else {
+            logger.notice("no more connections: the last ones added made the gateway's answers slower, not more frequent",
+                          metadata: ["connections": "\(change.to)"])
         }
     }
 

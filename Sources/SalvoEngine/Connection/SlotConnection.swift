@@ -11,6 +11,9 @@ final class Lane: Sendable {
     /// published by the loop before the staging ring lets go of what it moves there, so
     /// that a checkpoint reading the ring first and then this misses nothing.
     let oldestSequenceInWindow = Atomic<UInt64>(.max)
+    /// HTTP/2: the connection's open streams, stored by its loop once per turn (not per
+    /// stream) for the `salvo_sender_open_streams` gauge.
+    let openStreams = Atomic<Int>(0)
 
     init(staging: StagingRing, retained: RetainedStore) {
         self.staging = staging
