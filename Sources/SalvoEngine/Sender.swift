@@ -105,6 +105,8 @@ public final class Sender: Sendable {
     private let tokens: ProviderTokenSigner?
     /// The first `finish()`'s drain: later calls (and `run()`'s) wait for the same report.
     private let finishing = Mutex<Task<SenderReport, Never>?>(nil)
+    /// Ends when `finish()` starts: what `run()` watches to stop reporting at once.
+    let finishStarted = AsyncStream<Never>.makeStream()
     /// Where connection events, adaptations and give-ups are logged.
     let logger: Logger
     /// What reports through swift-metrics (`reportMetrics()`).
@@ -487,6 +489,7 @@ public final class Sender: Sendable {
     /// What `finish` does, once.
     private func drain(timeout: Duration) async -> SenderReport {
         isFinished.store(true, ordering: .relaxed)
+        finishStarted.continuation.finish()
         logger.debug("finishing: no more notifications are taken", metadata: ["submitted": "\(submittedCount)"])
         shards.forEach { $0.settlingChanged(finishing: true) }
         let deadline = Instant.now() + timeout

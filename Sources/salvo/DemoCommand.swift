@@ -5,6 +5,7 @@ import SalvoEngine
 import SalvoIO
 import SalvoMock
 import SalvoWire
+import ServiceLifecycle
 
 /// `salvo demo`: the whole pipeline on one machine with no setup — an in-process mock
 /// gateway on loopback with throwaway certificates, and a synthetic campaign through the
@@ -33,6 +34,9 @@ struct DemoCommand: AsyncParsableCommand {
     @OptionGroup(title: "Engine")
     var engine: EngineOptions
 
+    @OptionGroup(title: "Logs and metrics")
+    var observability: ObservabilityOptions
+
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
         switch wireProtocol {
@@ -46,6 +50,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let observability = try observability.start()
         let pki = try DevelopmentPKI.Bundle()
         let gateway: any DemoGateway
         var configuration: SenderConfiguration
@@ -81,7 +86,7 @@ struct DemoCommand: AsyncParsableCommand {
                    + "notifications over \(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
 
         let run = try CampaignRun(command: "demo", configuration: configuration, rejectedPath: nil, checkpoint: nil,
-                                  total: count)
+                                  total: count, services: [gateway])
         var payload = PayloadBuilder()
         payload.alertTitle = "Salvo"
         payload.alertBody = "Your weekly summary is ready."
@@ -99,12 +104,13 @@ struct DemoCommand: AsyncParsableCommand {
         print("  mock gateway: accepted \(mock.accepted), rejected \(mock.rejected) — "
               + (agrees ? "matches the sender's accounting" : "DOES NOT MATCH the sender's accounting")
               + (duplicates > 0 ? " (\(duplicates) resent after silent drops counted twice)" : ""))
+        await observability.finish()
         if !agrees || !report.isComplete { throw ExitCode(1) }
     }
 }
 
 /// What the demo reads from either mock gateway.
-protocol DemoGateway {
+protocol DemoGateway: Service {
     var port: Int { get }
     func counts() -> any AcceptedCounts
     func stop()

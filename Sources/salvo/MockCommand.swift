@@ -4,6 +4,7 @@ import SalvoIO
 import SystemPackage
 import SalvoMock
 import SalvoWire
+import ServiceLifecycle
 
 /// `salvo mock`: a local APNs gateway, speaking the binary protocol (with the feedback
 /// service) or the HTTP/2 provider API, with failure plans, for trying out senders and for
@@ -95,6 +96,9 @@ struct MockCommand: AsyncParsableCommand {
     @Option(name: .customLong("probe-runs"), help: .hidden)
     var probeRuns = 5
 
+    @OptionGroup(title: "Logs and metrics")
+    var observability: ObservabilityOptions
+
     // MARK: Validation (exit 2 with a message, as every salvo usage error)
 
     func validate() throws {
@@ -118,6 +122,7 @@ struct MockCommand: AsyncParsableCommand {
             if let duration, !(duration > 0) { throw UsageError("--duration must be positive, got \(duration)") }
             if let ingestProbe, ingestProbe < 1 { throw UsageError("--ingest-probe needs a frame count of at least 1") }
             if probeRuns < 1 { throw UsageError("--probe-runs must be at least 1") }
+            if observability.metricsHold != nil { throw UsageError("--metrics-hold is for send and demo: the mock serves until it stops") }
         } catch let error as UsageError {
             FileHandle.standardError.write(Data("Error: \(error.message)\nUsage: see 'salvo mock --help'.\n".utf8))
             throw ExitCode(2)
@@ -139,6 +144,8 @@ struct MockCommand: AsyncParsableCommand {
     // MARK: Running
 
     func run() async throws {
+        let observability = try observability.start()
+        defer { observability.endpoint?.stop() }
         let (serverTLS, throwaway) = try tls.configuration(defaultVersion: wireProtocol == .h2 ? .v1_3 : .v1_2)
         if wireProtocol == .h2 {
             try await runH2(serverTLS)
@@ -159,10 +166,18 @@ struct MockCommand: AsyncParsableCommand {
         print("listening gateway=\(gateway.port) feedback=\(feedback.port)")
         fflush(nil)  // all streams: other processes wait for this line
 
-        await stop.wait()
-        gateway.stop()
+        await serve(gateway, until: stop)
         feedback.stop()
         try writeReport(gateway.statistics())
+    }
+
+    /// Runs `gateway` as a service (its metrics every second) until `stop`, then stops it.
+    func serve(_ gateway: some Service & DemoGateway, until stop: StopSignal) async {
+        let serving = Task { try? await gateway.run() }
+        await stop.wait()
+        serving.cancel()
+        await serving.value
+        gateway.stop()
     }
 
     func writeReport(_ statistics: some Encodable) throws {

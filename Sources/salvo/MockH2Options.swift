@@ -88,8 +88,7 @@ extension MockCommand {
         print("listening gateway=\(gateway.port)")
         fflush(nil)  // all streams: other processes wait for this line
 
-        await stop.wait()
-        gateway.stop()
+        await serve(gateway, until: stop)
         try writeReport(gateway.statistics())
     }
 }

@@ -15,9 +15,16 @@ extension Sender: Service {
     public func run() async throws {
         // Interrupted by a graceful shutdown or a cancellation: finish either way.
         try? await cancelWhenGracefulShutdown {
-            while !self.hasFinished {
-                self.reportMetrics()
-                try await Task.sleep(for: Self.metricsInterval)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { for await _ in self.finishStarted.stream {} }
+                group.addTask {
+                    while true {
+                        self.reportMetrics()
+                        try await Task.sleep(for: Self.metricsInterval)
+                    }
+                }
+                _ = try await group.next()
+                group.cancelAll()
             }
         }
         if !hasFinished { logger.notice("shutting down: finishing what was sent") }
