@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import SalvoIO
+import SalvoTelemetry
 import SalvoWire
 import Synchronization
 
@@ -120,7 +121,7 @@ public final class Sender: Sendable {
     ///     (debug), adaptations (a raised error wait, a connection added, a token renewed:
     ///     info and notice) and give-ups (error) go, with structured metadata. Nothing is
     ///     logged per notification above debug, and a level that is off costs a compare.
-    ///     Never logs keys, passphrases or provider tokens.
+    ///     Never logs keys, passphrases or provider tokens. Default: nothing is logged.
     ///   - metricsFactory: where `reportMetrics()` and the histograms report; nil: the
     ///     global `MetricsSystem.factory` (a no-op until the host bootstraps one).
     ///   - onRejected: called for every rejected notification, on a shard thread, with the
@@ -130,7 +131,7 @@ public final class Sender: Sendable {
     ///   TLS material cannot be loaded, or the host cannot be resolved.
     public init(
         _ configuration: SenderConfiguration,
-        logger: Logger = Logger(label: "salvo.sender"),
+        logger: Logger = .disabled,
         metricsFactory: (any MetricsFactory)? = nil,
         onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)? = nil
     ) throws(SenderError) {

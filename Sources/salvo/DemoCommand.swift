@@ -5,6 +5,7 @@ import SalvoEngine
 import SalvoIO
 import SalvoMock
 import SalvoWire
+import Logging
 import ServiceLifecycle
 
 /// `salvo demo`: the whole pipeline on one machine with no setup — an in-process mock
@@ -59,7 +60,8 @@ struct DemoCommand: AsyncParsableCommand {
             var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
                                                     clientCertificateRoots: .certificates(pki.authority.certificate))
             serverTLS.maximumVersion = .v1_2  // as `salvo mock` speaks the binary protocol
-            gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: try failures.plan()))
+            gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: try failures.plan()),
+                                      logger: Logger(label: "salvo.mock"))
             configuration = SenderConfiguration(
                 host: "127.0.0.1", port: gateway.port,
                 tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
@@ -74,7 +76,7 @@ struct DemoCommand: AsyncParsableCommand {
             let serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey)
             gateway = try H2MockGateway(.init(
                 tls: serverTLS, tokenVerifier: try ProviderTokenVerifier(authKeyPEM: key, keyID: keyID, teamID: teamID),
-                loops: mockLoops, failurePlan: try failures.h2Plan()))
+                loops: mockLoops, failurePlan: try failures.h2Plan()), logger: Logger(label: "salvo.mock"))
             configuration = SenderConfiguration(host: "127.0.0.1", port: gateway.port,
                                                 tls: .client(trustRoots: .certificates(pki.authority.certificate)))
             engine.apply(to: &configuration)

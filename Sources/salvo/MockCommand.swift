@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import SalvoIO
 import SystemPackage
 import SalvoMock
@@ -159,7 +160,7 @@ struct MockCommand: AsyncParsableCommand {
             host: host, port: port ?? 2195, tls: serverTLS, failurePlan: try failures.plan(), recordAccepted: recordAccepted)
         if let loops { gatewayConfiguration.loops = loops }
         if let receiveBufferKiB { gatewayConfiguration.receiveBuffer = receiveBufferKiB > 0 ? receiveBufferKiB << 10 : nil }
-        let gateway = try MockGateway(gatewayConfiguration)
+        let gateway = try MockGateway(gatewayConfiguration, logger: Logger(label: "salvo.mock"))
         let feedback = try MockFeedback(.init(host: host, port: feedbackPort ?? 2196, tls: serverTLS, tuples: try tuples()))
         // Watch the signals before announcing the ports: whoever reads the line may signal at once.
         let stop = StopSignal(duration: duration)

@@ -41,12 +41,13 @@ public final class H2MockGateway: Sendable {
     ///
     /// - Parameters:
     ///   - configuration: where it listens, what it verifies and how it misbehaves.
-    ///   - logger: where listening, each client's handshake (failures at info) and stopping go.
+    ///   - logger: where listening, each client's handshake (failures at info) and stopping go;
+    ///     by default, nowhere.
     ///   - metricsFactory: where `reportMetrics()` reports; nil: the global `MetricsSystem.factory`.
     ///
     /// - Throws: `FailurePlanError` for an invalid plan or stream limit, `TLSError` for
     ///   unusable certificates or keys, `ConnectError`/`IOError` when the address cannot be bound.
-    public init(_ configuration: Configuration, logger: Logger = Logger(label: "salvo.mock"),
+    public init(_ configuration: Configuration, logger: Logger = .disabled,
                 metricsFactory: (any MetricsFactory)? = nil) throws {
         try configuration.failurePlan.validate()
         guard configuration.maximumConcurrentStreams >= 1 else {
