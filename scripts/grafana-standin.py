@@ -14,7 +14,7 @@ start, end, step = float(start), float(end), float(step)
 dashboard = json.load(open(dashboard_path))
 # Grafana's $__rate_interval: four scrape intervals (1 s here), at least the step plus one.
 rate_interval = f"{int(max(4, step + 1))}s"
-COLOURS = ["#73bf69", "#f2cc0c", "#8ab8ff", "#ff780a", "#f2495c", "#5794f2", "#b877d9", "#fade2a"]
+COLOURS = ["#73bf69", "#f2cc0c", "#8ab8ff", "#ff780a", "#f2495c", "#b877d9", "#37872d", "#fade2a", "#c4162a", "#8f8f8f"]
 
 
 def query(expr):

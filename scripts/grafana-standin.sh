@@ -10,8 +10,9 @@
 # The runs: HTTP/2, 600,000 notifications over 2 connections to a mock that answers in
 # 20±5 ms with 100 streams, rejects every 500th and drops a connection every 150,000
 # requests (resent, reconnects); binary, 3,000,000 notifications over one connection to a
-# mock that stalls 100 ms every 10,000 notifications and rejects every 2,000th (error
-# latency). Installs prometheus and chromium (apt-get) when missing. Prints, per run, the
+# mock that stalls 30 ms every 1,000 notifications on a connection and rejects every
+# 5,000th (error latency; the connection closes after each, so about four stalls per
+# rejection hold it near 40,000/s). Installs prometheus and chromium (apt-get) when missing. Prints, per run, the
 # report's totals next to Prometheus's last values: they must agree.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +49,7 @@ start_mock() {  # start_mock PROTOCOL FLAGS...: the gateway port on stdout
 }
 gateway_h2=$(start_mock h2 --max-streams 100 --response-delay-ms 20:5 --reject-every 500 --drop-every 150000 \
   --metrics-port "${port[mock-h2]}")
-gateway_binary=$(start_mock binary --feedback-port 0 --stall-every 10000 --stall-ms 100 --reject-every 2000 \
+gateway_binary=$(start_mock binary --feedback-port 0 --stall-every 1000 --stall-ms 30 --reject-every 5000 \
   --metrics-port "${port[mock-binary]}")
 
 {
@@ -68,7 +69,8 @@ began=$(date +%s)
 sleep 3  # a few empty scrapes first, as a dashboard shows before a run
 # Each sender holds its endpoint 5 s after its run, so the last scrapes see the final counts.
 "$salvo" send --protocol h2 --gateway "127.0.0.1:$gateway_h2" "${client[@]}" --tokens "$work/tokens-h2" \
-  --payload "$work/payload.json" --shards 1 --connections 2 --max-connections 2 --report "$work/report-h2.json" \
+  --payload "$work/payload.json" --topic com.example.salvo --shards 1 --connections 2 --max-connections 2 \
+  --report "$work/report-h2.json" \
   --metrics-port "${port[send-h2]}" --metrics-hold 5 >"$work/send-h2.out" 2>&1 &
 sender_h2=$!
 "$salvo" send --gateway "127.0.0.1:$gateway_binary" "${client[@]}" --tokens "$work/tokens-binary" \

@@ -50,8 +50,9 @@ done
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 run() {  # run PROTO SIDE ROUND
-  local proto=$1 side=$2 round=$3 port metrics=()
+  local proto=$1 side=$2 round=$3 port metrics=() topic=()
   port=port_$proto
+  [ "$proto" = h2 ] && topic=(--topic com.example.salvo)  # the client certificate's bundle id
   if [ "$side" = on ]; then
     local metrics_port; metrics_port=$(free_port)
     metrics=(--metrics-port "$metrics_port")
@@ -59,7 +60,7 @@ run() {  # run PROTO SIDE ROUND
     scraper=$!
   fi
   /usr/bin/time -f "%U %S %e" -o "$work/time" "$salvo" send --protocol "$proto" --gateway "127.0.0.1:${!port}" "${certs[@]}" \
-    --tokens "$work/tokens-$proto" --payload "$work/payload.json" --report "$work/report.json" ${metrics[@]+"${metrics[@]}"} \
+    --tokens "$work/tokens-$proto" --payload "$work/payload.json" --report "$work/report.json" ${topic[@]+"${topic[@]}"} ${metrics[@]+"${metrics[@]}"} \
     >"$work/send.out" 2>"$work/send.err" || { cat "$work/send.out" "$work/send.err" >&2; exit 1; }
   if [ -n "$scraper" ]; then kill "$scraper"; wait "$scraper" 2>/dev/null || true; scraper=""; fi
   read -r user system elapsed < "$work/time"
@@ -68,6 +69,7 @@ import json, sys
 proto, side, round_, user, system, elapsed, path = sys.argv[1:]
 r = json.load(open(path))
 assert r["submitted"] == r["accepted"] + r["rejected"] + r["failed"], "incomplete accounting"
+assert r["accepted"] >= 0.99 * r["submitted"], f"mostly not accepted: {r['rejected_by_reason']} {r['failed_by_reason']}"
 print(proto, side, round_, r["submitted"], user, system, elapsed, "%.1f" % ((float(user) + float(system)) * 1e9 / r["submitted"]))
 PY
 }

@@ -511,10 +511,14 @@ public final class Sender: Sendable {
             hub.endWaiting()
         }
         shards.forEach { $0.stop() }
+        // The threads are gone, and their connections with them (the gauges say so).
+        for lane in lanes {
+            lane.isConnected.store(false, ordering: .relaxed)
+            lane.openStreams.store(0, ordering: .relaxed)
+        }
         hub.finish()
         let report = ledger.report(submitted: submittedCount, connections: growth.count, connectionsReason: growth.reason,
                                    started: started.nanoseconds, now: Instant.now().nanoseconds)
-        hub.allConnectionsClosed()
         reportMetrics(of: report)
         logger.info("finished", metadata: [
             "submitted": "\(report.submitted)", "accepted": "\(report.accepted)", "rejected": "\(report.rejected)",
@@ -529,8 +533,8 @@ public final class Sender: Sendable {
     /// Provider tokens renewed so far (HTTP/2 token authentication; 0 otherwise).
     var tokensRefreshed: Int { tokens?.renewals ?? 0 }
 
-    /// Connections open now, over every shard.
-    var openConnections: Int { hub.openConnections }
+    /// Connections open now (active ones, standbys not counted), over every shard.
+    var openConnections: Int { lanes.reduce(0) { $0 + ($1.isConnected.load(ordering: .relaxed) ? 1 : 0) } }
 
     /// HTTP/2 streams open now, over every connection (as of each connection's last turn).
     var openStreams: Int { lanes.reduce(0) { $0 + $1.openStreams.load(ordering: .relaxed) } }
@@ -542,8 +546,6 @@ final class EventHub: SenderObserver {
     private let onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?
     let logger: Logger
     private let waiting = Atomic<Int>(0)
-    /// Connections opened and not closed yet (from `connected` and `disconnected`).
-    private let connectionsOpen = Atomic<Int>(0)
     private let state = Locked<(generation: UInt64, waiters: [(UInt64, CheckedContinuation<Void, Never>)], givenUp: SendError?)>(
         (0, [], nil))
 
@@ -554,11 +556,6 @@ final class EventHub: SenderObserver {
         self.logger = logger
     }
 
-    /// Connections open now.
-    var openConnections: Int { max(0, connectionsOpen.load(ordering: .relaxed)) }
-
-    /// The shards stopped: whatever they had open is closed.
-    func allConnectionsClosed() { connectionsOpen.store(0, ordering: .relaxed) }
 
     /// Why connections gave up, for the sender to throw once all have: refused credentials
     /// if any connection saw that (it is what the user must fix), else the last reason.
@@ -573,10 +570,6 @@ final class EventHub: SenderObserver {
             }
         case .credentialsRefused(let reason):
             state.withLock { $0.givenUp = .credentialsRefused(reason) }
-        case .connected:
-            connectionsOpen.add(1, ordering: .relaxed)
-        case .disconnected:
-            connectionsOpen.subtract(1, ordering: .relaxed)
         default:
             break
         }

@@ -77,6 +77,14 @@ func sendCampaign(_ campaign: NotificationList, with configuration: SenderConfig
         let sending = Task { try await sender.send(contentsOf: HTTP2SenderTests.list(100_000)) }
         let started = eventually({ sender.progress.accepted }, until: { $0 >= 500 })
         #expect(started >= 500, "the campaign got going")
+        // Mid-campaign, the gauges: the one connection is open with its streams in use.
+        let running = eventually({ () -> PrometheusText in
+            sender.reportMetrics()
+            return PrometheusText(registry.emitToString())
+        }, until: { ($0.value("salvo_sender_open_streams") ?? 0) > 0 })
+        #expect(running.value("salvo_sender_open_connections") == 1)
+        #expect((1...50).contains(running.value("salvo_sender_open_streams") ?? 0))
+        #expect((running.value("salvo_sender_in_flight") ?? 0) > 0)
         await group.triggerGracefulShutdown()
         await #expect(throws: SendError.finished) { try await sending.value }
         let report = await sender.finish()
