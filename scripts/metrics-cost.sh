@@ -85,12 +85,17 @@ python3 - "$work/runs.txt" "$rounds" <<'PY'
 import statistics, sys
 runs = [line.split() for line in open(sys.argv[1])]
 print()
-print("| protocol | notifications per run | rounds | CPU per notification, metrics off (median) | metrics on (median) | difference |")
-print("|---|---|---|---|---|---|")
+print("| protocol | notifications per run | rounds | CPU per notification, metrics off: median (range) "
+      "| metrics on: median (range) | difference of the medians | median of the rounds' on/off ratios |")
+print("|---|---|---|---|---|---|---|")
 for proto in ("binary", "h2"):
-    side = {s: [float(r[7]) for r in runs if r[0] == proto and r[1] == s] for s in ("off", "on")}
-    off, on = statistics.median(side["off"]), statistics.median(side["on"])
+    cost = {(r[1], r[2]): float(r[7]) for r in runs if r[0] == proto}
+    off = [v for (side, _), v in cost.items() if side == "off"]
+    on = [v for (side, _), v in cost.items() if side == "on"]
+    ratios = [cost[("on", n)] / cost[("off", n)] for (side, n) in cost if side == "on" and ("off", n) in cost]
     count = next(r[3] for r in runs if r[0] == proto)
-    print(f"| {proto} | {int(count):,} | {sys.argv[2]} | {off:.1f} ns ({min(side['off']):.1f}–{max(side['off']):.1f}) "
-          f"| {on:.1f} ns ({min(side['on']):.1f}–{max(side['on']):.1f}) | {100 * (on - off) / off:+.1f} % |")
+    m_off, m_on = statistics.median(off), statistics.median(on)
+    print(f"| {proto} | {int(count):,} | {sys.argv[2]} | {m_off:.0f} ns ({min(off):.0f}–{max(off):.0f}) "
+          f"| {m_on:.0f} ns ({min(on):.0f}–{max(on):.0f}) | {100 * (m_on - m_off) / m_off:+.1f} % "
+          f"| {100 * (statistics.median(ratios) - 1):+.1f} % |")
 PY
