@@ -51,7 +51,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let observability = try observability.start()
+        let observability = try await observability.start(watchingSignals: true)
         let pki = try DevelopmentPKI.Bundle()
         let gateway: any DemoGateway
         var configuration: SenderConfiguration

@@ -145,7 +145,7 @@ struct MockCommand: AsyncParsableCommand {
     // MARK: Running
 
     func run() async throws {
-        let observability = try observability.start()
+        let observability = try await observability.start()
         defer { observability.endpoint?.stop() }
         let (serverTLS, throwaway) = try tls.configuration(defaultVersion: wireProtocol == .h2 ? .v1_3 : .v1_2)
         if wireProtocol == .h2 {

@@ -5,6 +5,7 @@ import Prometheus
 import SalvoIO
 import SalvoPrometheus
 import SalvoTelemetry
+import UnixSignals
 
 /// `--log-level`, `--log-format` and `--metrics-port`, shared by `send`, `mock` and `demo`.
 struct ObservabilityOptions: ParsableArguments {
@@ -40,13 +41,19 @@ struct ObservabilityOptions: ParsableArguments {
     /// Bootstraps swift-log (stderr, or nothing without `--log-level`) and, with
     /// `--metrics-port`, swift-metrics on a Prometheus registry served at /metrics. Once
     /// per process.
-    func start() throws -> Observability {
+    ///
+    /// - Parameter watchingSignals: trap SIGTERM and SIGINT for the whole command (send,
+    ///   demo), beside the service group that turns them into a graceful shutdown while the
+    ///   sender runs: outside it (writing the report, `--metrics-hold`) a signal then ends
+    ///   the hold instead of killing the process with its summary unwritten.
+    func start(watchingSignals: Bool = false) async throws -> Observability {
         let (level, format) = (logLevel, logFormat)
         LoggingSystem.bootstrap { label in
             guard let level else { return SwiftLogNoOpLogHandler() }
             return StandardErrorLogHandler(label: label, format: format, level: level)
         }
-        guard let metricsPort else { return Observability(endpoint: nil, hold: nil) }
+        let signals = watchingSignals ? await UnixSignalsSequence(trapping: .sigterm, .sigint) : nil
+        guard let metricsPort else { return Observability(endpoint: nil, hold: nil, signals: signals) }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(MetricsEndpoint.factory(for: registry))
         let endpoint: MetricsEndpoint
@@ -56,7 +63,7 @@ struct ObservabilityOptions: ParsableArguments {
             throw ValidationError("--metrics-port \(metricsPort): \(error)")
         }
         printError("metrics: http://\(metricsHost):\(endpoint.port)/metrics")
-        return Observability(endpoint: endpoint, hold: metricsHold)
+        return Observability(endpoint: endpoint, hold: metricsHold, signals: signals)
     }
 }
 
@@ -66,14 +73,25 @@ struct Observability {
     let endpoint: MetricsEndpoint?
     /// `--metrics-hold`.
     let hold: Double?
+    /// SIGTERM and SIGINT, trapped since `start` (send, demo).
+    let signals: UnixSignalsSequence?
 
     /// After a run: serves the final metrics for `--metrics-hold` seconds (or until a
-    /// signal), then stops the server.
+    /// signal, also one that came before), then stops the server.
     func finish() async {
         guard let endpoint else { return }
         if let hold, hold > 0 {
             printError("serving the final metrics for \(hold) s (SIGTERM or SIGINT ends it)")
-            await StopSignal(duration: hold).wait()
+            await withTaskGroup(of: Void.self) { group in
+                if let signals {
+                    group.addTask {
+                        for await _ in signals { return }
+                    }
+                }
+                group.addTask { try? await Task.sleep(for: .milliseconds(Int64(hold * 1000))) }
+                await group.next()
+                group.cancelAll()
+            }
         }
         endpoint.stop()
     }

@@ -84,7 +84,7 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let observability = try observability.start()
+        let observability = try await observability.start(watchingSignals: true)
         let (campaign, reader, resumedAfter, run) = try prepare()
         let ending = await run.send(campaign, from: reader)
         let outcome = await run.finish(
