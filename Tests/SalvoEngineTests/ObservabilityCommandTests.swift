@@ -152,7 +152,7 @@ import Testing
         try signingKey.write(toFile: workspace.path("AuthKey.p8"), atomically: true, encoding: .utf8)
         chmod(workspace.path("AuthKey.p8"), 0o600)
         let auth = ["--auth-key", workspace.path("AuthKey.p8"), "--key-id", "KEY0000001", "--team-id", "TEAM000001"]
-        let (h2Mock, h2Port, _) = try Self.startMock(workspace, ["--protocol", "h2", "--reject-every", "50"] + auth)
+        let (h2Mock, h2Port, _) = try Self.startMock(workspace, ["--protocol", "h2", "--reject-every", "50", "--log-level", "trace"] + auth)
         defer { h2Mock.kill(SIGKILL) }
         let campaign = try workspace.writeCampaign(lines: 2000)
         let (h2Status, _, h2Logs) = try SendCommandTests.run(
@@ -170,7 +170,8 @@ import Testing
         #expect(try encrypt.exitStatus(within: .seconds(20)) == 0, "openssl: \(encrypt.errors)")
         chmod(workspace.path("client-encrypted.key"), 0o600)
         let (binaryMock, binaryPort, _) = try Self.startMock(
-            workspace, ["--feedback-port", "0", "--require-client-cert", "--ca", workspace.path("ca.pem"), "--reject-every", "50"])
+            workspace, ["--feedback-port", "0", "--require-client-cert", "--ca", workspace.path("ca.pem"), "--reject-every", "50",
+                        "--log-level", "trace"])
         defer { binaryMock.kill(SIGKILL) }
         let (binaryStatus, _, binaryLogs) = try SendCommandTests.run(
             ["send", "--gateway", "127.0.0.1:\(binaryPort)", "--input", campaign, "--error-wait-ms", "200",
@@ -186,7 +187,8 @@ import Testing
         let keyLines = [signingKey, try String(contentsOfFile: workspace.path("client.key"), encoding: .utf8),
                         try String(contentsOfFile: workspace.path("client-encrypted.key"), encoding: .utf8)]
             .flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("-----") }
-        for logs in [h2Logs, binaryLogs] {
+        #expect(h2Mock.errors.contains("info salvo.mock: listening"), "mock logs: \(h2Mock.errors)")
+        for logs in [h2Logs, binaryLogs, h2Mock.errors, binaryMock.errors] {
             #expect(!logs.contains("PRIVATE KEY"))
             #expect(!keyLines.contains { logs.contains($0) })
             #expect(!logs.contains(passphrase))
