@@ -30,6 +30,14 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // Logging: the engine and the mocks log connection events, adaptations and give-ups through swift-log.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Metrics: the engine's and the mocks' totals, flushed periodically (never per notification).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // `--metrics-port`: the Prometheus text format behind /metrics (SalvoPrometheus only).
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // `Sender` and the mocks as `Service`s: graceful shutdown on SIGTERM.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // C: the Linux system calls Swift's Glibc module does not expose cleanly.
@@ -52,6 +60,24 @@ let package = Package(
 
         // Formats only, no I/O.
         .target(name: "SalvoWire"),
+        // swift-log and swift-metrics pieces the engine, the mocks and the CLI share: totals fed to
+        // swift-metrics a flush at a time, the CLI's stderr log handler (text or JSON).
+        .target(
+            name: "SalvoTelemetry",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
+        ),
+        // `--metrics-port`: GET /metrics in the Prometheus text format, on a SalvoIO loop thread.
+        .target(
+            name: "SalvoPrometheus",
+            dependencies: [
+                "SalvoIO",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         // Event loops, sockets, TLS.
         .target(
             name: "SalvoIO",
@@ -71,6 +97,11 @@ let package = Package(
                 // ES256 provider tokens for HTTP/2 token authentication.
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                // Logs, metrics (flushed from the totals it keeps anyway) and `Service`.
+                "SalvoTelemetry",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The mock APNs gateways (binary and HTTP/2) and the feedback service.
@@ -81,6 +112,10 @@ let package = Package(
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                "SalvoTelemetry",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The benchmark harness behind `salvo bench`: matrix, runs, ceiling, results, plots.
@@ -114,6 +149,12 @@ let package = Package(
                 "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                "SalvoTelemetry", "SalvoPrometheus",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
 
@@ -138,6 +179,12 @@ let package = Package(
                 "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport", "CNghttp2",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // The observability tests: metrics scraped through SalvoPrometheus, `Service`, logs.
+                "SalvoTelemetry", "SalvoPrometheus",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.

@@ -86,7 +86,16 @@ MALLOC_CONF=stats_print:true /usr/bin/time -v "$salvo" send --gateway "$host:$po
 kill -INT "$mock"; wait "$mock" || true
 [ -z "$delay_line" ] || { kill "$delay_line"; wait "$delay_line" || true; delay_line=""; }
 
-grep -E "^sent |accounting" "$work/send.out"
+# Everything about the run from the JSON reports (the summary's wording is for people).
+python3 - "$work/report.json" "$count" <<'PY'
+import json, sys
+r, count = json.load(open(sys.argv[1])), int(sys.argv[2])
+settled = r["accepted"] + r["rejected"] + r["failed"]
+print("sent %d notifications in %.2f s (%d /s); all final %.2f s later" % (
+    r["submitted"], r["sending_seconds"], round(r["send_rate_per_s"]), max(0, r["seconds"] - r["sending_seconds"])))
+print("accounting: " + ("complete (submitted = accepted + rejected + failed)" if settled == r["submitted"]
+                        else "INCOMPLETE: %d unsettled" % (r["submitted"] - settled)))
+PY
 awk '/Maximum resident set size/ {printf "peak RSS: %.1f MiB\n", $6/1024}' "$work/send.err"
 awk -v n="$count" '/User time \(seconds\)/ {u=$4} /System time \(seconds\)/ {s=$4} END {printf "sender CPU: %.2f s user + %.2f s system = %.0f ns per notification (reading and parsing the file included)\n", u, s, (u+s)*1e9/n}' "$work/send.err"
 awk '/^Merged arenas stats/{m=1} m && /^total:/{print "allocations:", $7; exit}' "$work/send.err"

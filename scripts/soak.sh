@@ -17,7 +17,7 @@
 #
 # Every 5 s each process's resident memory and open descriptors go to samples-NAME.csv.
 # Pass: each run's accounting agrees (the demo checks the mock's counts against the
-# sender's: exit 0), and after a warm-up (the first fifth) neither grows: the second half's
+# sender's: exit 0; and its JSON report says submitted = accepted + rejected + failed), and after a warm-up (the first fifth) neither grows: the second half's
 # highest sample is at most 10 % (memory, plus 4 MiB) or 4 descriptors above the first
 # half's. Writes the samples, soak.svg (all over time), summary.txt and each demo's output
 # and report into OUTPUT_DIR.
@@ -46,9 +46,12 @@ for name in "${selected[@]}"; do
   # shellcheck disable=SC2206
   plan=("${common[@]}" ${plans[$name]})
   echo "$name: calibrating with 2,000,000 notifications..." >&2
-  timeout 300 "$salvo" demo --count 2000000 "${plan[@]}" >"$out/calibration-$name.out" 2>&1
-  rate=$(sed -n 's/^sent [0-9,]* notifications in [0-9.]* s (\([0-9,]*\) \/s).*/\1/p' "$out/calibration-$name.out" | tr -d ,)
-  [ -n "$rate" ] || { echo "soak: the calibration run printed no rate:" >&2; cat "$out/calibration-$name.out" >&2; exit 1; }
+  timeout 300 "$salvo" demo --count 2000000 "${plan[@]}" --report "$out/calibration-$name.json" \
+    >"$out/calibration-$name.out" 2>&1
+  # The rate from the JSON report (send_rate_per_s), not from the summary's wording.
+  rate=$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["send_rate_per_s"]))' \
+    "$out/calibration-$name.json" 2>/dev/null || true)
+  [ -n "$rate" ] && [ "$rate" -gt 0 ] || { echo "soak: the calibration run wrote no rate:" >&2; cat "$out/calibration-$name.out" >&2; exit 1; }
   # The processes share the machine during the soak: each gets about its share of its rate.
   count[$name]=$((rate * minutes * 60 / ${#selected[@]}))
 done
@@ -89,7 +92,7 @@ done
 trap - EXIT
 
 python3 - "$out" "$minutes" $statuses <<'PY'
-import csv, sys
+import csv, json, sys
 out, minutes = sys.argv[1], sys.argv[2]
 statuses = dict(item.split("=") for item in sys.argv[3:])
 def peak(rows, i): return max(r[i] for r in rows) if rows else 0
@@ -102,10 +105,17 @@ for name, status in sorted(statuses.items()):
     first, second = steady[:len(steady) // 2], steady[len(steady) // 2:]
     rss_ok = bool(first) and peak(second, 1) <= peak(first, 1) * 1.10 + 4
     fds_ok = bool(first) and peak(second, 2) <= peak(first, 2) + 4
-    passed = passed and status == "0" and rss_ok and fds_ok
+    try:
+        report = json.load(open(f"{out}/report-{name}.json"))
+        complete = report["submitted"] == report["accepted"] + report["rejected"] + report["failed"]
+        totals = (f"submitted {report['submitted']}, accepted {report['accepted']}, rejected {report['rejected']}, "
+                  f"failed {report['failed']}, resent {report['resent']}, reconnects {report['reconnects']}")
+    except (OSError, ValueError, KeyError) as error:
+        complete, totals = False, f"no report: {error}"
+    passed = passed and status == "0" and complete and rss_ok and fds_ok
     lines += [
         f"{name}: {rows[-1][0] if rows else 0} s sampled ({len(rows)} samples); accounting "
-        + ("exact" if status == "0" else f"FAILED (exit {status})"),
+        + ("exact" if status == "0" and complete else f"FAILED (exit {status})") + f" ({totals})",
         f"  memory after warm-up: first half peak {peak(first, 1):.1f} MiB, second half peak {peak(second, 1):.1f} MiB: "
         + ("flat" if rss_ok else "GROWING"),
         f"  descriptors after warm-up: first half peak {peak(first, 2)}, second half peak {peak(second, 2)}: "

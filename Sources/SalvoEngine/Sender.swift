@@ -1,4 +1,7 @@
+import CoreMetrics
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import SalvoWire
 import Synchronization
 
@@ -99,11 +102,28 @@ public final class Sender: Sendable {
     /// The sequence of the last notification `send(contentsOf:)` published, plus one (0: none yet).
     private let submittedSequenceEnd = Atomic<UInt64>(0)
     private let started = Instant.now()
+    /// The team's provider token (HTTP/2 token authentication), for its renewal count.
+    private let tokens: ProviderTokenSigner?
+    /// The first `finish()`'s drain: later calls (and `run()`'s) wait for the same report.
+    private let finishing = Mutex<Task<SenderReport, Never>?>(nil)
+    /// Ends when `finish()` starts: what `run()` watches to stop reporting at once.
+    let finishStarted = AsyncStream<Never>.makeStream()
+    /// Where connection events, adaptations and give-ups are logged.
+    let logger: Logger
+    /// What reports through swift-metrics (`reportMetrics()`).
+    let instruments: SenderInstruments
 
     /// Starts the shards and their connections.
     ///
     /// - Parameters:
     ///   - configuration: the gateway, the transport and the engine's settings.
+    ///   - logger: where connection events (debug), reconnects and their causes, rejections
+    ///     (debug), adaptations (a raised error wait, a connection added, a token renewed:
+    ///     info and notice) and give-ups (error) go, with structured metadata. Nothing is
+    ///     logged per notification above debug, and a level that is off costs a compare.
+    ///     Never logs keys, passphrases or provider tokens. Default: nothing is logged.
+    ///   - metricsFactory: where `reportMetrics()` and the histograms report; nil: the
+    ///     global `MetricsSystem.factory` (a no-op until the host bootstraps one).
     ///   - onRejected: called for every rejected notification, on a shard thread, with the
     ///     token, why (`Rejection.isTokenProblem` says whether to drop the token) and its
     ///     sequence — the feed for a provider's "remove this token" list. Keep it quick.
@@ -111,12 +131,17 @@ public final class Sender: Sendable {
     ///   TLS material cannot be loaded, or the host cannot be resolved.
     public init(
         _ configuration: SenderConfiguration,
+        logger: Logger = .disabled,
+        metricsFactory: (any MetricsFactory)? = nil,
         onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)? = nil
     ) throws(SenderError) {
         guard configuration.shards >= 1, configuration.connectionsPerShard >= 1 else {
             throw SenderError(description: "shards and connections per shard must be at least 1")
         }
         self.configuration = configuration
+        self.logger = logger
+        let instruments = SenderInstruments(factory: metricsFactory ?? MetricsSystem.factory)
+        self.instruments = instruments
         switch configuration.transport {
         case .binary(let format):
             builder = .frame(FrameBuilder(
@@ -130,7 +155,8 @@ public final class Sender: Sendable {
                                                     defaultPriority: configuration.defaultPriority,
                                                     defaultCollapseID: Array((options.collapseID ?? "").utf8)))
         }
-        ledger = DeliveryLedger(errorWait: configuration.errorWait, retention: configuration.recordRetention)
+        ledger = DeliveryLedger(errorWait: configuration.errorWait, retention: configuration.recordRetention,
+                                instruments: instruments)
         let context: TLSContext
         let addresses: [SocketAddress]
         do {
@@ -150,14 +176,15 @@ public final class Sender: Sendable {
         }
         let (stream, continuation) = AsyncStream.makeStream(of: SenderEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         events = stream
-        hub = EventHub(continuation: continuation, onRejected: onRejected)
+        hub = EventHub(continuation: continuation, onRejected: onRejected, logger: logger)
 
         // One provider token for the team, shared by every connection of every shard.
         var tokens: ProviderTokenSigner?
         if case .token(let credentials) = configuration.http2?.authentication {
             do {
                 tokens = try ProviderTokenSigner(credentials: credentials,
-                                                 clock: configuration.tokenClock ?? ProviderTokenSigner.systemClock)
+                                                 clock: configuration.tokenClock ?? ProviderTokenSigner.systemClock,
+                                                 logger: logger)
             } catch {
                 throw SenderError(description: error.description)
             }
@@ -169,8 +196,9 @@ public final class Sender: Sendable {
         let lanesPerShard = max(configuration.connectionsPerShard, configuration.maximumConnectionsPerShard)
         let growth = ConnectionGrowth(initial: configuration.shards * configuration.connectionsPerShard,
                                       ceiling: configuration.shards * lanesPerShard,
-                                      interval: configuration.connectionGrowthInterval)
+                                      interval: configuration.connectionGrowthInterval, logger: logger)
         self.growth = growth
+        self.tokens = tokens
         do {
             for shardIndex in 0..<configuration.shards {
                 let shardLanes = (0..<lanesPerShard).map { _ in
@@ -443,17 +471,35 @@ public final class Sender: Sendable {
     }
 
     /// Stops taking notifications, waits until every one sent is final (the error wait
-    /// after the last write), stops the threads, and returns the final report.
+    /// after the last write), stops the threads, reports the metrics a last time, and
+    /// returns the final report. Later calls (and `run()`'s graceful shutdown) return the
+    /// same report.
     ///
-    /// - Parameter timeout: after this long, what is still not final fails as `cancelled`.
+    /// - Parameter timeout: after this long, what is still not final fails as `cancelled`
+    ///   (the first call's timeout counts).
     public func finish(timeout: Duration = .seconds(300)) async -> SenderReport {
+        let drain = finishing.withLock { drain in
+            if let drain { return drain }
+            let started = Task { await self.drain(timeout: timeout) }
+            drain = started
+            return started
+        }
+        return await drain.value
+    }
+
+    /// What `finish` does, once.
+    private func drain(timeout: Duration) async -> SenderReport {
         isFinished.store(true, ordering: .relaxed)
+        finishStarted.continuation.finish()
+        logger.debug("finishing: no more notifications are taken", metadata: ["submitted": "\(submittedCount)"])
         shards.forEach { $0.settlingChanged(finishing: true) }
         let deadline = Instant.now() + timeout
         var cancelled = false
         while ledger.settledCount < submittedCount {
             if !cancelled && Instant.now() >= deadline {
                 cancelled = true
+                logger.error("giving up: notifications still not final after the finish timeout fail as cancelled",
+                             metadata: ["timeout": "\(timeout)", "unsettled": "\(submittedCount - ledger.settledCount)"])
                 shards.forEach { $0.execute { $0.cancelAll() } }
             }
             let generation = hub.beginWaiting()
@@ -465,24 +511,51 @@ public final class Sender: Sendable {
             hub.endWaiting()
         }
         shards.forEach { $0.stop() }
+        // The threads are gone, and their connections with them (the gauges say so).
+        for lane in lanes {
+            lane.isConnected.store(false, ordering: .relaxed)
+            lane.openStreams.store(0, ordering: .relaxed)
+        }
         hub.finish()
-        return ledger.report(submitted: submittedCount, connections: growth.count, connectionsReason: growth.reason,
-                             started: started.nanoseconds, now: Instant.now().nanoseconds)
+        let report = ledger.report(submitted: submittedCount, connections: growth.count, connectionsReason: growth.reason,
+                                   started: started.nanoseconds, now: Instant.now().nanoseconds)
+        reportMetrics(of: report)
+        logger.info("finished", metadata: [
+            "submitted": "\(report.submitted)", "accepted": "\(report.accepted)", "rejected": "\(report.rejected)",
+            "failed": "\(report.failed)", "resent": "\(report.resent)", "reconnects": "\(report.reconnects)",
+        ])
+        return report
     }
+
+    /// Whether `finish()` was called (by the host, or by a graceful shutdown).
+    var hasFinished: Bool { isFinished.load(ordering: .relaxed) }
+
+    /// Provider tokens renewed so far (HTTP/2 token authentication; 0 otherwise).
+    var tokensRefreshed: Int { tokens?.renewals ?? 0 }
+
+    /// Connections open now (active ones, standbys not counted), over every shard.
+    var openConnections: Int { lanes.reduce(0) { $0 + ($1.isConnected.load(ordering: .relaxed) ? 1 : 0) } }
+
+    /// HTTP/2 streams open now, over every connection (as of each connection's last turn).
+    var openStreams: Int { lanes.reduce(0) { $0 + $1.openStreams.load(ordering: .relaxed) } }
 }
 
 /// Events, rejection callbacks and progress wake-ups, shared by the shards and the sender.
 final class EventHub: SenderObserver {
     private let continuation: AsyncStream<SenderEvent>.Continuation
     private let onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?
+    let logger: Logger
     private let waiting = Atomic<Int>(0)
     private let state = Locked<(generation: UInt64, waiters: [UnsafeContinuation<Void, Never>], givenUp: SendError?)>(
         (0, [], nil))
 
-    init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?) {
+    init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?,
+         logger: Logger) {
         self.continuation = continuation
         self.onRejected = onRejected
+        self.logger = logger
     }
+
 
     /// Why connections gave up, for the sender to throw once all have: refused credentials
     /// if any connection saw that (it is what the user must fix), else the last reason.
@@ -500,10 +573,15 @@ final class EventHub: SenderObserver {
         default:
             break
         }
+        log(event)
         continuation.yield(event)
     }
 
     func rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64) {
+        logger.debug("rejected", metadata: [
+            "token": "\(token.hex)", "status": "\(rejection.statusCode)", "reason": "\(rejection.reasonName)",
+            "sequence": "\(sequence)",
+        ])
         onRejected?(token, rejection, sequence)
         continuation.yield(.rejected(token: token, rejection: rejection, sequence: sequence))
     }

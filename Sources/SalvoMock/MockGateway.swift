@@ -1,4 +1,7 @@
+import CoreMetrics
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import SalvoWire
 
 /// An in-process APNs gateway speaking the legacy binary provider protocol, for tests and
@@ -28,24 +31,37 @@ public final class MockGateway: Sendable {
     /// (`statistics()` also copies every recorded digest).
     public var accepted: Int { core.counters.reduce(0) { $0 + $1.accepted.load(ordering: .acquiring) } }
     let core: GatewayCore<GatewayState, LoopCounters>
+    /// Where `reportMetrics()` reports.
+    let feed: MetricsFeed
+    /// Where listening, handshakes and stopping are logged.
+    let logger: Logger
 
     /// Starts listening and the loop threads.
     ///
+    /// - Parameters:
+    ///   - configuration: where it listens and how it misbehaves.
+    ///   - logger: where listening, each client's handshake (failures at info) and stopping go;
+    ///     by default, nowhere.
+    ///   - metricsFactory: where `reportMetrics()` reports; nil: the global `MetricsSystem.factory`.
+    ///
     /// - Throws: `FailurePlanError` for an invalid plan, `TLSError` for unusable
     ///   certificates or keys, `ConnectError`/`IOError` when the address cannot be bound.
-    public init(_ configuration: Configuration) throws {
+    public init(_ configuration: Configuration, logger: Logger = .disabled,
+                metricsFactory: (any MetricsFactory)? = nil) throws {
         try configuration.failurePlan.validate()
         guard (1...Int(UInt16.max)).contains(configuration.maximumPayloadLength) else {
             throw FailurePlanError.invalid("maximumPayloadLength must be 1...65535")
         }
         self.configuration = configuration
+        self.logger = logger
+        feed = MetricsFeed(factory: metricsFactory ?? MetricsSystem.factory)
         let maximumPayloadLength = configuration.maximumPayloadLength
         // Room for at least one whole frame per read keeps the decoder's carry path rare.
         let bufferSize = max(configuration.readBufferSize, FrameDecoder.largestFrameLength(maximumPayloadLength))
         core = try GatewayCore(
             name: "mock-gw", settings: configuration.server, bufferSize: bufferSize, receiveBuffer: configuration.receiveBuffer,
             state: GatewayState(plan: configuration.failurePlan, recordAccepted: configuration.recordAccepted),
-            counters: LoopCounters.init
+            logger: logger, counters: LoopCounters.init
         ) { stream, ordinal, loop, counters, state in
             GatewayConnection(stream: stream, ordinal: ordinal, loop: loop, counters: counters, state: state,
                               maximumPayloadLength: maximumPayloadLength)
@@ -54,7 +70,11 @@ public final class MockGateway: Sendable {
 
     /// A consistent-enough snapshot: each counter is read atomically; counters are published
     /// once per read, and always before the gateway answers or closes a connection.
-    public func statistics() -> MockStatistics {
+    public func statistics() -> MockStatistics { statistics(digests: true) }
+
+    /// The snapshot; without `digests`, the recorded digests are left out (cheap enough
+    /// for a metrics flush every second).
+    func statistics(digests: Bool) -> MockStatistics {
         var snapshot = core.state.events.withLock { $0 }
         for loop in core.counters {
             snapshot.accepted += loop.accepted.load(ordering: .acquiring)
@@ -63,7 +83,7 @@ public final class MockGateway: Sendable {
             snapshot.framesByCommand.frame += loop.frame.load(ordering: .acquiring)
             snapshot.bytesReceived += loop.bytesReceived.load(ordering: .acquiring)
         }
-        core.complete(&snapshot, record: core.state.accepted)
+        core.complete(&snapshot, record: core.state.accepted, digests: digests)
         return snapshot
     }
 

@@ -1,3 +1,4 @@
+import Logging
 import SalvoIO
 import Synchronization
 
@@ -64,12 +65,13 @@ final class GatewayCore<State: Sendable, Counters: Sendable>: Sendable {
 
     /// Starts listening and the loop threads.
     init(name: String, settings: MockServerSettings, bufferSize: Int, receiveBuffer: Int? = nil, state: State,
-         counters makeCounters: () -> Counters, connect: @escaping Connect) throws {
+         logger: Logger, counters makeCounters: () -> Counters, connect: @escaping Connect) throws {
         let counters = (0..<max(1, settings.loops)).map { _ in makeCounters() }
         self.state = state
         self.counters = counters
         recordAccepted = settings.recordAccepted
-        runtime = try ServerRuntime(name: name, settings: settings, bufferSize: bufferSize, receiveBuffer: receiveBuffer) {
+        runtime = try ServerRuntime(name: name, settings: settings, bufferSize: bufferSize, receiveBuffer: receiveBuffer,
+                                    logger: logger) {
             stream, ordinal, loop in
             // The runtime hands connection n to loop n % loops, the one these counters are for.
             connect(stream, ordinal, loop, counters[ordinal % counters.count], state)
@@ -106,11 +108,11 @@ extension AcceptedCounts {
 
 extension GatewayCore {
     /// Fills in what every gateway counts alike: connections and failed handshakes, and,
-    /// with `recordAccepted`, what `record` holds.
-    func complete(_ snapshot: inout some GatewayStatistics, record: AcceptedRecord) {
+    /// with `recordAccepted` and `digests`, what `record` holds.
+    func complete(_ snapshot: inout some GatewayStatistics, record: AcceptedRecord, digests: Bool = true) {
         snapshot.connections = runtime.counts.accepted.load(ordering: .acquiring)
         snapshot.handshakeFailures = runtime.counts.handshakeFailures.load(ordering: .acquiring)
-        if recordAccepted {
+        if recordAccepted && digests {
             (snapshot.acceptedDigests, snapshot.duplicates) = record.snapshot()
         }
     }

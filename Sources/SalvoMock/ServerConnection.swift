@@ -1,4 +1,5 @@
 import Dispatch
+import Logging
 import SalvoIO
 import Synchronization
 #if canImport(Glibc)
@@ -49,6 +50,7 @@ class ServerConnection: EventHandler {
     /// Scratch space owned by the loop; connections on one loop take turns with it.
     let buffer: UnsafeMutableRawBufferPointer
     private let counts: ConnectionCounts
+    private let logger: Logger
     private(set) var phase: Phase = .handshaking
     private var registration: Registration?
     private var outgoing: [UInt8] = []
@@ -64,6 +66,7 @@ class ServerConnection: EventHandler {
         registry = loop.registry
         buffer = loop.buffer
         counts = loop.counts
+        logger = loop.logger
     }
 
     /// Registers with the loop and starts the handshake. On the loop thread.
@@ -144,6 +147,7 @@ class ServerConnection: EventHandler {
             switch try stream.handshake() {
             case .complete:
                 phase = .established
+                logger.debug("client connected", metadata: ["peer": "\(stream.socket.peer?.description ?? "unknown")"])
                 watch(.read)
                 didEstablish()
             case .wantRead: watch(.read)
@@ -151,6 +155,9 @@ class ServerConnection: EventHandler {
             }
         } catch {
             counts.handshakeFailures.wrappingAdd(1, ordering: .relaxed)
+            logger.info("TLS handshake failed", metadata: [
+                "peer": "\(stream.socket.peer?.description ?? "unknown")", "cause": "\(error)",
+            ])
             close()
         }
     }

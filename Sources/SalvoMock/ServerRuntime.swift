@@ -1,4 +1,6 @@
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import Synchronization
 
 /// The threads, listener and connection bookkeeping shared by the mock gateways and the
@@ -15,11 +17,14 @@ final class ServerRuntime: Sendable {
         private let sharedBuffer: UnsafeMutableRawBufferPointer
         /// The runtime's, shared by every loop.
         let counts: ConnectionCounts
+        /// Where its connections log their handshakes.
+        let logger: Logger
 
-        init(name: String, bufferSize: Int, counts: ConnectionCounts) throws(IOError) {
+        init(name: String, bufferSize: Int, counts: ConnectionCounts, logger: Logger) throws(IOError) {
             thread = try LoopThread(name: name)
             sharedBuffer = .allocate(byteCount: bufferSize, alignment: 64)
             self.counts = counts
+            self.logger = logger
         }
 
         var eventLoop: EventLoop { thread.loop }
@@ -57,10 +62,11 @@ final class ServerRuntime: Sendable {
     /// - Parameters:
     ///   - bufferSize: the scratch buffer of each loop, which its connections read into.
     ///   - receiveBuffer: SO_RCVBUF of each accepted socket; nil leaves the kernel's.
+    ///   - logger: where listening, stopping and each connection's handshake are logged.
     /// - Throws: `TLSError` for unusable certificates or keys, `ConnectError`/`IOError`
     ///   when the address cannot be bound.
     init(name: String, settings: MockServerSettings, bufferSize: Int, receiveBuffer: Int? = nil,
-         factory: @escaping Factory) throws {
+         logger: Logger = .disabled, factory: @escaping Factory) throws {
         let context = try TLSContext(settings.tls, role: .server)
         let listener = try Socket.listen(host: settings.host, port: settings.port)
         self.port = listener.localAddress?.port ?? settings.port
@@ -68,7 +74,7 @@ final class ServerRuntime: Sendable {
         var loops: [Loop] = []
         do {
             for index in 0..<max(1, settings.loops) {
-                loops.append(try Loop(name: "\(name)-\(index)", bufferSize: bufferSize, counts: counts))
+                loops.append(try Loop(name: "\(name)-\(index)", bufferSize: bufferSize, counts: counts, logger: logger))
             }
         } catch {
             loops.forEach { $0.thread.stopAndJoin() }
@@ -102,6 +108,7 @@ final class ServerRuntime: Sendable {
             loops.forEach { $0.thread.stopAndJoin() }
             throw error
         }
+        logger.info("listening", metadata: ["host": "\(settings.host)", "port": "\(port)", "loops": "\(loops.count)"])
     }
 
     /// Stops accepting, stops and joins every loop, then closes what connections remain.

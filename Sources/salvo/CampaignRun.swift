@@ -1,7 +1,9 @@
 import Foundation
+import Logging
 import SalvoEngine
 import SalvoIO
 import SalvoWire
+import ServiceLifecycle
 
 /// One campaign through one sender, as the CLI runs it: the rejected-token CSV, the
 /// progress line, periodic checkpoints, and the summary and JSON report at the end.
@@ -13,6 +15,10 @@ final class CampaignRun: Sendable {
     private let checkpoint: CampaignCheckpoint?
     private let total: Int?
     private let background: Locked<[Task<Void, Never>]> = Locked([])
+    /// The sender (and `services`) as a service group: metrics every second, and a
+    /// graceful finish on SIGTERM or SIGINT.
+    private let group: ServiceGroup
+    private let serving: Locked<Task<Void, Never>?> = Locked(nil)
 
     /// How sending ended.
     enum Ending: Equatable {
@@ -22,25 +28,40 @@ final class CampaignRun: Sendable {
         /// payload the encoder refuses, a read error), or, when nil, because the gateway is
         /// out of reach (the report says what failed).
         case stopped(inputError: String?)
+        /// SIGTERM or SIGINT: nothing more was taken; what was handed over was finished.
+        case interrupted
     }
 
+    /// - Parameter services: run beside the sender, shut down after it (the demo's mock).
     init(command: String, configuration: SenderConfiguration, rejectedPath: String?, checkpoint: CampaignCheckpoint?,
-         total: Int?) throws {
+         total: Int?, services: [any Service] = []) throws {
         self.command = command
         let rejectedFile = try rejectedPath.map(RejectedTokenFile.init(path:))
         self.rejectedFile = rejectedFile
         self.checkpoint = checkpoint
         self.total = total
-        sender = try Sender(configuration) { token, rejection, _ in rejectedFile?.append(token: token, rejection: rejection) }
+        let logger = Logger(label: "salvo.sender")
+        sender = try Sender(configuration, logger: logger) { token, rejection, _ in
+            rejectedFile?.append(token: token, rejection: rejection)
+        }
+        // Shut down in reverse order: the sender first, then what it talks to.
+        group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: services.map { .init(service: $0) }
+                + [.init(service: sender, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         startBackgroundWork()
     }
 
     /// Sends the campaign from `reader` on. Everything read before an early stop is sent
     /// and final when this returns.
     func send<Source: NotificationSource>(_ campaign: Source, from reader: Source.Reader) async -> Ending {
+        serving.withLock { [group] in $0 = Task { try? await group.run() } }
         do {
             try await sender.send(contentsOf: campaign, startingWith: reader)
             return .readToEnd
+        } catch SendError.finished {
+            // Only a signal finishes the sender while the campaign is being sent.
+            return .interrupted
         } catch let error as CampaignError {
             return .stopped(inputError: error.description)
         } catch let error as SendError {
@@ -96,6 +117,8 @@ final class CampaignRun: Sendable {
     func finish(badLines: [BadLine], badLineCount: Int, ending: Ending, lastLine: Int, resumedAfter: Int,
                 reportPath: String?) async -> SenderReport {
         let report = await sender.finish()
+        // The sender's service ends with it (at once: it watches for the finish).
+        if let serving = serving.withLock({ $0 }) { await serving.value }
         let tasks = background.withLock { tasks in
             tasks.forEach { $0.cancel() }
             return tasks
@@ -115,6 +138,10 @@ final class CampaignRun: Sendable {
                            http2: sender.configuration.http2 != nil))
         if case .stopped(let inputError?) = ending {
             printError("salvo \(command): \(inputError); stopped there (everything before it was sent and is accounted for above)")
+        }
+        if ending == .interrupted {
+            printError("salvo \(command): stopped by a signal; nothing more was taken, and everything handed to the sender "
+                       + "is accounted for above")
         }
         if let checkpoint, done < lastLine || ending != .readToEnd {
             printError("checkpoint \(checkpoint.checkpoint.path): " + (done > 0 ? "lines 1–\(done) are done" : "no line is done")

@@ -5,6 +5,8 @@ import SalvoEngine
 import SalvoIO
 import SalvoMock
 import SalvoWire
+import Logging
+import ServiceLifecycle
 
 /// `salvo demo`: the whole pipeline on one machine with no setup — an in-process mock
 /// gateway on loopback with throwaway certificates, and a synthetic campaign through the
@@ -36,6 +38,9 @@ struct DemoCommand: AsyncParsableCommand {
     @OptionGroup(title: "Engine")
     var engine: EngineOptions
 
+    @OptionGroup(title: "Logs and metrics")
+    var observability: ObservabilityOptions
+
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
         switch wireProtocol {
@@ -50,6 +55,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         if target == .blackberry { return try await runBlackBerry() }
+        let observability = try await observability.start(watchingSignals: true)
         let pki = try DevelopmentPKI.Bundle()
         let gateway: any DemoGateway
         var configuration: SenderConfiguration
@@ -58,7 +64,8 @@ struct DemoCommand: AsyncParsableCommand {
             var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
                                                     clientCertificateRoots: .certificates(pki.authority.certificate))
             serverTLS.maximumVersion = .v1_2  // as `salvo mock` speaks the binary protocol
-            gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: try failures.plan()))
+            gateway = try MockGateway(.init(tls: serverTLS, loops: mockLoops, failurePlan: try failures.plan()),
+                                      logger: Logger(label: "salvo.mock"))
             configuration = SenderConfiguration(
                 host: "127.0.0.1", port: gateway.port,
                 tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
@@ -73,7 +80,7 @@ struct DemoCommand: AsyncParsableCommand {
             let serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey)
             gateway = try H2MockGateway(.init(
                 tls: serverTLS, tokenVerifier: try ProviderTokenVerifier(authKeyPEM: key, keyID: keyID, teamID: teamID),
-                loops: mockLoops, failurePlan: try failures.h2Plan()))
+                loops: mockLoops, failurePlan: try failures.h2Plan()), logger: Logger(label: "salvo.mock"))
             configuration = SenderConfiguration(host: "127.0.0.1", port: gateway.port,
                                                 tls: .client(trustRoots: .certificates(pki.authority.certificate)))
             engine.apply(to: &configuration)
@@ -85,7 +92,7 @@ struct DemoCommand: AsyncParsableCommand {
                    + "notifications over \(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
 
         let run = try CampaignRun(command: "demo", configuration: configuration, rejectedPath: nil, checkpoint: nil,
-                                  total: count)
+                                  total: count, services: [gateway])
         var payload = PayloadBuilder()
         payload.alertTitle = "Salvo"
         payload.alertBody = "Your weekly summary is ready."
@@ -103,12 +110,13 @@ struct DemoCommand: AsyncParsableCommand {
         print("  mock gateway: accepted \(mock.accepted), rejected \(mock.rejected) — "
               + (agrees ? "matches the sender's accounting" : "DOES NOT MATCH the sender's accounting")
               + (duplicates > 0 ? " (\(duplicates) resent after silent drops counted twice)" : ""))
+        await observability.finish()
         if !agrees || !report.isComplete { throw ExitCode(1) }
     }
 }
 
 /// What the demo reads from either mock gateway.
-protocol DemoGateway {
+protocol DemoGateway: Service {
     var port: Int { get }
     func counts() -> any AcceptedCounts
     func stop()

@@ -1,9 +1,11 @@
 import ArgumentParser
 import Foundation
+import Logging
 import SalvoIO
 import SystemPackage
 import SalvoMock
 import SalvoWire
+import ServiceLifecycle
 
 /// `salvo mock`: a local APNs gateway, speaking the binary protocol (with the feedback
 /// service) or the HTTP/2 provider API, with failure plans, for trying out senders and for
@@ -99,6 +101,9 @@ struct MockCommand: AsyncParsableCommand {
     @Option(name: .customLong("probe-runs"), help: .hidden)
     var probeRuns = 5
 
+    @OptionGroup(title: "Logs and metrics")
+    var observability: ObservabilityOptions
+
     // MARK: Validation (exit 2 with a message, as every salvo usage error)
 
     func validate() throws {
@@ -127,6 +132,7 @@ struct MockCommand: AsyncParsableCommand {
             if let duration, !(duration > 0) { throw UsageError("--duration must be positive, got \(duration)") }
             if let ingestProbe, ingestProbe < 1 { throw UsageError("--ingest-probe needs a frame count of at least 1") }
             if probeRuns < 1 { throw UsageError("--probe-runs must be at least 1") }
+            if observability.metricsHold != nil { throw UsageError("--metrics-hold is for send and demo: the mock serves until it stops") }
         } catch let error as UsageError {
             FileHandle.standardError.write(Data("Error: \(error.message)\nUsage: see 'salvo mock --help'.\n".utf8))
             throw ExitCode(2)
@@ -148,6 +154,8 @@ struct MockCommand: AsyncParsableCommand {
     // MARK: Running
 
     func run() async throws {
+        let observability = try await observability.start()
+        defer { observability.endpoint?.stop() }
         let (serverTLS, throwaway) = try tls.configuration(defaultVersion: wireProtocol == .h2 ? .v1_3 : .v1_2)
         if wireProtocol == .h2 {
             try await runH2(serverTLS)
@@ -162,17 +170,25 @@ struct MockCommand: AsyncParsableCommand {
             host: host, port: port ?? 2195, tls: serverTLS, failurePlan: try failures.plan(), recordAccepted: recordAccepted)
         if let loops { gatewayConfiguration.loops = loops }
         if let receiveBufferKiB { gatewayConfiguration.receiveBuffer = receiveBufferKiB > 0 ? receiveBufferKiB << 10 : nil }
-        let gateway = try MockGateway(gatewayConfiguration)
+        let gateway = try MockGateway(gatewayConfiguration, logger: Logger(label: "salvo.mock"))
         let feedback = try MockFeedback(.init(host: host, port: feedbackPort ?? 2196, tls: serverTLS, tuples: try tuples()))
         // Watch the signals before announcing the ports: whoever reads the line may signal at once.
         let stop = StopSignal(duration: duration)
         print("listening gateway=\(gateway.port) feedback=\(feedback.port)")
         fflush(nil)  // all streams: other processes wait for this line
 
-        await stop.wait()
-        gateway.stop()
+        await serve(gateway, until: stop)
         feedback.stop()
         try writeReport(gateway.statistics())
+    }
+
+    /// Runs `gateway` as a service (its metrics every second) until `stop`, then stops it.
+    func serve(_ gateway: some Service & DemoGateway, until stop: StopSignal) async {
+        let serving = Task { try? await gateway.run() }
+        await stop.wait()
+        serving.cancel()
+        await serving.value
+        gateway.stop()
     }
 
     func writeReport(_ statistics: some Encodable) throws {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import SalvoIO
 import SalvoMock
 
@@ -82,14 +83,13 @@ extension MockCommand {
             allowedTopics: h2.topics, failurePlan: try failures.h2Plan(), recordAccepted: recordAccepted,
             recordRequests: h2.recordRequests)
         if let loops { configuration.loops = loops }
-        let gateway = try H2MockGateway(configuration)
+        let gateway = try H2MockGateway(configuration, logger: Logger(label: "salvo.mock"))
         // Watch the signals before announcing the port: whoever reads the line may signal at once.
         let stop = StopSignal(duration: duration)
         print("listening gateway=\(gateway.port)")
         fflush(nil)  // all streams: other processes wait for this line
 
-        await stop.wait()
-        gateway.stop()
+        await serve(gateway, until: stop)
         try writeReport(gateway.statistics())
     }
 }

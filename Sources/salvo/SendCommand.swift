@@ -23,7 +23,8 @@ struct SendCommand: AsyncParsableCommand {
 
             Exit status: 0 when every notification was accepted or rejected by the gateway; 1 when any \
             failed (unreachable gateway, unknown fate after a drop under --on-drop report, retry budget); \
-            2 for usage or input errors.
+            2 for usage or input errors; 3 when SIGTERM or SIGINT stopped it early (nothing more was \
+            taken, what was handed to the sender was finished, the report and checkpoint are written).
             """)
 
     @Option(help: ArgumentHelp("The gateway: production, sandbox (Apple's HTTP/2 API), host:port or [ipv6]:port.",
@@ -64,6 +65,9 @@ struct SendCommand: AsyncParsableCommand {
     @Flag(help: "Continue from --checkpoint: lines it records as done are skipped.")
     var resume = false
 
+    @OptionGroup(title: "Logs and metrics")
+    var observability: ObservabilityOptions
+
     func validate() throws {
         if resume && checkpoint == nil { throw ValidationError("--resume needs --checkpoint FILE") }
         if target == .blackberry { return try validateBlackBerry() }
@@ -97,12 +101,15 @@ struct SendCommand: AsyncParsableCommand {
                                            reportPath: report, rejectedPath: rejected, checkpointPath: checkpoint,
                                            resume: resume).run()
         }
+        let observability = try await observability.start(watchingSignals: true)
         let (campaign, reader, resumedAfter, run) = try prepare()
         let ending = await run.send(campaign, from: reader)
         let outcome = await run.finish(
             badLines: reader.skippedLines, badLineCount: reader.skippedLineCount, ending: ending, lastLine: reader.linesRead,
             resumedAfter: resumedAfter, reportPath: report)
+        await observability.finish()
         if case .stopped(inputError: _?) = ending { throw ExitCode(2) }
+        if ending == .interrupted { throw ExitCode(3) }
         if outcome.failed > 0 { throw ExitCode(1) }
     }
 }

@@ -1,4 +1,6 @@
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import Synchronization
 
 /// How many of the sender's connections producers publish to: the configured number at
@@ -35,6 +37,7 @@ final class ConnectionGrowth: Sendable {
     /// Connections in use; read on every publish, so kept apart from `state`.
     private let active: Atomic<Int>
     private let state: Locked<State>
+    private let logger: Logger
 
     private struct State {
         /// When a connection was last added because every ring was full.
@@ -55,7 +58,8 @@ final class ConnectionGrowth: Sendable {
         var addedWhileSaturated = 0
     }
 
-    init(initial: Int, ceiling: Int, interval: Duration) {
+    init(initial: Int, ceiling: Int, interval: Duration, logger: Logger = .disabled) {
+        self.logger = logger
         self.initial = initial
         self.ceiling = max(initial, ceiling)
         self.interval = interval.nanosecondsClamped
@@ -73,7 +77,7 @@ final class ConnectionGrowth: Sendable {
     /// the ceiling and the interval allow. Returns whether it did.
     func stalled(at now: UInt64) -> Bool {
         guard active.load(ordering: .relaxed) < ceiling else { return false }
-        return state.withLock { state in
+        let added = state.withLock { state in
             // Read again under the lock: both kinds of growth store the count under it.
             let current = active.load(ordering: .relaxed)
             // While connections are saturated, their rings are full because of it, and
@@ -85,6 +89,10 @@ final class ConnectionGrowth: Sendable {
             active.store(current + 1, ordering: .releasing)
             return true
         }
+        if added {
+            logger.info("connection added: every staging ring was full", metadata: ["connections": "\(count)", "ceiling": "\(ceiling)"])
+        }
+        return added
     }
 
     /// A connection reached its stream limit with work waiting (`saturated`), or left it.
@@ -103,10 +111,10 @@ final class ConnectionGrowth: Sendable {
     /// `unansweredStep`. Returns whether it added connections.
     @discardableResult
     func considerGrowing(answerTime: UInt64, at now: UInt64) -> Bool {
-        state.withLock { state in
+        let change = state.withLock { state -> (from: Int, to: Int)? in
             if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
             let current = active.load(ordering: .relaxed)
-            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return false }
+            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return nil }
             if state.loadedSince == 0 {
                 state.loadedSince = now
                 state.shortestWhileLoaded = .max
@@ -115,21 +123,29 @@ final class ConnectionGrowth: Sendable {
             guard state.shortestWhileLoaded != .max else {
                 // Nothing answered in the run yet: the answer time is at least how long the
                 // connections have been waiting, so a step is safe once that is long.
-                guard state.shortestOfRun == .max, now &- state.loadedSince >= Self.unansweredStep else { return false }
-                grow(&state, from: current)
-                return true
+                guard state.shortestOfRun == .max, now &- state.loadedSince >= Self.unansweredStep else { return nil }
+                return grow(&state, from: current)
             }
             if state.addedWhileSaturated > 0 {
                 let roundTrip = state.shortestOfRun
-                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return false }
+                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return nil }
                 if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                     state.gatewayBound = true
-                    return false
+                    return (current, current)
                 }
             }
-            grow(&state, from: current)
-            return true
+            return grow(&state, from: current)
         }
+        guard let change else { return false }
+        guard change.to > change.from else {
+            logger.notice("no more connections: the last ones added made the gateway's answers slower, not more frequent",
+                          metadata: ["connections": "\(change.to)"])
+            return false
+        }
+        logger.info("connections added: every connection had all its streams open with work waiting", metadata: [
+            "from": "\(change.from)", "to": "\(change.to)", "answer_time_ms": "\(answerTime / 1_000_000)",
+        ])
+        return true
     }
 
     /// How long every connection may be saturated before the run's first answer until they
@@ -140,11 +156,12 @@ final class ConnectionGrowth: Sendable {
     /// million ramping up. From the first answer on, every step is judged as above.
     static let unansweredStep: UInt64 = 20_000_000
 
-    private func grow(_ state: inout State, from current: Int) {
+    private func grow(_ state: inout State, from current: Int) -> (from: Int, to: Int) {
         let grown = min(ceiling, Self.saturatedGrowth * current)
         state.loadedSince = 0
         state.addedWhileSaturated += grown - current
         active.store(grown, ordering: .releasing)
+        return (current, grown)
     }
 
     /// Why there are `count` connections, for the report.

@@ -93,6 +93,7 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
                 }
                 switch try stream.write(slice) {
                 case .wrote(let count):
+                    ledger.instruments.writeBatch.record(count)
                     let now = shard.loop.now.nanoseconds
                     if isRebuilt {
                         rebuild.markWritten(count) { index, length in window.recordRebuilt(index: index, length: length, now: now) }

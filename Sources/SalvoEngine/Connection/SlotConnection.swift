@@ -11,6 +11,12 @@ final class Lane: Sendable {
     /// published by the loop before the staging ring lets go of what it moves there, so
     /// that a checkpoint reading the ring first and then this misses nothing.
     let oldestSequenceInWindow = Atomic<UInt64>(.max)
+    /// HTTP/2: the connection's open streams, stored by its loop once per turn (not per
+    /// stream) for the `salvo_sender_open_streams` gauge.
+    let openStreams = Atomic<Int>(0)
+    /// Whether the slot has an active connection now (not counting a standby), for the
+    /// `salvo_sender_open_connections` gauge; set on activation and on its close.
+    let isConnected = Atomic<Bool>(false)
 
     init(staging: StagingRing, retained: RetainedStore) {
         self.staging = staging
@@ -83,6 +89,8 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     /// the certificate work of a full handshake.
     private var session: TLSSession?
     private var stallTimer: TimerID?
+    /// The link last activated, while it is open: its close clears `lane.isConnected`.
+    private var activeLink: ObjectIdentifier?
     /// What the last stall check saw on the active connection: the bytes the gateway's TCP
     /// had acknowledged, and whether bytes were waiting for it.
     private var stallCheck: (acknowledged: UInt64?, waiting: Bool) = (nil, false)
@@ -175,6 +183,8 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             if link.stream.isResumed { ledger.resumedReconnects.add(1, ordering: .relaxed) }
         }
         stallCheck = (nil, false)
+        activeLink = ObjectIdentifier(link)
+        lane.isConnected.store(true, ordering: .relaxed)
         if stallTimer == nil {
             stallTimer = shard.loop.schedule(at: shard.loop.now + shard.configuration.stallTimeout, stallAction)
         }
@@ -268,6 +278,10 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     }
 
     private func close(_ link: Link, reason: String, how: ConnectionMachine<Link, Window>.Closing) {
+        if activeLink == ObjectIdentifier(link) {
+            activeLink = nil
+            lane.isConnected.store(false, ordering: .relaxed)
+        }
         willClose(link)
         if let registration = link.registration { shard.loop.deregister(registration) }
         link.registration = nil

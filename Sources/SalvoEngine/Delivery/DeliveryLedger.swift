@@ -24,6 +24,8 @@ final class DeliveryLedger: Sendable {
     private let errorWaitNanoseconds: Atomic<UInt64>
     private let configuredRetention: UInt64
     private let latencies = Locked(ErrorLatencies())
+    /// Where the histograms report (`SenderInstruments`).
+    let instruments: SenderInstruments
 
     /// Error waits are raised to twice the latency that broke them, up to this.
     static let longestErrorWait: UInt64 = 60_000_000_000
@@ -34,9 +36,10 @@ final class DeliveryLedger: Sendable {
         var raises: [ErrorWaitRaise] = []
     }
 
-    init(errorWait: Duration, retention: Duration) {
+    init(errorWait: Duration, retention: Duration, instruments: SenderInstruments = .none) {
         errorWaitNanoseconds = Atomic(errorWait.nanosecondsClamped)
         configuredRetention = retention.nanosecondsClamped
+        self.instruments = instruments
     }
 
     /// The error wait now.
@@ -89,7 +92,8 @@ final class DeliveryLedger: Sendable {
     /// was no longer in the window (the error came even later than the records are kept;
     /// counted in `windowOverruns`, not as a late error handled exactly).
     func recordErrorResponse(latency: UInt64?, isLate: Bool) -> ErrorWaitRaise? {
-        latencies.withLock { state -> ErrorWaitRaise? in
+        if let latency { instruments.errorLatency.recordNanoseconds(Int64(clamping: latency)) }
+        return latencies.withLock { state -> ErrorWaitRaise? in
             if let latency { _ = state.histogram.record(max(1, latency / 1000)) }
             guard isLate || latency == nil else { return nil }
             if latency != nil { lateErrors.add(1, ordering: .relaxed) }

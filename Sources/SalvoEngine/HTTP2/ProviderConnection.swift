@@ -32,6 +32,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// How long streams wait for their answers: a moving average (nanoseconds, 0 before
     /// the first answer), which tells `ConnectionGrowth` the round trip from the queue.
     @exclusivity(unchecked) private var answerTime: UInt64 = 0
+    /// Answers so far: every `SenderInstruments.responseLatencySampling`th is timed.
+    @exclusivity(unchecked) private var answered: UInt64 = 0
     /// What the answers of one read decided, applied once the read is done.
     @exclusivity(unchecked) private var settlement = Settlement()
     /// Set inside the session's callbacks, acted on once it has returned (closing a
@@ -125,6 +127,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     override func willClose(_ link: Link) {
         guard link === sessionLink else { return }
         noteSaturation(false)
+        lane.openStreams.store(0, ordering: .relaxed)
         // The window settled the open streams already (the machine's connection-lost), or
         // none were open; what the session still held goes with it.
         session = nil
@@ -157,6 +160,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             }
             setInterest(link, .read)
             noteSaturation(hasWork && window.openCount + window.waitingRetryCount >= streamLimit(of: session))
+            lane.openStreams.store(window.openCount, ordering: .relaxed)
             armRetryTimer()
             // A request the session could not send is settled as it found out.
             if !settlement.isEmpty {
@@ -286,6 +290,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             let chunk = UnsafeRawBufferPointer(rebasing: output.readable.prefix(GatewayConnection.recordSize))
             switch try link.stream.write(chunk) {
             case .wrote(let count):
+                ledger.instruments.writeBatch.record(count)
                 output.consume(count)
                 ledger.noteWrite(at: shard.loop.now.nanoseconds)
             case .wouldBlock:
@@ -371,6 +376,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             apply(settlement)
             settlement.reset()
         }
+        lane.openStreams.store(window.openCount, ordering: .relaxed)
         let actions = pending
         pending = PendingActions()
         if let fault = actions.credentialsFault {
@@ -417,6 +423,10 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         }
         let waited = now &- openedAt[Int(slot)]
         answerTime = answerTime == 0 ? waited : answerTime - answerTime / 8 + waited / 8
+        answered &+= 1
+        if answered & (SenderInstruments.responseLatencySampling - 1) == 0 {
+            ledger.instruments.responseLatency.recordNanoseconds(Int64(clamping: waited))
+        }
         switch answer.verdict {
         case .accepted:
             window.accepted(slot, into: &settlement)

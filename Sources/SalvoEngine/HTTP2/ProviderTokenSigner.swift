@@ -1,4 +1,6 @@
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import SalvoWire
 import Synchronization
 #if canImport(Glibc)
@@ -53,19 +55,25 @@ package final class ProviderTokenSigner: Sendable {
     /// When `refreshIfDue` next has work, UNIX seconds: the one value its fast path reads.
     private let nextRenewal: Atomic<Int64>
     private let current: Locked<Token>
+    private let logger: Logger
+    private let renewalCount = Atomic<Int>(0)
 
     /// The time as tokens count it: UNIX seconds, from the real-time clock.
     package static let systemClock: @Sendable () -> Int64 = { Int64(time(nil)) }
 
     /// A signer for `credentials` that signs its first token now.
     ///
-    /// - Parameter clock: UNIX seconds; tests pass a clock they move.
+    /// - Parameters:
+    ///   - clock: UNIX seconds; tests pass a clock they move.
+    ///   - logger: where renewals are logged (their generation and time, never the token).
     /// - Throws: `ProviderTokenSigningError` if swift-crypto cannot sign (not seen in
     ///   practice: the key was checked when the credentials were made).
     package init(credentials: ProviderCredentials,
-                 clock: @escaping @Sendable () -> Int64 = ProviderTokenSigner.systemClock) throws(ProviderTokenSigningError) {
+                 clock: @escaping @Sendable () -> Int64 = ProviderTokenSigner.systemClock,
+                 logger: Logger = .disabled) throws(ProviderTokenSigningError) {
         self.credentials = credentials
         self.clock = clock
+        self.logger = logger
         let first = try Self.sign(credentials, at: clock(), generation: 1)
         currentGeneration = Atomic(first.generation)
         nextRenewal = Atomic(first.issuedAt + Self.refreshAge)
@@ -75,6 +83,9 @@ package final class ProviderTokenSigner: Sendable {
     /// The current token's generation; when it differs from the one a connection cached,
     /// the connection takes `token()`. One relaxed atomic load.
     package var generation: UInt32 { currentGeneration.load(ordering: .relaxed) }
+
+    /// How many times the token was renewed (the first one not counted).
+    package var renewals: Int { renewalCount.load(ordering: .relaxed) }
 
     /// The current token (its generation may be newer than the last `generation` read).
     package func token() -> Token {
@@ -125,6 +136,11 @@ package final class ProviderTokenSigner: Sendable {
         // After the token: whoever sees the new generation and asks for the token gets it
         // (the lock orders the rest).
         currentGeneration.store(token.generation, ordering: .releasing)
+        renewalCount.add(1, ordering: .relaxed)
+        // The key id and team name the credentials; the token itself is never logged.
+        logger.info("provider token renewed", metadata: [
+            "generation": "\(token.generation)", "issued_at": "\(now)", "key_id": "\(credentials.keyID)",
+        ])
     }
 
     private static func sign(_ credentials: ProviderCredentials, at now: Int64,

@@ -1,4 +1,6 @@
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import SalvoWire
 import Synchronization
 
@@ -106,15 +108,16 @@ public final class GNPMockNOC: Sendable {
 
     /// Starts listening and the loop threads.
     ///
+    /// - Parameter logger: where the runtime logs connection problems; by default, nowhere.
     /// - Throws: `FailurePlanError`, `TLSError`, `ConnectError`/`IOError`.
-    public init(_ configuration: Configuration) throws {
+    public init(_ configuration: Configuration, logger: Logger = .disabled) throws {
         try configuration.failurePlan.validate()
         self.configuration = configuration
         var settings = configuration.server
         settings.tls.applicationProtocols = ["http/1.1"]
         let state = GNPState(configuration)
         core = try GatewayCore(name: "mock-gnp", settings: settings, bufferSize: 1 << 16, state: state,
-                               counters: GNPCounters.init) { stream, _, loop, counters, state in
+                               logger: logger, counters: GNPCounters.init) { stream, _, loop, counters, state in
             GNPConnection(stream: stream, loop: loop, counters: counters, state: state)
         }
     }

@@ -1,4 +1,7 @@
+import CoreMetrics
+import Logging
 import SalvoIO
+import SalvoTelemetry
 import SalvoWire
 
 /// An in-process APNs gateway speaking Apple's HTTP/2 provider API, for tests and
@@ -29,28 +32,45 @@ public final class H2MockGateway: Sendable {
     /// The most accepted requests `Configuration.recordRequests` keeps.
     public static let recordedRequestLimit = 100_000
     let core: GatewayCore<H2GatewayState, H2LoopCounters>
+    /// Where `reportMetrics()` reports.
+    let feed: MetricsFeed
+    /// Where listening, handshakes and stopping are logged.
+    let logger: Logger
 
     /// Starts listening and the loop threads.
     ///
+    /// - Parameters:
+    ///   - configuration: where it listens, what it verifies and how it misbehaves.
+    ///   - logger: where listening, each client's handshake (failures at info) and stopping go;
+    ///     by default, nowhere.
+    ///   - metricsFactory: where `reportMetrics()` reports; nil: the global `MetricsSystem.factory`.
+    ///
     /// - Throws: `FailurePlanError` for an invalid plan or stream limit, `TLSError` for
     ///   unusable certificates or keys, `ConnectError`/`IOError` when the address cannot be bound.
-    public init(_ configuration: Configuration) throws {
+    public init(_ configuration: Configuration, logger: Logger = .disabled,
+                metricsFactory: (any MetricsFactory)? = nil) throws {
         try configuration.failurePlan.validate()
         guard configuration.maximumConcurrentStreams >= 1 else {
             throw FailurePlanError.invalid("maximumConcurrentStreams must be at least 1")
         }
         self.configuration = configuration
+        self.logger = logger
+        feed = MetricsFeed(factory: metricsFactory ?? MetricsSystem.factory)
         var settings = configuration.server
         settings.tls.applicationProtocols = ["h2"]
         core = try GatewayCore(name: "mock-h2", settings: settings, bufferSize: 1 << 16, state: H2GatewayState(configuration),
-                               counters: H2LoopCounters.init) { stream, ordinal, loop, counters, state in
+                               logger: logger, counters: H2LoopCounters.init) { stream, ordinal, loop, counters, state in
             H2Connection(stream: stream, ordinal: ordinal, loop: loop, counters: counters, state: state)
         }
     }
 
     /// A consistent-enough snapshot: each counter is read atomically; counters are
     /// published after each read, before the answers to it are written.
-    public func statistics() -> H2Statistics {
+    public func statistics() -> H2Statistics { statistics(digests: true) }
+
+    /// The snapshot; without `digests`, the recorded digests and requests are left out
+    /// (cheap enough for a metrics flush every second).
+    func statistics(digests: Bool) -> H2Statistics {
         var snapshot = core.state.events.withLock { $0 }
         var rejections = [Int](repeating: 0, count: APNsReason.allCases.count)
         for loop in core.counters {
@@ -68,8 +88,8 @@ public final class H2MockGateway: Sendable {
             snapshot.rejectedByReason[reason.name] = count
             snapshot.rejectedByStatus[String(reason.status), default: 0] += count
         }
-        core.complete(&snapshot, record: core.state.accepted)
-        if configuration.recordRequests { snapshot.acceptedRequests = core.state.recordedRequests.withLock { $0 } }
+        core.complete(&snapshot, record: core.state.accepted, digests: digests)
+        if configuration.recordRequests && digests { snapshot.acceptedRequests = core.state.recordedRequests.withLock { $0 } }
         return snapshot
     }
 
