@@ -100,8 +100,9 @@ final class ConnectionGrowth: Sendable {
         state.withLock { $0.saturated += saturated ? 1 : -1 }
     }
 
-    /// Asked by a saturated connection now and then (its streams are answered in
-    /// `answerTime` nanoseconds now, 0 when none was yet; `now`: monotonic nanoseconds):
+    /// Asked by a saturated connection now and then (`answerTime`: the shortest wait of one
+    /// of its streams for an answer since it last asked, 0 when none was answered since;
+    /// `now`: monotonic nanoseconds):
     /// once every connection in use is saturated, multiplies them by `saturatedGrowth`, up
     /// to the ceiling. After the first step, only once they have all been saturated for an
     /// answer time (so that the answers reported were queued behind all of them), and only

@@ -29,9 +29,11 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     @exclusivity(unchecked) private var bodyNumbers: [UInt64] = []
     /// Per stream slot: when it was opened (loop nanoseconds).
     @exclusivity(unchecked) private var openedAt: [UInt64] = []
-    /// How long streams wait for their answers: a moving average (nanoseconds, 0 before
-    /// the first answer), which tells `ConnectionGrowth` the round trip from the queue.
-    @exclusivity(unchecked) private var answerTime: UInt64 = 0
+    /// The shortest wait of a stream for its answer since `ConnectionGrowth` was last told
+    /// (nanoseconds; `.max`: none answered since). The shortest, not an average: on a new
+    /// connection TCP's slow start holds most of the first thousand streams for a few round
+    /// trips, while the first ones are answered in one; only a gateway's queue delays them all.
+    @exclusivity(unchecked) private var shortestAnswer: UInt64 = .max
     /// Answers so far: every `SenderInstruments.responseLatencySampling`th is timed.
     @exclusivity(unchecked) private var answered: UInt64 = 0
     /// What the answers of one read decided, applied once the read is done.
@@ -242,6 +244,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         lastGrowthCheck = now
         // Producers waiting for room find it in the new connections; nothing else would
         // wake them before an answer frees a stream.
+        let answerTime = shortestAnswer == .max ? 0 : shortestAnswer
+        shortestAnswer = .max
         if shard.growth.considerGrowing(answerTime: answerTime, at: now) { shard.notifyProgress() }
     }
 
@@ -422,7 +426,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             return
         }
         let waited = now &- openedAt[Int(slot)]
-        answerTime = answerTime == 0 ? waited : answerTime - answerTime / 8 + waited / 8
+        shortestAnswer = min(shortestAnswer, waited)
         answered &+= 1
         if answered & (SenderInstruments.responseLatencySampling - 1) == 0 {
             ledger.instruments.responseLatency.recordNanoseconds(Int64(clamping: waited))
