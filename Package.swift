@@ -26,6 +26,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         // `make docs`: the DocC catalogs of SalvoWire and SalvoEngine. A plugin only: nothing links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // SalvoCampaigns: campaigns shared by several workers, and the device registry, in PostgreSQL.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // NIOHTTP1 for `salvo registry serve`'s one endpoint (postgres-nio brings SwiftNIO already).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // C: the Linux system calls Swift's Glibc module does not expose cleanly.
@@ -89,11 +93,24 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        // Campaigns shared by several workers through PostgreSQL (leased chunks, per-chunk
+        // outcomes and checkpoints) and the device-token registry. Its own module, so that the
+        // engine never depends on a database.
+        .target(
+            name: "SalvoCampaigns",
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload.
         .executableTarget(
             name: "salvo",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoCampaigns",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -125,6 +142,14 @@ let package = Package(
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
         .testTarget(name: "SalvoBenchTests",
                     dependencies: ["SalvoBench", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport"]),
+        // A real throwaway PostgreSQL cluster (initdb, pg_ctl) and the real mock gateway.
+        .testTarget(
+            name: "SalvoCampaignsTests",
+            dependencies: [
+                "SalvoCampaigns", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
