@@ -71,14 +71,21 @@ public final class CampaignDatabase: Sendable {
 
     /// Connects and brings the schema up to date (refusing a newer one).
     ///
+    /// - Parameters:
+    ///   - url: where the database is.
+    ///   - applicationName: what `pg_stat_activity` shows for the connection.
     /// - Throws: `CampaignStoreError`: the database is unreachable, refuses the credentials,
     ///   or holds a schema of a newer Salvo.
-    public static func connect(_ url: DatabaseURL) async throws(CampaignStoreError) -> CampaignDatabase {
+    public static func connect(_ url: DatabaseURL, applicationName: String = "salvo") async throws(CampaignStoreError)
+        -> CampaignDatabase
+    {
         var logger = Logger(label: "salvo.campaigns")
         logger.logLevel = .critical
+        var configuration = url.configuration
+        configuration.options.additionalStartupParameters.append(("application_name", applicationName))
         let connection: PostgresConnection
         do {
-            connection = try await PostgresConnection.connect(configuration: url.configuration, id: 1, logger: logger)
+            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         } catch {
             throw Self.describe(error, connecting: url)
         }

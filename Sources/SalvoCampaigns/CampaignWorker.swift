@@ -74,9 +74,9 @@ public final class CampaignWorker: Sendable {
     /// - Throws: `CampaignStoreError` (database, campaign), `SenderError` (configuration).
     public init(database url: DatabaseURL, campaign name: String, configuration: SenderConfiguration,
                 settings: Settings) async throws {
-        let main = try await CampaignDatabase.connect(url)
+        let main = try await CampaignDatabase.connect(url, applicationName: "salvo worker \(settings.name)")
         let second: CampaignDatabase
-        do { second = try await CampaignDatabase.connect(url) } catch {
+        do { second = try await CampaignDatabase.connect(url, applicationName: "salvo worker \(settings.name)") } catch {
             await main.close()
             throw error
         }
