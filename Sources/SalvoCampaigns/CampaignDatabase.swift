@@ -113,7 +113,18 @@ public final class CampaignDatabase: Sendable {
 
     @discardableResult
     func query(_ query: PostgresQuery) async throws -> PostgresRowSequence {
-        try await connection.query(query, logger: logger)
+        // postgres-nio 1.33.2 never answers a query written to a connection the server has
+        // closed (pg_terminate_backend, a restart): ask first, so that a lost database is
+        // an error, not a wait without end.
+        try checkOpen()
+        return try await connection.query(query, logger: logger)
+    }
+
+    /// Throws when the connection is closed.
+    func checkOpen() throws(CampaignStoreError) {
+        guard !connection.isClosed else {
+            throw CampaignStoreError("\(url): lost the connection to the database", isUsageError: false)
+        }
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws
