@@ -14,14 +14,15 @@
 #
 #   scripts/pg-campaign-bench.sh [N=1000000] [extra flags for send and run...]
 #
-# CHUNK (default 10000): --chunk-size; LEASE (default 2): --lease-seconds of part 4.
+# CHUNK (default 10000): --chunk-size; LEASE (default 2): --lease-seconds of part 4; SALVO: the
+# executable (default .build/release/salvo).
 set -euo pipefail
 count=${1:-1000000}
 shift || true
 chunk=${CHUNK:-10000}
 lease=${LEASE:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
-salvo="$root/.build/release/salvo"
+salvo=${SALVO:-$root/.build/release/salvo}
 [ -x "$salvo" ] || (cd "$root" && swift build -c release --product salvo >&2)
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 work=$(mktemp -d)

@@ -56,6 +56,48 @@ import Testing
         #expect(statistics.duplicates <= status.report.possibleDuplicates)
     }
 
+    /// A worker whose lease is taken over while it sends (the other worker's clock is past
+    /// the lease) stops that chunk at its next renewal and writes nothing over the new
+    /// holder; it goes on with other chunks. Nothing is lost, duplicates are counted.
+    @Test func aWorkerThatLosesItsLeaseStopsThatChunkAndWritesNothingOverTheNewHolder() async throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        let count = 8000
+        let files = try CampaignRig.Files(count: count)
+        defer { files.remove() }
+        // Stalls of 50 ms every 100 notifications: a 4000-notification chunk takes seconds.
+        let gateway = try CampaignRig.gateway(plan: FailurePlan(stallEvery: 100, stallDuration: .milliseconds(50)))
+        defer { gateway.stop() }
+        let url = try DatabaseURL(cluster.url())
+        let database = try await CampaignDatabase.connect(url)
+        let store = CampaignStore(database)
+        _ = try await store.create(CampaignDefinition(
+            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
+            chunkSize: 4000))
+        let configuration = CampaignRig.senderConfiguration(port: gateway.port)
+        let slow = Task {
+            try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
+                                     settings: .init(name: "slow", leaseDuration: .milliseconds(600))).run()
+        }
+        let holding = eventually({ (try? cluster.psql("SELECT bool_or(lease_owner = 'slow') FROM campaign_chunks")) ?? "" }) {
+            $0.hasPrefix("t")
+        }
+        #expect(holding.hasPrefix("t"))
+        let thief = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
+                                             settings: .init(name: "thief", leaseDuration: .seconds(30), clockOffset: .seconds(5)))
+        let stolen = try await thief.run()
+        let robbed = try await slow.value
+        #expect(stolen.takeovers >= 1)
+        #expect(robbed.lostLeases >= 1, "the slow worker noticed")
+        let status = try await store.status(of: "c")
+        #expect(status.isFinished)
+        #expect(status.report.accepted == count, "each chunk counted once, by the holder that finished it")
+        let statistics = eventually(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= count }
+        #expect(Set(statistics.acceptedDigests ?? []) == CampaignRig.digests(1...count))
+        #expect(statistics.duplicates <= status.report.possibleDuplicates)
+        await database.close()
+    }
+
     /// A cancelled campaign is not sent; cancelling twice says so.
     @Test func aCancelledCampaignIsNotSent() async throws {
         let cluster = try PostgresCluster()
