@@ -7,9 +7,9 @@ import Synchronization
 /// One worker of a shared campaign: leases a chunk, sends it through its own `Sender`,
 /// writes its outcome back, and takes the next, until no chunk is left.
 ///
-/// A worker sends one chunk at a time, so the sender's counts before and after a chunk
-/// are exactly that chunk's outcome, and `Sender.send(contentsOf:)` returning means every
-/// notification of it is final. A chunk is written back in one transaction, only while the
+/// Each of its senders sends one chunk at a time, so a sender's counts before and after a
+/// chunk are exactly that chunk's outcome, and `Sender.send(contentsOf:)` returning means
+/// every notification of it is final; a worker runs `Settings.lanes` of them side by side. A chunk is written back in one transaction, only while the
 /// lease is still this worker's. While it sends, a second connection renews the lease;
 /// when the renewal finds the lease gone (another worker took the chunk over), the
 /// campaign cancelled, or the database unreachable, the chunk's reading stops: what was
@@ -28,14 +28,19 @@ public final class CampaignWorker: Sendable {
         /// Added to the database's clock in lease decisions (see `CampaignStore`); zero
         /// outside tests.
         public var clockOffset: Duration
+        /// Chunks sent at once, each by a sender of its own (with its own connections to the
+        /// gateway), so that one chunk's last answers overlap the next one's sending. What a
+        /// worker that dies may have sent twice is at most this many chunks.
+        public var lanes: Int
 
         /// Settings for worker `name`.
         public init(name: String, leaseDuration: Duration = .seconds(10), pollInterval: Duration = .milliseconds(250),
-                    clockOffset: Duration = .zero) {
+                    clockOffset: Duration = .zero, lanes: Int = 2) {
             self.name = name
             self.leaseDuration = leaseDuration
             self.pollInterval = pollInterval
             self.clockOffset = clockOffset
+            self.lanes = max(1, lanes)
         }
     }
 
@@ -51,6 +56,17 @@ public final class CampaignWorker: Sendable {
         public var accepted = 0, rejected = 0, failed = 0, possibleDuplicates = 0
         /// Whether it stopped because the campaign was cancelled.
         public var cancelled = false
+
+        mutating func add(_ other: Summary) {
+            chunks += other.chunks
+            takeovers += other.takeovers
+            lostLeases += other.lostLeases
+            accepted += other.accepted
+            rejected += other.rejected
+            failed += other.failed
+            possibleDuplicates += other.possibleDuplicates
+            cancelled = cancelled || other.cancelled
+        }
     }
 
     /// Why a chunk's reading stopped early.
@@ -60,45 +76,58 @@ public final class CampaignWorker: Sendable {
         case databaseLost(String)
     }
 
-    private let store: CampaignStore
     private let heartbeat: CampaignStore
+    private let lanes: [Lane]
     private let settings: Settings
     private let campaign: CampaignStore.Campaign
-    private let sender: Sender
-    private let rejections = RejectionLog()
 
-    /// Connects twice (one connection leases and writes back, the other renews leases while
-    /// a chunk is sent, so that a renewal never lands inside a write-back transaction),
-    /// finds the campaign, and starts a sender.
+    /// One chunk at a time through its own sender, leased and written back on its own
+    /// connection (a transaction per write-back). Several lanes overlap one chunk's last
+    /// answers (over the binary protocol, the error wait) with the next chunk's sending,
+    /// while each sender's counts stay exactly its chunk's.
+    final class Lane: Sendable {
+        let store: CampaignStore
+        let sender: Sender
+        let rejections: RejectionLog
+
+        init(store: CampaignStore, sender: Sender, rejections: RejectionLog) {
+            self.store = store
+            self.sender = sender
+            self.rejections = rejections
+        }
+    }
+
+    /// Connects (a connection per lane, and one that renews leases while chunks are sent,
+    /// so that a renewal never lands inside a write-back transaction), finds the campaign,
+    /// and starts a sender per lane.
     ///
     /// - Throws: `CampaignStoreError` (database, campaign), `SenderError` (configuration).
     public init(database url: DatabaseURL, campaign name: String, configuration: SenderConfiguration,
                 settings: Settings) async throws {
-        let main = try await CampaignDatabase.connect(url, applicationName: "salvo worker \(settings.name)")
-        let second: CampaignDatabase
-        do { second = try await CampaignDatabase.connect(url, applicationName: "salvo worker \(settings.name)") } catch {
-            await main.close()
-            throw error
-        }
-        store = CampaignStore(main, clockOffset: settings.clockOffset)
-        heartbeat = CampaignStore(second, clockOffset: settings.clockOffset)
-        self.settings = settings
+        var opened: [CampaignDatabase] = []
         do {
-            campaign = try await store.campaign(named: name)
-            let rejections = self.rejections
-            // One chunk at a time: the sequence the sender reports is the index in the chunk.
-            sender = try Sender(configuration) { token, rejection, index in
-                rejections.append(index: Int(index), token: token, rejection: rejection)
+            for _ in 0...settings.lanes {
+                opened.append(try await CampaignDatabase.connect(url, applicationName: "salvo worker \(settings.name)"))
+            }
+            heartbeat = CampaignStore(opened[0], clockOffset: settings.clockOffset)
+            campaign = try await heartbeat.campaign(named: name)
+            lanes = try opened.dropFirst().map { database in
+                let rejections = RejectionLog()
+                // One chunk at a time per sender: the sequence it reports is the index in the chunk.
+                let sender = try Sender(configuration) { token, rejection, index in
+                    rejections.append(index: Int(index), token: token, rejection: rejection)
+                }
+                return Lane(store: CampaignStore(database, clockOffset: settings.clockOffset), sender: sender, rejections: rejections)
             }
         } catch {
-            await main.close()
-            await second.close()
+            for database in opened { await database.close() }
             throw error
         }
+        self.settings = settings
     }
 
     /// Sends chunks until none is left (or the campaign is cancelled), then stops the
-    /// sender and closes the connections.
+    /// senders and closes the connections.
     ///
     /// - Throws: `CampaignStoreError` when the database is lost (after what was sent is
     ///   final; its chunk is left to expire and be taken over); `SendError` when the
@@ -107,38 +136,48 @@ public final class CampaignWorker: Sendable {
     public func run() async throws -> Summary {
         var summary = Summary()
         do {
-            while true {
-                guard let lease = try await store.lease(campaign.id, worker: settings.name, for: settings.leaseDuration) else {
-                    guard try await store.hasUnfinishedChunks(campaign.id) else { break }
-                    try await Task.sleep(for: settings.pollInterval)
-                    continue
-                }
-                if lease.isTakeover { summary.takeovers += 1 }
-                if try await send(lease, summary: &summary) == .cancelled {
-                    summary.cancelled = true
-                    break
-                }
+            try await withThrowingTaskGroup(of: Summary.self) { group in
+                for lane in lanes { group.addTask { try await self.run(lane) } }
+                for try await part in group { summary.add(part) }
             }
         } catch {
-            _ = await sender.finish(timeout: .seconds(30))
+            for lane in lanes { _ = await lane.sender.finish(timeout: .seconds(30)) }
             await close()
             throw error
         }
-        _ = await sender.finish()
+        for lane in lanes { _ = await lane.sender.finish() }
         await close()
         return summary
     }
 
+    private func run(_ lane: Lane) async throws -> Summary {
+        var summary = Summary()
+        while true {
+            guard let lease = try await lane.store.lease(campaign.id, worker: settings.name, for: settings.leaseDuration) else {
+                guard try await lane.store.hasUnfinishedChunks(campaign.id) else { break }
+                try await Task.sleep(for: settings.pollInterval)
+                continue
+            }
+            if lease.isTakeover { summary.takeovers += 1 }
+            if try await send(lease, on: lane, summary: &summary) == .cancelled {
+                summary.cancelled = true
+                break
+            }
+        }
+        return summary
+    }
+
     private func close() async {
-        await store.database.close()
         await heartbeat.database.close()
+        for lane in lanes { await lane.store.database.close() }
     }
 
     private enum Turn { case continuing, cancelled }
 
     /// Sends one leased chunk and writes its outcome back.
-    private func send(_ lease: CampaignStore.Lease, summary: inout Summary) async throws -> Turn {
-        let (list, sequences) = try await store.items(of: lease, in: campaign)
+    private func send(_ lease: CampaignStore.Lease, on lane: Lane, summary: inout Summary) async throws -> Turn {
+        let (list, sequences) = try await lane.store.items(of: lease, in: campaign)
+        let sender = lane.sender
         let interruption = InterruptionFlag()
         let renewing = Task { [heartbeat, settings] in
             while !Task.isCancelled {
@@ -167,7 +206,7 @@ public final class CampaignWorker: Sendable {
         }
         renewing.cancel()
         let after = sender.progress
-        let rejected = rejections.drain()
+        let rejected = lane.rejections.drain()
         // Everything read is final: the checkpoint moves to the last item read.
         let read = reader.readCount
         var outcome = CampaignStore.ChunkOutcome(
@@ -194,7 +233,7 @@ public final class CampaignWorker: Sendable {
         case .cancelled?, nil:
             break
         }
-        guard try await store.writeBack(outcome, for: lease, of: campaign, worker: settings.name) else {
+        guard try await lane.store.writeBack(outcome, for: lease, of: campaign, worker: settings.name) else {
             summary.lostLeases += 1
             return .continuing
         }

@@ -19,8 +19,8 @@ import Testing
         let count = 6000
         let files = try CampaignRig.Files(count: count)
         defer { files.remove() }
-        // Stalls of 20 ms every 200 notifications: the campaign takes a couple of seconds.
-        let gateway = try CampaignRig.gateway(plan: FailurePlan(stallEvery: 200, stallDuration: .milliseconds(20)))
+        // Stalls of 50 ms every 100 notifications: the campaign takes a few seconds.
+        let gateway = try CampaignRig.gateway(plan: FailurePlan(stallEvery: 100, stallDuration: .milliseconds(50)))
         defer { gateway.stop() }
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
@@ -31,13 +31,13 @@ import Testing
             chunkSize: 1000))
         let configuration = CampaignRig.senderConfiguration(port: gateway.port)
         let doomed = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
-                                              settings: .init(name: "doomed", leaseDuration: .seconds(1)))
+                                              settings: .init(name: "doomed", leaseDuration: .seconds(1), lanes: 1))
         let running = Task { try await doomed.run() }
         let midway = eventually({ (try? cluster.psql("""
             SELECT EXISTS (SELECT 1 FROM campaign_chunks WHERE done) AND EXISTS (SELECT 1 FROM campaign_chunks WHERE lease_owner = 'doomed')
             """)) ?? "" }) { $0.hasPrefix("t") }
         #expect(midway.hasPrefix("t"))
-        // Cut the worker's two connections.
+        // Cut the worker's two connections (its lane's and its renewals').
         let cut = try cluster.psql("""
             SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'salvo worker doomed'
             """)
