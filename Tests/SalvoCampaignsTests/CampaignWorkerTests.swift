@@ -65,6 +65,46 @@ import Testing
         await database.close()
     }
 
+    /// A JSONL campaign keeps each line's payload (backslashes and quotes through COPY's
+    /// text format intact), expiry and priority; a line with per-line HTTP/2 fields is
+    /// refused with its number, and nothing is left behind.
+    @Test func aJSONLCampaignKeepsEveryLinesPayload() async throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        let files = try CampaignRig.Files(count: 0)
+        defer { files.remove() }
+        let gateway = try CampaignRig.gateway()
+        defer { gateway.stop() }
+        let payloads = (1...300).map { #"{"aps":{"alert":"line \#($0): a \"quote\", a \\ and\ttab"},"n":\#($0)}"# }
+        let lines = payloads.enumerated().map { #"{"token":"\#(CampaignRig.token($0.offset + 1).hex)","payload":\#($0.element),"priority":5,"expiry":2000000000}"# }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: files.path("c.jsonl"), atomically: true, encoding: .utf8)
+        try (lines[0] + "\n" + #"{"token":"\#(CampaignRig.token(2).hex)","payload":{},"push_type":"background"}"# + "\n")
+            .write(toFile: files.path("h2.jsonl"), atomically: true, encoding: .utf8)
+        let url = try DatabaseURL(cluster.url())
+        let database = try await CampaignDatabase.connect(url)
+        let store = CampaignStore(database)
+        await #expect(throws: CampaignStoreError.self) {
+            _ = try await store.create(CampaignDefinition(name: "h2", input: .file(.jsonl(files.path("h2.jsonl")), onBadLine: .abort),
+                                                          registry: nil))
+        }
+        #expect(try cluster.psql("SELECT count(*) FROM campaigns") == "0\n", "nothing is left behind")
+        let created = try await store.create(CampaignDefinition(name: "c", input: .file(.jsonl(files.path("c.jsonl")), onBadLine: .abort),
+                                                                registry: nil, chunkSize: 100))
+        #expect(created.total == 300)
+        let summary = try await CampaignWorker(database: url, campaign: "c",
+                                               configuration: CampaignRig.senderConfiguration(port: gateway.port),
+                                               settings: .init(name: "w")).run()
+        #expect(summary.accepted == 300)
+        // The payloads as sent: each line's JSON, minified already.
+        let expected = Set(payloads.enumerated().map {
+            MockStatistics.digest(token: CampaignRig.token($0.offset + 1), payload: Array($0.element.utf8))
+        })
+        let seen = eventually(gateway.statistics) { ($0.acceptedDigests ?? []).count >= 300 }
+        #expect(Set(seen.acceptedDigests ?? []) == expected)
+        #expect(try cluster.psql("SELECT DISTINCT priority || ' ' || expiry FROM campaign_items") == "5 2000000000\n")
+        await database.close()
+    }
+
     /// Leases judged at a clock the test moves: a lease that expired is taken over (what
     /// its holder may have sent is counted as possible duplicates), and the old holder can
     /// neither renew it nor write over the new one.
