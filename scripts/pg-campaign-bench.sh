@@ -15,7 +15,8 @@
 #   scripts/pg-campaign-bench.sh [N=1000000] [extra flags for send and run...]
 #
 # CHUNK (default 10000): --chunk-size; LEASE (default 2): --lease-seconds of part 4; SALVO: the
-# executable (default .build/release/salvo).
+# executable (default .build/release/salvo); PROTOCOL: binary (default) or h2; MOCK_FLAGS:
+# more flags for the mock (e.g. --response-delay-ms 50 with h2).
 set -euo pipefail
 count=${1:-1000000}
 shift || true
@@ -52,12 +53,15 @@ import sys
 with open('$work/tokens.txt', 'w') as out:
     for n in range(1, $count + 1): out.write('5a' * 24 + format(n, '016x') + '\n')"
 
-coproc MOCK { exec "$salvo" mock --port 0 --feedback-port 0 --loops 1 --cert "$work/certs/server.pem" \
-  --key "$work/certs/server.key" --ca "$work/certs/ca.pem" --require-client-cert; }
+protocol=${PROTOCOL:-binary}
+feedback=(--feedback-port 0)
+[ "$protocol" = h2 ] && feedback=()
+coproc MOCK { exec "$salvo" mock --protocol "$protocol" --port 0 "${feedback[@]}" --loops 1 --cert "$work/certs/server.pem" \
+  --key "$work/certs/server.key" --ca "$work/certs/ca.pem" --require-client-cert ${MOCK_FLAGS:-}; }
 mock=$MOCK_PID
 read -r line <&"${MOCK[0]}"
 port=$(sed -n 's/^listening gateway=\([0-9]*\).*/\1/p' <<<"$line")
-gateway=(--gateway "127.0.0.1:$port")
+gateway=(--gateway "127.0.0.1:$port" --protocol "$protocol")
 now() { date +%s.%N; }
 rate() { python3 -c "print('%d /s (%.2f s)' % ($count / ($2 - $1), $2 - $1))"; }
 create() {
@@ -68,7 +72,7 @@ create() {
 }
 rows() { psql "SELECT pg_stat_force_next_flush(); SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables WHERE relname <> 'campaign_items'" | tail -1; }
 
-echo "N=$count chunk=$chunk flags: $*"
+echo "N=$count chunk=$chunk protocol=$protocol mock flags: ${MOCK_FLAGS:-} flags: $*"
 t0=$(now); "$salvo" send "${gateway[@]}" "${tls[@]}" --tokens "$work/tokens.txt" --payload "$work/payload.json" "$@" >/dev/null
 echo "1. salvo send from the file: $(rate "$t0" "$(now)")"
 create one
@@ -77,7 +81,7 @@ t0=$(now); "$salvo" campaign run --db "$db" --name one --worker w1 "${gateway[@]
 echo "1. one worker from PostgreSQL: $(rate "$t0" "$(now)")"
 after=$(rows)
 python3 -c "print('3. write load: %d rows for %d accepted = %.3f rows per 1,000' % ($after - $before, $count, ($after - $before) * 1000 / $count))"
-"$salvo" campaign status --db "$db" --name one | head -3
+"$salvo" campaign status --db "$db" --name one | head -2
 
 create two
 t0=$(now)
