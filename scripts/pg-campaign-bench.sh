@@ -16,7 +16,8 @@
 #
 # CHUNK (default 10000): --chunk-size; LEASE (default 2): --lease-seconds of part 4; SALVO: the
 # executable (default .build/release/salvo); PROTOCOL: binary (default) or h2; MOCK_FLAGS:
-# more flags for the mock (e.g. --response-delay-ms 50 with h2).
+# more flags for the mock (e.g. --response-delay-ms 50 with h2); RUN_FLAGS: more flags for the
+# workers only (e.g. --lanes 4).
 set -euo pipefail
 count=${1:-1000000}
 shift || true
@@ -77,7 +78,7 @@ t0=$(now); "$salvo" send "${gateway[@]}" "${tls[@]}" --tokens "$work/tokens.txt"
 echo "1. salvo send from the file: $(rate "$t0" "$(now)")"
 create one
 before=$(rows)
-t0=$(now); "$salvo" campaign run --db "$db" --name one --worker w1 "${gateway[@]}" "${tls[@]}" "$@" >/dev/null
+t0=$(now); "$salvo" campaign run --db "$db" --name one --worker w1 "${gateway[@]}" "${tls[@]}" "$@" ${RUN_FLAGS:-} >/dev/null
 echo "1. one worker from PostgreSQL: $(rate "$t0" "$(now)")"
 after=$(rows)
 python3 -c "print('3. write load: %d rows for %d accepted = %.3f rows per 1,000' % ($after - $before, $count, ($after - $before) * 1000 / $count))"
@@ -85,14 +86,14 @@ python3 -c "print('3. write load: %d rows for %d accepted = %.3f rows per 1,000'
 
 create two
 t0=$(now)
-"$salvo" campaign run --db "$db" --name two --worker w1 "${gateway[@]}" "${tls[@]}" "$@" >/dev/null & workers=($!)
-"$salvo" campaign run --db "$db" --name two --worker w2 "${gateway[@]}" "${tls[@]}" "$@" >/dev/null & workers+=($!)
+"$salvo" campaign run --db "$db" --name two --worker w1 "${gateway[@]}" "${tls[@]}" "$@" ${RUN_FLAGS:-} >/dev/null & workers=($!)
+"$salvo" campaign run --db "$db" --name two --worker w2 "${gateway[@]}" "${tls[@]}" "$@" ${RUN_FLAGS:-} >/dev/null & workers+=($!)
 wait "${workers[@]}"; workers=()
 echo "2. two workers from PostgreSQL: $(rate "$t0" "$(now)")"
 
 create three
 for w in 1 2 3; do
-  "$salvo" campaign run --db "$db" --name three --worker "w$w" --lease-seconds "$lease" "${gateway[@]}" "${tls[@]}" "$@" \
+  "$salvo" campaign run --db "$db" --name three --worker "w$w" --lease-seconds "$lease" "${gateway[@]}" "${tls[@]}" "$@" ${RUN_FLAGS:-} \
     > "$work/w$w.out" 2>&1 & workers+=($!)
 done
 total=$(psql "SELECT count(*) FROM campaign_chunks k JOIN campaigns c ON c.id = k.campaign_id WHERE c.name = 'three'")
