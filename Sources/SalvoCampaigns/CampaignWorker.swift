@@ -153,6 +153,8 @@ public final class CampaignWorker: Sendable {
     private func run(_ lane: Lane) async throws -> Summary {
         var summary = Summary()
         while true {
+            // Another lane failed (the gateway out of reach, the database lost): stop too.
+            try Task.checkCancellation()
             guard let lease = try await lane.store.lease(campaign.id, worker: settings.name, for: settings.leaseDuration) else {
                 guard try await lane.store.hasUnfinishedChunks(campaign.id) else { break }
                 try await Task.sleep(for: settings.pollInterval)
