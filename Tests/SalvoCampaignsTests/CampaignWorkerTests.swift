@@ -58,6 +58,10 @@ import Testing
         let next = try await store.create(CampaignDefinition(
             name: "summer", input: .registry(seenSince: nil, payload: CampaignRig.payload), registry: CampaignRig.scope))
         #expect(next.total == count - invalid.count, "the next campaign skips the invalidated tokens")
+        let unseen = try await store.create(CampaignDefinition(
+            name: "winter", input: .registry(seenSince: Date().addingTimeInterval(3600), payload: CampaignRig.payload),
+            registry: CampaignRig.scope))
+        #expect(unseen.total == 0 && unseen.chunks == 0, "no token was seen in the last hour's future")
         let again = try await store.create(CampaignDefinition(
             name: "autumn", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort),
             registry: CampaignRig.scope))
