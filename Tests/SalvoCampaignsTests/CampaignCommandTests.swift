@@ -143,4 +143,34 @@ import Testing
         #expect(importOutput.contains("imported 100 tokens"))
         #expect(try cluster.psql("SELECT count(*) FROM devices") == "100\n")
     }
+
+    /// `salvo feedback --db`: the feedback service's tokens are invalidated in the registry,
+    /// except one registered again after the time APNs gave for it.
+    @Test func feedbackInvalidatesTokensNotRegisteredAgainSince() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        let files = try CampaignRig.Files(count: 2)
+        defer { files.remove() }
+        let (imported, _, importErrors) = try CampaignRig.run(
+            ["registry", "import", "--db", cluster.url(), "--tokens", files.tokens, "--topic", "com.example.app"])
+        #expect(imported == 0, "\(importErrors)")
+        let now = Int(Date().timeIntervalSince1970)
+        let mock = try ChildProcess(CampaignRig.salvo, [
+            "mock", "--port", "0", "--feedback-port", "0", "--cert", files.path("server.pem"), "--key", files.path("server.key"),
+            "--ca", files.path("ca.pem"), "--require-client-cert",
+            "--feedback-tuple", "\(now + 3600):\(CampaignRig.token(1).hex)",  // gone after it registered
+            "--feedback-tuple", "\(now - 3600):\(CampaignRig.token(2).hex)",  // registered after it was gone
+        ])
+        defer { mock.kill(SIGTERM) }
+        let line = try mock.firstLine(within: .seconds(30))
+        let feedbackPort = try #require(line.split(separator: "=").last.map(String.init))
+        let (status, output, errors) = try CampaignRig.run(
+            ["feedback", "--host", "127.0.0.1:\(feedbackPort)", "--db", cluster.url(), "--topic", "com.example.app"]
+                + files.tlsArguments)
+        #expect(status == 0, "\(errors)")
+        #expect(output.contains(CampaignRig.token(1).hex) && output.contains(CampaignRig.token(2).hex))
+        #expect(errors.contains("1 invalidated in the registry"))
+        #expect(try cluster.psql("SELECT token, invalid_reason FROM devices WHERE invalidated_at IS NOT NULL")
+                == "\(CampaignRig.token(1).hex)|Feedback\n")
+    }
 }
