@@ -8,6 +8,9 @@
 # libnghttp2-dev: the HTTP/2 machinery of `salvo mock --protocol h2`; nghttp2-client (nghttp,
 # h2load) and curl: the real HTTP/2 clients its tests run.
 SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config iproute2 libnghttp2-dev nghttp2-client curl
+# For `make test`, required: postgresql, the throwaway clusters (initdb, pg_ctl) of the
+# SalvoCampaigns tests (a real server, nothing mocked).
+TEST_SYSTEM_PACKAGES := postgresql
 # For `make test` only: the other teams' senders the tests run against `salvo mock`
 # (Tests/SalvoBenchTests/LegacyClientTests.swift): the PHP cookbook sender, and PyAPNs, which
 # scripts/pyapns.sh installs from PyPI into a virtualenv under .build/. When they cannot be
@@ -36,9 +39,9 @@ deps:
 	@$(call install-missing,$(SYSTEM_PACKAGES))
 
 test-deps:
-	@($(call install-missing,$(SYSTEM_PACKAGES) $(TEST_PACKAGES))) || { \
+	@($(call install-missing,$(SYSTEM_PACKAGES) $(TEST_SYSTEM_PACKAGES) $(TEST_PACKAGES))) || { \
 	  echo "could not install $(TEST_PACKAGES): the tests with them will be skipped"; \
-	  $(call install-missing,$(SYSTEM_PACKAGES)); }
+	  $(call install-missing,$(SYSTEM_PACKAGES) $(TEST_SYSTEM_PACKAGES)); }
 	@scripts/pyapns.sh || true
 
 build: deps

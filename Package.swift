@@ -38,6 +38,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // `Sender` and the mocks as `Service`s: graceful shutdown on SIGTERM.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // SalvoCampaigns: campaigns shared by several workers, and the device registry, in PostgreSQL.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // C: the Linux system calls Swift's Glibc module does not expose cleanly.
@@ -142,11 +144,24 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // Campaigns shared by several workers through PostgreSQL (leased chunks, per-chunk
+        // outcomes and checkpoints) and the device-token registry. Its own module, so that the
+        // engine never depends on a database.
+        .target(
+            name: "SalvoCampaigns",
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload.
         .executableTarget(
             name: "salvo",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry", "SalvoCampaigns",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 "SalvoTelemetry", "SalvoPrometheus",
@@ -193,6 +208,14 @@ let package = Package(
         // The Push Channel sender against the real mock NOC on loopback, and the pure parser.
         .testTarget(name: "SalvoBlackBerryTests",
                     dependencies: ["SalvoBlackBerry", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoEngine", "SalvoTestSupport"]),
+        // A real throwaway PostgreSQL cluster (initdb, pg_ctl) and the real mock gateway.
+        .testTarget(
+            name: "SalvoCampaignsTests",
+            dependencies: [
+                "SalvoCampaigns", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

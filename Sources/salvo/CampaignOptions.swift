@@ -20,7 +20,10 @@ struct CampaignOptions: ParsableArguments {
         case abort, skip
     }
 
-    func validate() throws {
+    func validate() throws { try Self.validateInput(input: input, tokens: tokens, payload: payload) }
+
+    /// --input, or --tokens with --payload: shared with `salvo campaign create`.
+    static func validateInput(input: String?, tokens: String?, payload: String?) throws {
         switch (input, tokens, payload) {
         case (_?, nil, nil), (nil, _?, _?): break
         case (_?, _, _): throw ValidationError("give either --input or --tokens with --payload, not both")

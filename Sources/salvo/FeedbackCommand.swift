@@ -1,4 +1,5 @@
 import ArgumentParser
+import SalvoCampaigns
 import SalvoEngine
 import SalvoIO
 import SalvoWire
@@ -32,6 +33,13 @@ struct FeedbackCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
     var timeout: Int = 30
 
+    @Option(help: ArgumentHelp("Also invalidate the tokens in the device registry of this database (those not registered again since).",
+                               valueName: "url"))
+    var db: String?
+
+    @OptionGroup(title: "Device registry (--db)")
+    var registry: RegistryScopeOptions
+
     func validate() throws {
         do {
             _ = try Endpoint(parsing: host, service: .feedback)
@@ -39,13 +47,18 @@ struct FeedbackCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
+        if let db {
+            do { _ = try DatabaseURL(db) } catch { throw ValidationError(error.description) }
+            guard registry.topic != nil else { throw ValidationError("--db needs the tokens' --topic BUNDLE_ID") }
+        }
     }
 
     func run() async throws {
         let endpoint = try Endpoint(parsing: host, service: .feedback)
         let context = try tls.makeContext()
+        let tuples: [FeedbackTuple]
         do {
-            let tuples = try FeedbackClient.fetch(
+            tuples = try FeedbackClient.fetch(
                 host: endpoint.host, port: endpoint.port, context: context, timeout: .seconds(timeout))
             print(Self.render(tuples, as: format), terminator: "")
             printError("\(tuples.count) token\(tuples.count == 1 ? "" : "s") from \(endpoint)")
@@ -53,6 +66,12 @@ struct FeedbackCommand: AsyncParsableCommand {
             // The service will not send these again: print them before failing.
             if !error.received.isEmpty { print(Self.render(error.received, as: format), terminator: "") }
             throw error
+        }
+        if let db {
+            let invalidated = try await withCampaignDatabase(db, command: "feedback") { database in
+                try await DeviceRegistry(database).invalidate(feedback: tuples, in: registry.scope!)
+            }
+            printError("\(invalidated) invalidated in the registry (the others were registered again since, or unknown)")
         }
     }
 

@@ -19,7 +19,8 @@ struct Salvo: AsyncParsableCommand {
             """,
         version: "0.1.0 (jemalloc \(jemallocVersion))",
         subcommands: [SendCommand.self, DemoCommand.self, MockCommand.self, BenchCommand.self, FeedbackCommand.self,
-                      PayloadCommand.self, DelayLineCommand.self, CheckTokenCommand.self]
+                      PayloadCommand.self, DelayLineCommand.self, CheckTokenCommand.self,
+                      CampaignCommand.self, RegistryCommand.self]
     )
 
     /// Runs the command; usage errors exit with 2 (ArgumentParser's own default is 64),

@@ -73,6 +73,13 @@ struct SendCommand: AsyncParsableCommand {
         if target == .blackberry { return try validateBlackBerry() }
         if let flag = blackberry.givenFlag { throw ValidationError("\(flag) is for --target blackberry") }
         guard let gateway else { throw ValidationError("give --gateway (APNs), or --target blackberry with --noc or --proxy") }
+        try Self.validateGateway(gateway, wireProtocol, http2: http2, tls: tls)
+    }
+
+    /// The checks of --gateway, --protocol, the HTTP/2 flags and the credentials, shared
+    /// with `salvo campaign run`.
+    static func validateGateway(_ gateway: String, _ wireProtocol: WireProtocol?, http2: ProviderAPIOptions,
+                                tls: TLSOptions) throws {
         let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
         do { _ = try Endpoint(parsing: gateway, service: spoken.service) } catch { throw ValidationError(error.description) }
         switch spoken {
@@ -117,32 +124,38 @@ struct SendCommand: AsyncParsableCommand {
 extension SendCommand {
     /// Everything before the first notification: configuration, input, checkpoint, sender.
     func prepare() throws -> (CampaignFile, CampaignReader, resumedAfter: Int, CampaignRun) {
-        let gateway = self.gateway!  // validate() checked it
-        let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
-        let endpoint = try Endpoint(parsing: gateway, service: spoken.service)
-        var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
-        if tls.insecure { _ = try tls.makeContext() }  // prints the warning once
-        engine.apply(to: &configuration)
-        let campaignProtocol: CampaignProtocol
-        switch spoken {
-        case .binary:
-            configuration.transport = .binary(engine.format.format)
-            campaignProtocol = .binary(maximumPayloadLength: configuration.maximumPayloadLength)
-        case .h2:
-            do {
-                try http2.apply(to: &configuration, allowWorldReadableKey: tls.allowWorldReadableKey)
-            } catch {
-                printError("salvo send: \(error)")
-                throw ExitCode(2)
-            }
-            campaignProtocol = .http2(defaultPushType: http2.pushType)
-        }
+        let (configuration, campaignProtocol) = try Self.senderConfiguration(
+            gateway!, wireProtocol, http2: http2, tls: tls, engine: engine, command: "send")  // validate() checked it
         let (campaign, reader, checkpoint, resumedAfter) = try openCampaign(for: campaignProtocol)
         // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
         let total = isatty(STDERR_FILENO) == 1 ? self.campaign.countLines() : nil
         let run = try CampaignRun(command: "send", configuration: configuration, rejectedPath: rejected,
                                   checkpoint: checkpoint, total: total)
         return (campaign, reader, resumedAfter, run)
+    }
+
+    /// The sender's configuration from the gateway, TLS, HTTP/2 and engine flags, and the
+    /// protocol a campaign is read for; shared with `salvo campaign run`.
+    static func senderConfiguration(_ gateway: String, _ wireProtocol: WireProtocol?, http2: ProviderAPIOptions, tls: TLSOptions,
+                                    engine: EngineOptions, command: String) throws -> (SenderConfiguration, CampaignProtocol) {
+        let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
+        let endpoint = try Endpoint(parsing: gateway, service: spoken.service)
+        var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
+        if tls.insecure { _ = try tls.makeContext() }  // prints the warning once
+        engine.apply(to: &configuration)
+        switch spoken {
+        case .binary:
+            configuration.transport = .binary(engine.format.format)
+            return (configuration, .binary(maximumPayloadLength: configuration.maximumPayloadLength))
+        case .h2:
+            do {
+                try http2.apply(to: &configuration, allowWorldReadableKey: tls.allowWorldReadableKey)
+            } catch {
+                printError("salvo \(command): \(error)")
+                throw ExitCode(2)
+            }
+            return (configuration, .http2(defaultPushType: http2.pushType))
+        }
     }
 
     /// Opens the input and the checkpoint; with --resume, checks that the checkpoint belongs

@@ -1,0 +1,210 @@
+import Foundation
+import PostgresNIO
+import SalvoEngine
+import SalvoWire
+
+/// Where a new campaign's notifications come from.
+public enum CampaignInput: Sendable {
+    /// A campaign file, streamed: a JSONL file, or a token list with one payload.
+    case file(CampaignSource, onBadLine: BadLinePolicy)
+    /// The registry's valid tokens of the campaign's topic and environment (seen since the
+    /// date, when given), each sent `payload`.
+    case registry(seenSince: Date?, payload: [UInt8])
+}
+
+/// What `salvo campaign create` asks for.
+public struct CampaignDefinition: Sendable {
+    /// The campaign's name, unique in the database.
+    public var name: String
+    /// Its notifications.
+    public var input: CampaignInput
+    /// The registry's app and environment its tokens belong to: a file's tokens are added to
+    /// the registry there, and its invalidated tokens are left out. Nil: `--no-registry`.
+    public var registry: RegistryScope?
+    /// Notifications per chunk: the unit a worker leases, and at most what a worker that
+    /// dies can have sent without it being recorded.
+    public var chunkSize: Int
+    /// Replace a campaign of the same name instead of refusing.
+    public var replace: Bool
+
+    /// A campaign `name` of `input`.
+    public init(name: String, input: CampaignInput, registry: RegistryScope?, chunkSize: Int = 10_000, replace: Bool = false) {
+        self.name = name
+        self.input = input
+        self.registry = registry
+        self.chunkSize = chunkSize
+        self.replace = replace
+    }
+}
+
+/// What creating a campaign did.
+public struct CreatedCampaign: Sendable, Equatable {
+    /// Notifications in the campaign.
+    public var total: Int
+    /// Chunks they were cut into.
+    public var chunks: Int
+    /// Tokens left out because the registry has them invalidated.
+    public var skippedInvalidated: Int
+    /// Lines of the file that were skipped (`--on-bad-line skip`), the first ones.
+    public var badLines: [BadLine]
+    /// How many lines were skipped in all.
+    public var badLineCount: Int
+}
+
+extension CampaignStore {
+    /// Loads a campaign in one transaction: the file is streamed into the table with COPY
+    /// (constant memory), or the registry's tokens are selected on the server; then the
+    /// registry learns the file's new tokens, invalidated ones are left out, and the
+    /// campaign is cut into chunks. Nothing is left behind when it fails.
+    ///
+    /// - Throws: `CampaignStoreError`: the name exists (without `replace`), a bad line
+    ///   (with its number) under the abort policy, or a database error.
+    public func create(_ definition: CampaignDefinition) async throws(CampaignStoreError) -> CreatedCampaign {
+        guard definition.chunkSize >= 1 else { throw CampaignStoreError("--chunk-size must be at least 1") }
+        do {
+            return try await database.transaction { database in
+                try await self.create(definition, in: database)
+            }
+        } catch {
+            throw database.describe(error, while: "creating campaign \(definition.name)")
+        }
+    }
+
+    private func create(_ definition: CampaignDefinition, in database: CampaignDatabase) async throws -> CreatedCampaign {
+        let name = definition.name
+        let existing = try await database.query("SELECT id FROM campaigns WHERE name = \(name) FOR UPDATE")
+        for try await _ in existing.decode(Int64.self) {
+            guard definition.replace else {
+                throw CampaignStoreError("campaign \(name) exists already: give --replace to replace it, or another --name")
+            }
+            try await database.query("DELETE FROM campaigns WHERE name = \(name)")
+        }
+        var sharedPayload: String?
+        switch definition.input {
+        case .file(.tokens(_, let payload), _), .registry(_, let payload):
+            sharedPayload = try Self.minifiedPayload(payload)
+        case .file(.jsonl, _):
+            break
+        }
+        let topic = definition.registry?.topic, environment = definition.registry?.environment.rawValue
+        let created = try await database.query("""
+            INSERT INTO campaigns (name, payload, topic, environment, total, chunk_size)
+            VALUES (\(name), \(sharedPayload), \(topic), \(environment), 0, \(Int32(clamping: definition.chunkSize)))
+            RETURNING id
+            """)
+        var id: Int64 = 0
+        for try await value in created.decode(Int64.self) { id = value }
+
+        var badLines: [BadLine] = []
+        var badLineCount = 0
+        switch definition.input {
+        case .file(let source, let policy):
+            (badLines, badLineCount) = try await copyItems(from: source, onBadLine: policy, sharedPayload: sharedPayload != nil,
+                                                           campaign: id, into: database)
+        case .registry(let seenSince, _):
+            guard let registry = definition.registry else {
+                throw CampaignStoreError("a campaign from the registry needs its topic")
+            }
+            try await database.query("""
+                INSERT INTO campaign_items (campaign_id, seq, token)
+                SELECT \(id), row_number() OVER (ORDER BY token), token FROM devices
+                WHERE topic = \(registry.topic) AND environment = \(registry.environment.rawValue)
+                  AND invalidated_at IS NULL AND (\(seenSince)::timestamptz IS NULL OR last_seen_at >= \(seenSince))
+                """)
+        }
+        var skipped = 0
+        if let registry = definition.registry, case .file = definition.input {
+            // A campaign's tokens are known to the registry from now on; a token the
+            // registry knows is left as it is (sending to it is not a registration).
+            try await database.query("""
+                INSERT INTO devices (token, topic, environment)
+                SELECT DISTINCT token, \(registry.topic), \(registry.environment.rawValue) FROM campaign_items
+                WHERE campaign_id = \(id)
+                ON CONFLICT (token, topic, environment) DO NOTHING
+                """)
+            let deleted = try await database.query("""
+                DELETE FROM campaign_items i USING devices d
+                WHERE i.campaign_id = \(id) AND d.token = i.token AND d.topic = \(registry.topic)
+                  AND d.environment = \(registry.environment.rawValue) AND d.invalidated_at IS NOT NULL
+                RETURNING i.seq
+                """)
+            for try await _ in deleted.decode(Int64.self) { skipped += 1 }
+        }
+        let counted = try await database.query("SELECT count(*), coalesce(max(seq), 0) FROM campaign_items WHERE campaign_id = \(id)")
+        var (total, last): (Int64, Int64) = (0, 0)
+        for try await row in counted.decode((Int64, Int64).self) { (total, last) = row }
+        let size = Int64(definition.chunkSize)
+        try await database.query("""
+            INSERT INTO campaign_chunks (campaign_id, first_seq, last_seq, completed_through)
+            SELECT \(id), g, least(g + \(size) - 1, \(last)), g - 1 FROM generate_series(1, \(last), \(size)) g
+            """)
+        try await database.query("UPDATE campaigns SET total = \(total) WHERE id = \(id)")
+        let chunks = last == 0 ? 0 : Int((last + size - 1) / size)
+        return CreatedCampaign(total: Int(total), chunks: chunks, skippedInvalidated: skipped, badLines: badLines,
+                               badLineCount: badLineCount)
+    }
+
+    /// Streams the file's notifications into `campaign_items` with COPY, numbered from 1,
+    /// in batches of about 256 KiB: memory stays the same whatever the file's size.
+    private func copyItems(from source: CampaignSource, onBadLine: BadLinePolicy, sharedPayload: Bool, campaign: Int64,
+                           into database: CampaignDatabase) async throws -> ([BadLine], Int) {
+        // Read for HTTP/2 (its larger payload limit): a worker sending over the binary
+        // protocol refuses a payload above 2048 bytes when it reaches it.
+        let reader = try CampaignReader(source, for: .http2(defaultPushType: .alert), onBadLine: onBadLine)
+        let campaignField = "\(campaign)\t"
+        try await database.connection.copyFrom(
+            table: "campaign_items", columns: ["campaign_id", "seq", "token", "payload", "expiry", "priority"],
+            logger: database.logger
+        ) { writer in
+            var buffer = ByteBuffer()
+            var sequence: Int64 = 0
+            while let item = try reader.nextItem() {
+                let request = item.request
+                if request.pushType != nil || request.topic != nil || request.collapseID != nil || request.apnsID != nil {
+                    throw CampaignStoreError("\(source.path) line \(item.line): per-line HTTP/2 fields (push_type, topic, "
+                                             + "collapse_id, apns_id) are not stored in a database campaign; give them as "
+                                             + "flags of salvo campaign run")
+                }
+                sequence += 1
+                buffer.writeString(campaignField)
+                buffer.writeString("\(sequence)\t\(item.token.hex)\t")
+                if sharedPayload {
+                    buffer.writeString("\\N")
+                } else {
+                    Self.writeCopyText(item.payload, to: &buffer)
+                }
+                buffer.writeString("\t\(item.expiry.map(String.init) ?? "\\N")\t\(item.priority.map(String.init) ?? "\\N")\n")
+                if buffer.readableBytes >= 1 << 18 {
+                    try await writer.write(buffer)
+                    buffer.clear()
+                }
+            }
+            if buffer.readableBytes > 0 { try await writer.write(buffer) }
+        }
+        return (reader.skippedLines, reader.skippedLineCount)
+    }
+
+    /// `bytes` in COPY's text format: backslash, tab, newline and carriage return escaped.
+    static func writeCopyText(_ bytes: UnsafeRawBufferPointer, to buffer: inout ByteBuffer) {
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\\"): buffer.writeStaticString("\\\\")
+            case UInt8(ascii: "\t"): buffer.writeStaticString("\\t")
+            case UInt8(ascii: "\n"): buffer.writeStaticString("\\n")
+            case UInt8(ascii: "\r"): buffer.writeStaticString("\\r")
+            default: buffer.writeInteger(byte)
+            }
+        }
+    }
+
+    /// The payload as the engine sends it: validated (the reason when it is not a JSON
+    /// object or too long, as a token list's reader says it) and minified.
+    static func minifiedPayload(_ payload: [UInt8]) throws -> String {
+        _ = try CampaignReader(.tokens("/dev/null", payload: payload), for: .http2(defaultPushType: .alert))
+        return payload.withUnsafeBytes { json in
+            var minified = [UInt8](repeating: 0, count: JSONScanner.minifiedCount(json))
+            _ = minified.withUnsafeMutableBytes { JSONScanner.minify(json, into: $0) }
+            return String(decoding: minified, as: UTF8.self)
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import PostgresNIO
+import SalvoEngine
+
+/// Why the campaign store could not do what it was asked, said for the user.
+public struct CampaignStoreError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, and where.
+    public var description: String
+    /// Whether the user must fix the command or the input (unreachable database, refused
+    /// credentials, a newer schema, a name taken, a bad file): `salvo` exits with 2.
+    public var isUsageError: Bool
+
+    /// An error saying `description`.
+    public init(_ description: String, isUsageError: Bool = true) {
+        self.description = description
+        self.isUsageError = isUsageError
+    }
+}
+
+/// Where the database is: `postgres://user:password@host:port/database`, or
+/// `postgres://user@/database?host=/socket/directory` for a Unix socket.
+public struct DatabaseURL: Sendable, CustomStringConvertible {
+    /// The connection settings postgres-nio takes.
+    let configuration: PostgresConnection.Configuration
+    /// The URL without its password, for messages.
+    public let description: String
+    /// The user, for messages about refused credentials.
+    let user: String
+
+    /// Parses `text`; throws a `CampaignStoreError` naming what is wrong with it.
+    public init(_ text: String) throws(CampaignStoreError) {
+        guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? "") else {
+            throw CampaignStoreError("--db \(Self.redacted(text)): not a postgres:// URL (postgres://user:password@host:port/database)")
+        }
+        let user = components.user.flatMap { $0.removingPercentEncoding } ?? "postgres"
+        let password = components.password.flatMap { $0.removingPercentEncoding }
+        let database = components.path.isEmpty ? nil : String(components.path.dropFirst()).removingPercentEncoding
+        let socketDirectory = components.queryItems?.first { $0.name == "host" }?.value
+        let port = components.port ?? 5432
+        var shown = components
+        if shown.password != nil { shown.password = "***" }
+        description = shown.string ?? "postgres://"
+        self.user = user
+        if let socketDirectory, socketDirectory.hasPrefix("/") {
+            configuration = .init(unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password,
+                                  database: database)
+        } else {
+            guard let host = components.host, !host.isEmpty else {
+                throw CampaignStoreError("--db \(description): no host (postgres://user:password@host:port/database)")
+            }
+            configuration = .init(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        }
+    }
+
+    private static func redacted(_ text: String) -> String {
+        guard var components = URLComponents(string: text), components.password != nil else { return text }
+        components.password = "***"
+        return components.string ?? "(unparseable)"
+    }
+}
+
+/// One connection to the campaign database, with the schema checked.
+///
+/// Every value reaches the server as a bound parameter (postgres-nio's `PostgresQuery`
+/// interpolation); no SQL text is ever built from input.
+public final class CampaignDatabase: Sendable {
+    let connection: PostgresConnection
+    let logger: Logger
+    /// Where it is, for messages.
+    public let url: DatabaseURL
+
+    /// Connects and brings the schema up to date (refusing a newer one).
+    ///
+    /// - Parameters:
+    ///   - url: where the database is.
+    ///   - applicationName: what `pg_stat_activity` shows for the connection.
+    /// - Throws: `CampaignStoreError`: the database is unreachable, refuses the credentials,
+    ///   or holds a schema of a newer Salvo.
+    public static func connect(_ url: DatabaseURL, applicationName: String = "salvo") async throws(CampaignStoreError)
+        -> CampaignDatabase
+    {
+        var logger = Logger(label: "salvo.campaigns")
+        logger.logLevel = .critical
+        var configuration = url.configuration
+        configuration.options.additionalStartupParameters.append(("application_name", applicationName))
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        } catch {
+            throw Self.describe(error, connecting: url)
+        }
+        let database = CampaignDatabase(connection: connection, logger: logger, url: url)
+        do {
+            try await Schema.prepare(database)
+        } catch let error as CampaignStoreError {
+            await database.close()
+            throw error
+        } catch {
+            await database.close()
+            throw database.describe(error, while: "preparing the schema")
+        }
+        return database
+    }
+
+    private init(connection: PostgresConnection, logger: Logger, url: DatabaseURL) {
+        self.connection = connection
+        self.logger = logger
+        self.url = url
+    }
+
+    /// Closes the connection.
+    public func close() async { try? await connection.close() }
+
+    @discardableResult
+    func query(_ query: PostgresQuery) async throws -> PostgresRowSequence {
+        // postgres-nio 1.33.2 never answers a query written to a connection the server has
+        // closed (pg_terminate_backend, a restart): ask first, so that a lost database is
+        // an error, not a wait without end.
+        try checkOpen()
+        return try await connection.query(query, logger: logger)
+    }
+
+    /// Throws when the connection is closed.
+    func checkOpen() throws(CampaignStoreError) {
+        guard !connection.isClosed else {
+            throw CampaignStoreError("\(url): lost the connection to the database", isUsageError: false)
+        }
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws
+    /// (its error is rethrown as it was).
+    func transaction<T: Sendable>(_ body: (CampaignDatabase) async throws -> T) async throws -> T {
+        try await query("BEGIN")
+        do {
+            let value = try await body(self)
+            try await query("COMMIT")
+            return value
+        } catch {
+            _ = try? await query("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// `error` from a query, as a message naming the database and what was being done.
+    func describe(_ error: any Error, while doing: String) -> CampaignStoreError {
+        if let error = error as? CampaignStoreError { return error }
+        if let error = error as? CampaignError { return CampaignStoreError(error.description) }
+        guard let error = error as? PSQLError else { return CampaignStoreError("\(url): \(doing): \(error)", isUsageError: false) }
+        if let message = error.serverInfo?[.message] {
+            let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+            return CampaignStoreError("\(url): \(doing): \(message)\(state)", isUsageError: false)
+        }
+        return CampaignStoreError("\(url): \(doing): lost the connection to the database (\(error.code))", isUsageError: false)
+    }
+
+    /// A failed connection attempt as a message: unreachable, or refused credentials.
+    static func describe(_ error: any Error, connecting url: DatabaseURL) -> CampaignStoreError {
+        guard let error = error as? PSQLError else { return CampaignStoreError("cannot reach the database \(url): \(error)") }
+        if let state = error.serverInfo?[.sqlState] {
+            let message = error.serverInfo?[.message] ?? "refused"
+            // 28P01 invalid_password, 28000 invalid_authorization_specification.
+            if state.hasPrefix("28") {
+                return CampaignStoreError("the database \(url) refused the credentials of user \(url.user): \(message)")
+            }
+            return CampaignStoreError("the database \(url) refused the connection: \(message) (SQLSTATE \(state))")
+        }
+        let cause = error.underlying.map { "\($0)" } ?? "\(error.code)"
+        return CampaignStoreError("cannot reach the database \(url): \(cause)")
+    }
+}

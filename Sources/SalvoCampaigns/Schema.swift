@@ -1,0 +1,125 @@
+import PostgresNIO
+
+/// The tables campaigns and the device registry live in, and their version.
+///
+/// `salvo_schema_version` holds one row: the version this database was last brought to. A
+/// Salvo meets an older version by creating what is missing, and refuses a newer one (a
+/// newer Salvo may have changed what the tables mean).
+enum Schema {
+    /// The version this Salvo writes.
+    static let version: Int32 = 1
+
+    /// Creates what is missing, under a transaction-scoped advisory lock so that workers
+    /// starting together do not race; refuses a newer schema with its version.
+    static func prepare(_ database: CampaignDatabase) async throws {
+        try await database.transaction { database in
+            // Any constant key: it only has to be the same for every Salvo.
+            try await database.query("SELECT pg_advisory_xact_lock(\(Int64(0x5341_4C56_4F00_0001)))")
+            try await database.query("CREATE TABLE IF NOT EXISTS salvo_schema_version (version integer NOT NULL)")
+            let rows = try await database.query("SELECT max(version) FROM salvo_schema_version")
+            var found: Int32?
+            for try await version in rows.decode(Int32?.self) { found = version }
+            if let found, found > version {
+                throw CampaignStoreError("the database \(database.url) has Salvo schema version \(found); this salvo knows "
+                                         + "versions up to \(version): use a newer salvo")
+            }
+            for statement in statements { try await database.query(PostgresQuery(unsafeSQL: statement)) }
+            if found == nil {
+                try await database.query("INSERT INTO salvo_schema_version (version) VALUES (\(version))")
+            } else if found! < version {
+                try await database.query("UPDATE salvo_schema_version SET version = \(version)")
+            }
+        }
+    }
+
+    /// Version 1. Constant text, no input in it.
+    private static let statements = [
+        """
+        CREATE TABLE IF NOT EXISTS campaigns (
+            id bigserial PRIMARY KEY,
+            name text NOT NULL UNIQUE,
+            -- The payload of every notification of a --tokens or --from-registry campaign; NULL: one per item.
+            payload text,
+            -- The registry's app and environment the campaign's tokens belong to; NULL: --no-registry.
+            topic text,
+            environment text,
+            total bigint NOT NULL,
+            chunk_size integer NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            cancelled_at timestamptz
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS campaign_items (
+            campaign_id bigint NOT NULL REFERENCES campaigns ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            token text NOT NULL,
+            payload text,
+            expiry bigint,
+            priority smallint,
+            PRIMARY KEY (campaign_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS campaign_chunks (
+            campaign_id bigint NOT NULL REFERENCES campaigns ON DELETE CASCADE,
+            first_seq bigint NOT NULL,
+            last_seq bigint NOT NULL,
+            -- The checkpoint: every item up to it is final and counted below.
+            completed_through bigint NOT NULL,
+            done boolean NOT NULL DEFAULT false,
+            lease_owner text,
+            lease_generation bigint NOT NULL DEFAULT 0,
+            lease_expires_at timestamptz,
+            takeovers integer NOT NULL DEFAULT 0,
+            accepted bigint NOT NULL DEFAULT 0,
+            rejected bigint NOT NULL DEFAULT 0,
+            failed bigint NOT NULL DEFAULT 0,
+            resent bigint NOT NULL DEFAULT 0,
+            possible_duplicates bigint NOT NULL DEFAULT 0,
+            rejected_by_reason jsonb NOT NULL DEFAULT '{}',
+            failed_by_reason jsonb NOT NULL DEFAULT '{}',
+            last_worker text,
+            started_at timestamptz,
+            finished_at timestamptz,
+            PRIMARY KEY (campaign_id, first_seq)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS campaign_rejections (
+            campaign_id bigint NOT NULL REFERENCES campaigns ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            token text NOT NULL,
+            status integer NOT NULL,
+            reason text NOT NULL,
+            apns_timestamp bigint,
+            rejected_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (campaign_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS campaign_workers (
+            campaign_id bigint NOT NULL REFERENCES campaigns ON DELETE CASCADE,
+            worker text NOT NULL,
+            chunks bigint NOT NULL DEFAULT 0,
+            final bigint NOT NULL DEFAULT 0,
+            accepted bigint NOT NULL DEFAULT 0,
+            first_seen_at timestamptz NOT NULL DEFAULT now(),
+            last_seen_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (campaign_id, worker)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS devices (
+            token text NOT NULL,
+            topic text NOT NULL,
+            environment text NOT NULL,
+            registered_at timestamptz NOT NULL DEFAULT now(),
+            last_seen_at timestamptz NOT NULL DEFAULT now(),
+            invalidated_at timestamptz,
+            invalid_reason text,
+            PRIMARY KEY (token, topic, environment)
+        )
+        """,
+    ]
+}

@@ -1,0 +1,313 @@
+import ArgumentParser
+import Foundation
+import SalvoCampaigns
+import SalvoEngine
+import SalvoIO
+
+/// `salvo campaign`: campaigns in PostgreSQL, sent by any number of workers.
+struct CampaignCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "campaign",
+        abstract: "Campaigns in PostgreSQL, shared by any number of `salvo campaign run` workers.",
+        discussion: """
+            create loads a campaign (COPY, streamed); run sends it: each worker leases chunks \
+            (FOR UPDATE SKIP LOCKED, with an expiry), sends them with its own connections and writes \
+            their outcomes back; a worker that dies leaves its chunks to be taken over when their leases \
+            expire. status shows progress and the report; rejected lists rejected tokens; cancel stops it.
+            """,
+        subcommands: [Create.self, Run.self, Status.self, Rejected.self, Cancel.self])
+}
+
+/// `--db URL` and `--name N`, shared by the campaign subcommands.
+struct CampaignTarget: ParsableArguments {
+    @Option(help: ArgumentHelp("The database: postgres://user:password@host:port/database.", valueName: "url"))
+    var db: String
+
+    @Option(help: ArgumentHelp("The campaign's name.", valueName: "name"))
+    var name: String
+
+    func validate() throws {
+        do { _ = try DatabaseURL(db) } catch { throw ValidationError(error.description) }
+        guard !name.isEmpty else { throw ValidationError("--name must not be empty") }
+    }
+}
+
+/// `--topic` and `--environment`: the registry's app and environment.
+struct RegistryScopeOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The app's bundle id the tokens belong to, in the device registry.", valueName: "bundle-id"))
+    var topic: String?
+
+    @Option(help: "The APNs environment of the tokens: production or sandbox.")
+    var environment: RegistryScope.Environment = .production
+
+    var scope: RegistryScope? { topic.map { RegistryScope(topic: $0, environment: environment) } }
+}
+
+extension RegistryScope.Environment: ExpressibleByArgument {}
+
+/// Runs `body` with a connected database; a database error is printed, exit 2 (the user's
+/// to fix: unreachable, credentials, newer schema, a name taken) or 1.
+func withCampaignDatabase<T>(_ url: String, command: String, _ body: (CampaignDatabase) async throws -> T) async throws -> T {
+    do {
+        let database = try await CampaignDatabase.connect(try DatabaseURL(url))
+        do {
+            let value = try await body(database)
+            await database.close()
+            return value
+        } catch {
+            await database.close()
+            throw error
+        }
+    } catch let error as CampaignStoreError {
+        printError("salvo \(command): \(error)")
+        throw ExitCode(error.isUsageError ? 2 : 1)
+    }
+}
+
+extension CampaignCommand {
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Load a campaign into the database (COPY, streamed: memory does not grow with the file).",
+            discussion: """
+                From a file: --input FILE.jsonl ({"token", "payload"} per line, optional "expiry" and \
+                "priority"), or --tokens FILE with --payload FILE.json. Its tokens are added to the device \
+                registry under --topic (and --environment), and tokens the registry has invalidated are left \
+                out, unless --no-registry. From the registry: --from-registry --topic T --payload FILE.json \
+                [--seen-since DATE]: every valid token of T.
+                """)
+
+        @OptionGroup var target: CampaignTarget
+
+        @Option(help: ArgumentHelp("A JSONL campaign: one {\"token\", \"payload\"} object per line.", valueName: "file"))
+        var input: String?
+
+        @Option(help: ArgumentHelp("A list of hex device tokens, one per line (use with --payload).", valueName: "file"))
+        var tokens: String?
+
+        @Option(help: ArgumentHelp("The JSON payload sent to every token of --tokens or --from-registry.", valueName: "file"))
+        var payload: String?
+
+        @Flag(name: .customLong("from-registry"), help: "Send to every valid token of --topic in the device registry.")
+        var fromRegistry = false
+
+        @Option(name: .customLong("seen-since"),
+                help: ArgumentHelp("With --from-registry: only tokens seen since this date (ISO 8601, e.g. 2026-11-01 or 2026-11-01T12:00:00Z).",
+                                   valueName: "date"))
+        var seenSince: String?
+
+        @OptionGroup(title: "Device registry")
+        var registry: RegistryScopeOptions
+
+        @Flag(name: .customLong("no-registry"), help: "Leave the device registry alone: neither add the file's tokens nor skip invalidated ones.")
+        var noRegistry = false
+
+        @Option(name: .customLong("chunk-size"),
+                help: ArgumentHelp("Notifications per chunk: what a worker leases, and at most what a worker that dies may have sent twice.",
+                                   valueName: "n"))
+        var chunkSize = 10_000
+
+        @Option(name: .customLong("on-bad-line"), help: "abort (default) or skip lines that cannot be sent.")
+        var onBadLine: CampaignOptions.BadLineChoice = .abort
+
+        @Flag(help: "Replace a campaign of the same name.")
+        var replace = false
+
+        func validate() throws {
+            guard chunkSize >= 1 else { throw ValidationError("--chunk-size must be at least 1") }
+            if fromRegistry {
+                if let flag = firstGivenFlag([("--input", input != nil), ("--tokens", tokens != nil), ("--no-registry", noRegistry)]) {
+                    throw ValidationError("--from-registry reads the registry: \(flag) does not go with it")
+                }
+                guard registry.topic != nil else { throw ValidationError("--from-registry needs --topic BUNDLE_ID") }
+                guard payload != nil else { throw ValidationError("--from-registry needs --payload FILE.json") }
+                if let seenSince, Self.date(seenSince) == nil {
+                    throw ValidationError("--seen-since \(seenSince): not a date (2026-11-01 or 2026-11-01T12:00:00Z)")
+                }
+            } else {
+                if seenSince != nil { throw ValidationError("--seen-since goes with --from-registry") }
+                try CampaignOptions.validateInput(input: input, tokens: tokens, payload: payload)
+                if registry.topic == nil, !noRegistry {
+                    throw ValidationError("the device registry needs the tokens' --topic BUNDLE_ID (or give --no-registry)")
+                }
+            }
+        }
+
+        static func date(_ text: String) -> Date? {
+            let full = ISO8601DateFormatter()
+            let day = ISO8601DateFormatter()
+            day.formatOptions = [.withFullDate]
+            return full.date(from: text) ?? day.date(from: text)
+        }
+
+        func run() async throws {
+            let campaignInput: CampaignInput
+            do {
+                let payloadBytes = try payload.map { try readWholeFile($0, limit: 1 << 20, what: "payload file") }
+                if fromRegistry {
+                    campaignInput = .registry(seenSince: seenSince.flatMap(Self.date), payload: payloadBytes!)
+                } else {
+                    let policy: BadLinePolicy = onBadLine == .skip ? .skip : .abort
+                    campaignInput = .file(input.map { .jsonl($0) } ?? .tokens(tokens!, payload: payloadBytes!), onBadLine: policy)
+                }
+            } catch {
+                printError("salvo campaign create: \(error)")
+                throw ExitCode(2)
+            }
+            let definition = CampaignDefinition(name: target.name, input: campaignInput, registry: noRegistry ? nil : registry.scope,
+                                                chunkSize: chunkSize, replace: replace)
+            let created = try await withCampaignDatabase(target.db, command: "campaign create") { database in
+                try await CampaignStore(database).create(definition)
+            }
+            var line = "campaign \(target.name): \(created.total) notifications in \(created.chunks) chunks"
+            if created.skippedInvalidated > 0 { line += "; \(created.skippedInvalidated) tokens left out (invalidated in the registry)" }
+            if created.badLineCount > 0 {
+                line += "; \(created.badLineCount) bad lines skipped: "
+                    + created.badLines.prefix(10).map(\.description).joined(separator: "; ")
+            }
+            print(line)
+        }
+    }
+
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send a campaign from the database as one of any number of workers.",
+            discussion: """
+                Takes `salvo send`'s gateway, TLS, HTTP/2 and engine flags. Leases a chunk at a time, \
+                sends it, writes its outcome back, until none is left. Start as many as you like, on any \
+                machines. Exit status: 0 when every notification of this worker's chunks was accepted or \
+                rejected; 1 when any failed or the database was lost mid-run; 2 for usage errors, an \
+                unreachable database or refused credentials.
+                """)
+
+        @OptionGroup var target: CampaignTarget
+
+        @Option(help: ArgumentHelp("The gateway: production, sandbox (Apple's HTTP/2 API), host:port or [ipv6]:port.",
+                                   valueName: "host:port"))
+        var gateway: String
+
+        @Option(name: .customLong("protocol"),
+                help: "h2 (Apple's HTTP/2 provider API) or binary. Default: h2 for production and sandbox, binary for host:port.")
+        var wireProtocol: WireProtocol?
+
+        @OptionGroup(title: "HTTP/2 (--protocol h2)")
+        var http2: ProviderAPIOptions
+
+        @OptionGroup(title: "TLS")
+        var tls: TLSOptions
+
+        @OptionGroup(title: "Engine")
+        var engine: EngineOptions
+
+        @Option(help: ArgumentHelp("This worker's name, unique among the campaign's workers. Default: host-pid.", valueName: "name"))
+        var worker: String?
+
+        @Option(name: .customLong("lease-seconds"),
+                help: ArgumentHelp("How long a chunk's lease lasts unless renewed: how soon another worker takes over the chunks of one that died.",
+                                   valueName: "s"))
+        var leaseSeconds: Double = 10
+
+        @Option(help: ArgumentHelp("Chunks sent at once, each by a sender of its own (its own gateway connections), so that one chunk's last answers (binary: the error wait) overlap the next one's sending.",
+                                   valueName: "n"))
+        var lanes = 2
+
+        func validate() throws {
+            try SendCommand.validateGateway(gateway, wireProtocol, http2: http2, tls: tls)
+            guard leaseSeconds >= 0.3 else { throw ValidationError("--lease-seconds must be at least 0.3") }
+            guard (1...64).contains(lanes) else { throw ValidationError("--lanes must be 1...64") }
+        }
+
+        func run() async throws {
+            let (configuration, _) = try SendCommand.senderConfiguration(
+                gateway, wireProtocol, http2: http2, tls: tls, engine: engine, command: "campaign run")
+            let name = worker ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+            let settings = CampaignWorker.Settings(name: name, leaseDuration: .milliseconds(Int(leaseSeconds * 1000)), lanes: lanes)
+            let summary: CampaignWorker.Summary
+            do {
+                let url = try DatabaseURL(target.db)
+                summary = try await CampaignWorker(database: url, campaign: target.name, configuration: configuration,
+                                                   settings: settings).run()
+            } catch let error as CampaignStoreError {
+                printError("salvo campaign run: \(error)")
+                throw ExitCode(error.isUsageError ? 2 : 1)
+            } catch {
+                printError("salvo campaign run: \(error)")
+                throw ExitCode(1)
+            }
+            print("worker \(name): \(summary.chunks) chunks (\(summary.takeovers) taken over, \(summary.lostLeases) lost); "
+                  + "accepted \(summary.accepted), rejected \(summary.rejected), failed \(summary.failed), "
+                  + "possible duplicates \(summary.possibleDuplicates)" + (summary.cancelled ? "; the campaign was cancelled" : ""))
+            if summary.failed > 0 { throw ExitCode(1) }
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "A campaign's progress per worker and in total, its rate, and its report.")
+
+        @OptionGroup var target: CampaignTarget
+
+        @Option(help: ArgumentHelp("Write the report, the JSON of `salvo send --report`, to this file.", valueName: "file"))
+        var report: String?
+
+        func run() async throws {
+            let status = try await withCampaignDatabase(target.db, command: "campaign status") { database in
+                try await CampaignStore(database).status(of: target.name)
+            }
+            print(Self.render(status))
+            if let report {
+                do {
+                    try CampaignRun.writeReport(status.report, badLines: [], badLineCount: 0, resumedAfter: 0, to: report)
+                } catch {
+                    printError("salvo campaign status: cannot write the report to \(report): \(error)")
+                    throw ExitCode(1)
+                }
+            }
+        }
+
+        static func render(_ status: CampaignStatus) -> String {
+            let state = status.isCancelled ? "cancelled" : status.isFinished ? "finished" : "sending"
+            var lines = [
+                "campaign \(status.name) (\(state)): \(status.total) notifications, \(status.report.submitted) final; chunks "
+                    + "\(status.doneChunks)/\(status.chunks) done, \(status.leasedChunks) leased, \(status.takeovers) taken over; "
+                    + "\(Int(status.ratePerSecond.rounded())) /s",
+            ]
+            for worker in status.workers {
+                lines.append("  worker \(worker.name): \(worker.chunks) chunks, \(worker.final) final (\(worker.accepted) accepted), "
+                             + "last write-back \(String(format: "%.1f", worker.secondsSinceSeen)) s ago")
+            }
+            lines.append(CampaignRun.summary(status.report))
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    struct Rejected: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The campaign's rejected tokens as CSV: token,status,reason,timestamp (as salvo send --rejected).")
+
+        @OptionGroup var target: CampaignTarget
+
+        @Flag(help: "CSV (the only format; the flag says so in scripts).")
+        var csv = false
+
+        func run() async throws {
+            let count = try await withCampaignDatabase(target.db, command: "campaign rejected") { database in
+                try await CampaignStore(database).writeRejected(of: target.name) { print($0, terminator: "") }
+            }
+            printError("\(count) rejected")
+        }
+    }
+
+    struct Cancel: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Cancel a campaign: its workers stop at their next lease renewal, after what they sent is final and counted.")
+
+        @OptionGroup var target: CampaignTarget
+
+        func run() async throws {
+            let wasRunning = try await withCampaignDatabase(target.db, command: "campaign cancel") { database in
+                try await CampaignStore(database).cancel(target.name)
+            }
+            print(wasRunning ? "campaign \(target.name) cancelled" : "campaign \(target.name) was cancelled already")
+        }
+    }
+}
