@@ -3,17 +3,27 @@ import PostgresNIO
 import SalvoEngine
 import SalvoWire
 
-/// The app and APNs environment a device token belongs to: the registry's key beside the token.
+/// The app and push environment a device token belongs to: the registry's key beside the token.
 public struct RegistryScope: Sendable, Hashable {
-    /// APNs' two environments; a token of one is a BadDeviceToken in the other.
+    /// Where a token is valid: APNs' two environments (a token of one is a BadDeviceToken in
+    /// the other), or the BlackBerry Dynamics NOC.
     public enum Environment: String, Sendable, CaseIterable {
         /// api.push.apple.com.
         case production
         /// api.sandbox.push.apple.com.
         case sandbox
+        /// The BlackBerry Dynamics NOC: Push Channel tokens (opaque text, not hex), the topic
+        /// being the app's BlackBerry Dynamics app id. An environment rather than a scope type
+        /// of its own because that is what it is for the registry: the service a token is
+        /// valid at, beside the app. The table keeps its key (token, topic, environment), and a
+        /// Push Channel token can never be taken for an APNs one of the same app.
+        case blackberry
+
+        /// APNs' environments: those of hex device tokens (registrations, imports, campaigns).
+        public static let apns: [Environment] = [.production, .sandbox]
     }
 
-    /// The app's bundle id (the APNs topic).
+    /// The app's bundle id (the APNs topic), or its BlackBerry Dynamics app id (`.blackberry`).
     public var topic: String
     /// Where its tokens are valid.
     public var environment: Environment
@@ -109,6 +119,60 @@ public struct DeviceRegistry: Sendable {
             }
         } catch {
             throw database.describe(error, while: "invalidating feedback tokens")
+        }
+    }
+
+    /// A Push Channel token the NOC answered `402 Invalid Token` for, and when it answered.
+    public struct PushChannelRejection: Sendable, Hashable {
+        /// The Push Channel token, as the campaign gave it.
+        public var token: String
+        /// When the NOC's answer came.
+        public var answeredAt: Date
+
+        /// `token`, found dead at `answeredAt`.
+        public init(token: String, answeredAt: Date) {
+            self.token = token
+            self.answeredAt = answeredAt
+        }
+    }
+
+    /// Tokens per statement of `invalidate(pushChannel:app:)`.
+    public static let pushChannelBatchSize = 1000
+
+    /// Records Push Channel tokens of BlackBerry Dynamics app `appID` as dead (reason
+    /// `InvalidToken`, the NOC's 402), in scope (`appID`, `.blackberry`), one statement per
+    /// `pushChannelBatchSize` tokens. A token the registry knows is invalidated at its answer's
+    /// time unless it was seen (registered) after it, the rule of a 410's timestamp; one
+    /// already invalid keeps its first time and reason. A token it does not know is added as
+    /// invalid (registered, seen and invalidated at the answer's time): nothing registers Push
+    /// Channel tokens before a campaign, so the registry learns them from their deaths, and a
+    /// registration afterwards makes one valid again. Returns the rows added or invalidated.
+    @discardableResult
+    public func invalidate(pushChannel rejections: [PushChannelRejection], app appID: String)
+        async throws(CampaignStoreError) -> Int
+    {
+        let environment = RegistryScope.Environment.blackberry.rawValue
+        var count = 0
+        do {
+            for start in stride(from: 0, to: rejections.count, by: Self.pushChannelBatchSize) {
+                let batch = rejections[start..<min(start + Self.pushChannelBatchSize, rejections.count)]
+                // DISTINCT ON: a token twice in one batch (twice in the campaign) would make
+                // ON CONFLICT touch its row twice, which PostgreSQL refuses; its first answer counts.
+                let rows = try await database.query("""
+                    INSERT INTO devices AS d (token, topic, environment, registered_at, last_seen_at, invalidated_at, invalid_reason)
+                    SELECT DISTINCT ON (r.token) r.token, \(appID), \(environment), r.at, r.at, r.at, 'InvalidToken'
+                    FROM unnest(\(batch.map(\.token)), \(batch.map(\.answeredAt))) AS r(token, at)
+                    ORDER BY r.token, r.at
+                    ON CONFLICT (token, topic, environment) DO UPDATE
+                    SET invalidated_at = excluded.invalidated_at, invalid_reason = excluded.invalid_reason
+                    WHERE d.invalidated_at IS NULL AND d.last_seen_at <= excluded.invalidated_at
+                    RETURNING d.token
+                    """)
+                for try await _ in rows.decode(String.self) { count += 1 }
+            }
+            return count
+        } catch {
+            throw database.describe(error, while: "recording dead Push Channel tokens")
         }
     }
 

@@ -110,7 +110,8 @@ public final class RegistrationServer: Sendable {
             return .failure(RequestProblem(description: "topic: a bundle id of 1-255 letters, digits, '.', '-' or '_'"))
         }
         let environmentName = object["environment"] as? String ?? RegistryScope.Environment.production.rawValue
-        guard let environment = RegistryScope.Environment(rawValue: environmentName) else {
+        guard let environment = RegistryScope.Environment(rawValue: environmentName),
+              RegistryScope.Environment.apns.contains(environment) else {
             return .failure(RequestProblem(description: "environment: production or sandbox"))
         }
         return .success((token, RegistryScope(topic: topic, environment: environment)))

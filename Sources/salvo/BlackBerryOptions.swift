@@ -118,5 +118,6 @@ extension SendCommand {
                                        ("--cert", tls.certificate != nil)]) ?? http2.givenFlag
         if let apnsOnly { throw ValidationError("\(apnsOnly) is for APNs, not --target blackberry") }
         try blackberry.check()
+        try registry.check()
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SalvoBlackBerry
+import SalvoCampaigns
 import SalvoEngine
 import SalvoIO
 import SalvoWire
@@ -23,9 +24,19 @@ struct BlackBerryRun {
     var rejectedPath: String?
     var checkpointPath: String?
     var resume: Bool
+    /// The device registry the dead tokens are recorded in (`--db`, `--app-id`), or nil.
+    var registry: PushChannelRegistryOptions? = nil
 
-    /// Runs it to the end; throws `ExitCode` 2 for input errors, 1 when anything failed.
+    /// Runs it to the end; throws `ExitCode` 2 for input errors (an unreachable registry
+    /// database among them, before anything is sent), 1 when anything failed.
     func run() async throws {
+        guard let registry, let url = registry.db, let appID = registry.appID else { return try await send(invalidations: nil) }
+        try await withCampaignDatabase(url, command: command) { database in
+            try await send(invalidations: PushChannelInvalidations(registry: DeviceRegistry(database), app: appID))
+        }
+    }
+
+    private func send(invalidations: PushChannelInvalidations?) async throws {
         if tls.insecure {
             printError("warning: TLS verification is OFF: the NOC's certificate and name are not checked. Use --ca to trust a private CA instead.")
         }
@@ -41,13 +52,15 @@ struct BlackBerryRun {
         }
         let run = PushChannelRun(client: client, request: request, resumedAfter: resumedAfter) { item, code in
             rejectedFile?.append(token: item.token, code: code.number, reason: code.text)
+            if code.number == GNPCode.invalidToken.number { invalidations?.note(item.token) }
         }
-        let background = startBackgroundWork(run, checkpoint: checkpoint)
+        let background = startBackgroundWork(run, checkpoint: checkpoint, invalidations: invalidations)
         let ending = await run.send(from: reader)
         for task in background { task.cancel() }
         for task in background { await task.value }
         try? await client.shutdown()
         rejectedFile?.close()
+        await invalidations?.flush()
         if isatty(STDERR_FILENO) == 1 { printError("") }
 
         let report = run.ledger.report(connections: options.connections)
@@ -73,8 +86,9 @@ struct BlackBerryRun {
                 printError("warning: cannot write the report to \(reportPath): \(error)")
             }
         }
+        let registryFailed = invalidations.map(reportRegistry) ?? false
         if case .inputError = ending { throw ExitCode(2) }
-        if report.failed > 0 || ending != .readToEnd { throw ExitCode(1) }
+        if report.failed > 0 || ending != .readToEnd || registryFailed { throw ExitCode(1) }
     }
 
     /// The reader, the checkpoint, and the line a resume starts after.
@@ -98,8 +112,23 @@ struct BlackBerryRun {
         }
     }
 
-    /// The progress line on a terminal, and a checkpoint save every half second.
-    private func startBackgroundWork(_ run: PushChannelRun, checkpoint: CampaignCheckpoint?) -> [Task<Void, Never>] {
+    /// What the registry learnt, on stderr; returns whether a write failed.
+    private func reportRegistry(_ invalidations: PushChannelInvalidations) -> Bool {
+        let totals = invalidations.totals
+        guard let failure = totals.failure else {
+            printError("\(totals.invalidated) dead token\(totals.invalidated == 1 ? "" : "s") recorded in the registry "
+                       + "(not counted: those it had invalidated already, or that registered again since)")
+            return false
+        }
+        printError("salvo \(command): \(failure); \(totals.unrecorded) dead tokens were not recorded in the registry"
+                   + (rejectedPath.map { " (they are in \($0))" } ?? ""))
+        return true
+    }
+
+    /// The progress line on a terminal, and every half second the dead tokens written to the
+    /// registry, then the checkpoint saved: a line it records as done has its token recorded.
+    private func startBackgroundWork(_ run: PushChannelRun, checkpoint: CampaignCheckpoint?,
+                                     invalidations: PushChannelInvalidations?) -> [Task<Void, Never>] {
         var tasks: [Task<Void, Never>] = []
         let connections = options.connections
         if isatty(STDERR_FILENO) == 1 {
@@ -111,14 +140,16 @@ struct BlackBerryRun {
                 }
             })
         }
-        if let checkpoint {
+        if checkpoint != nil || invalidations != nil {
             tasks.append(Task {
                 var saved: Int?
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
                     guard !Task.isCancelled else { return }
+                    // Read before the flush: every dead token of the lines up to it was noted.
                     let line = run.ledger.completedThroughLine
-                    if line != saved {
+                    await invalidations?.flush()
+                    if let checkpoint, line != saved {
                         Self.save(checkpoint, line: line)
                         saved = line
                     }

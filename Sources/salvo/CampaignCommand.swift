@@ -43,7 +43,16 @@ struct RegistryScopeOptions: ParsableArguments {
     var scope: RegistryScope? { topic.map { RegistryScope(topic: $0, environment: environment) } }
 }
 
-extension RegistryScope.Environment: ExpressibleByArgument {}
+extension RegistryScope.Environment: ExpressibleByArgument {
+    /// APNs' environments only: Push Channel tokens are scoped by `salvo send --target blackberry --app-id`.
+    public init?(argument: String) {
+        guard let environment = Self(rawValue: argument), Self.apns.contains(environment) else { return nil }
+        self = environment
+    }
+
+    /// The values `--environment` takes, for help and errors.
+    public static var allValueStrings: [String] { apns.map(\.rawValue) }
+}
 
 /// Runs `body` with a connected database; a database error is printed, exit 2 (the user's
 /// to fix: unreachable, credentials, newer schema, a name taken) or 1.

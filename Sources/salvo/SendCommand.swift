@@ -37,6 +37,9 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup(title: "BlackBerry Dynamics Push Channel (--target blackberry)")
     var blackberry: BlackBerryOptions
 
+    @OptionGroup(title: "Device registry (--target blackberry)")
+    var registry: PushChannelRegistryOptions
+
     @Option(name: .customLong("protocol"),
             help: "h2 (Apple's HTTP/2 provider API) or binary. Default: h2 for production and sandbox, binary for host:port.")
     var wireProtocol: WireProtocol?
@@ -71,7 +74,7 @@ struct SendCommand: AsyncParsableCommand {
     func validate() throws {
         if resume && checkpoint == nil { throw ValidationError("--resume needs --checkpoint FILE") }
         if target == .blackberry { return try validateBlackBerry() }
-        if let flag = blackberry.givenFlag { throw ValidationError("\(flag) is for --target blackberry") }
+        if let flag = blackberry.givenFlag ?? registry.givenFlag { throw ValidationError("\(flag) is for --target blackberry") }
         guard let gateway else { throw ValidationError("give --gateway (APNs), or --target blackberry with --noc or --proxy") }
         try Self.validateGateway(gateway, wireProtocol, http2: http2, tls: tls)
     }
@@ -106,7 +109,7 @@ struct SendCommand: AsyncParsableCommand {
                                            onBadLine: campaign.onBadLine == .skip ? .skip : .abort,
                                            countLines: campaign.countLines, options: blackberry, tls: tls, request: .notify,
                                            reportPath: report, rejectedPath: rejected, checkpointPath: checkpoint,
-                                           resume: resume).run()
+                                           resume: resume, registry: registry.db == nil ? nil : registry).run()
         }
         let observability = try await observability.start(watchingSignals: true)
         let (campaign, reader, resumedAfter, run) = try prepare()
