@@ -139,7 +139,7 @@ import Testing
     /// notification is accounted for exactly.
     /// Where the test below runs: on the cooperative pool, the suite's other tests can hold
     /// its producer, or its look at the mock, back for longer than the answers are held.
-    static let ownThread = ThreadExecutor(name: "growth-test")
+    static let ownThread = try! ThreadExecutor(name: "growth-test")
 
     @Test func anHTTP2SenderGrowsBeforeTheFirstAnswer() async throws {
         let rig = try H2LoopbackRig(plan: H2FailurePlan(responseDelay: .seconds(5))) {

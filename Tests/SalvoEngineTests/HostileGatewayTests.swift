@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SalvoIO
+import SalvoTestSupport
 import SalvoWire
 import Synchronization
 import Testing
@@ -112,25 +113,13 @@ import Testing
                                   sourceLocation: SourceLocation = #_sourceLocation) async {
         let expected = Set((0..<UInt64(count)).filter { outcome.rejected[$0] == nil && !outcome.failed.contains($0) })
         // The sender settles by time: the gateway may still be reading the last frames.
-        _ = await eventually { expected.isSubset(of: gateway.processed.keys) }
-        let processed = gateway.processed
+        let processed = await eventuallyYielding({ gateway.processed }, within: .seconds(10)) { expected.isSubset(of: $0.keys) }
         let missing = expected.subtracting(processed.keys)
         #expect(missing.isEmpty, "\(missing.count) accepted by the sender never reached the gateway, e.g. \(missing.sorted().prefix(5))",
                 sourceLocation: sourceLocation)
         let duplicates = processed.values.reduce(0) { $0 + $1 - 1 }
         #expect(duplicates <= outcome.report.possibleDuplicates, sourceLocation: sourceLocation)
         #expect(gateway.connections <= 2 + 2 * gateway.misbehaved, sourceLocation: sourceLocation)
-    }
-
-    /// Whether `condition` came to hold within 10 s. The pause between polls only keeps
-    /// the CPU free, and suspends rather than blocks: the sender's tasks share the threads.
-    private static func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = Instant.now() + .seconds(10)
-        while !condition() {
-            guard Instant.now() < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return true
     }
 
     // MARK: Answers that are not error responses
@@ -228,7 +217,8 @@ import Testing
         defer { gateway.stop() }
         let sender = try Sender(Self.configuration(port: gateway.port))  // the stall timeout is long: finish ends it
         let sending = Task { try await sender.send(contentsOf: SourceSendingTests.list(0..<2000)) }
-        #expect(await Self.eventually { sender.progress.submitted == 2000 }, "the sender took all 2000")
+        #expect(await eventuallyYielding({ sender.progress.submitted }, within: .seconds(10)) { $0 == 2000 } == 2000,
+                "the sender took all 2000")
         let report = await sender.finish(timeout: .milliseconds(200))
         let ended = await Self.value(of: sending, within: .seconds(10))
         #expect(ended != nil, "the send ended once finish cancelled")
