@@ -67,6 +67,8 @@ func sendCampaign(_ campaign: NotificationList, with configuration: SenderConfig
         return (rig, configuration)
     }
 
+    static let producerThread = try! ThreadExecutor(name: "service-test")
+
     @Test func aGracefulShutdownStopsTakingNotificationsFinishesTheOpenStreamsAndReportsEveryOne() async throws {
         let (rig, configuration) = try Self.slowRig()
         defer { rig.gateway.stop() }
@@ -74,11 +76,15 @@ func sendCampaign(_ campaign: NotificationList, with configuration: SenderConfig
         let sender = try Sender(configuration, logger: .disabled, metricsFactory: MetricsEndpoint.factory(for: registry))
         let group = ServiceGroup(configuration: .init(services: [rig.gateway, sender], logger: .disabled))
         let lifecycle = Task { try await group.run() }
-        let sending = Task { try await sender.send(contentsOf: HTTP2SenderTests.list(100_000)) }
-        let started = eventually({ sender.progress.accepted }, until: { $0 >= 500 })
+        // The producer on a thread of its own, and the waits below suspend rather than block:
+        // in the full suite other tests can hold the cooperative pool for longer than a wait.
+        let sending = Task(executorPreference: Self.producerThread) {
+            try await sender.send(contentsOf: HTTP2SenderTests.list(100_000))
+        }
+        let started = await eventuallyYielding({ sender.progress.accepted }, until: { $0 >= 500 })
         #expect(started >= 500, "the campaign got going")
         // Mid-campaign, the gauges: the one connection is open with its streams in use.
-        let running = eventually({ () -> PrometheusText in
+        let running = await eventuallyYielding({ () -> PrometheusText in
             sender.reportMetrics()
             return PrometheusText(registry.emitToString())
         }, until: { ($0.value("salvo_sender_open_streams") ?? 0) > 0 })
