@@ -33,8 +33,9 @@ import Testing
         let doomed = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
                                               settings: .init(name: "doomed", leaseDuration: .seconds(1), lanes: 1))
         let running = Task { try await doomed.run() }
-        let midway = eventually({ (try? cluster.psql("SELECT bool_or(lease_owner = 'doomed') FROM campaign_chunks")) ?? "" },
-                                within: .seconds(60)) { $0.hasPrefix("t") }
+        // Suspending, not blocking, while the worker's task gets going on the same threads.
+        let midway = await eventuallyYielding({ (try? cluster.psql("SELECT bool_or(lease_owner = 'doomed') FROM campaign_chunks")) ?? "" },
+                                              within: .seconds(60)) { $0.hasPrefix("t") }
         #expect(midway.hasPrefix("t"))
         // Cut the worker's two connections (its lane's and its renewals').
         let cut = try cluster.psql("""
@@ -78,7 +79,7 @@ import Testing
             try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
                                      settings: .init(name: "slow", leaseDuration: .milliseconds(600))).run()
         }
-        let holding = eventually({ (try? cluster.psql("SELECT bool_or(lease_owner = 'slow') FROM campaign_chunks")) ?? "" }) {
+        let holding = await eventuallyYielding({ (try? cluster.psql("SELECT bool_or(lease_owner = 'slow') FROM campaign_chunks")) ?? "" }) {
             $0.hasPrefix("t")
         }
         #expect(holding.hasPrefix("t"))
