@@ -17,7 +17,7 @@
 # CHUNK (default 10000): --chunk-size; LEASE (default 2): --lease-seconds of part 4; SALVO: the
 # executable (default .build/release/salvo); PROTOCOL: binary (default) or h2; MOCK_FLAGS:
 # more flags for the mock (e.g. --response-delay-ms 50 with h2); RUN_FLAGS: more flags for the
-# workers only (e.g. --lanes 4).
+# workers only.
 set -euo pipefail
 count=${1:-1000000}
 shift || true
@@ -99,9 +99,10 @@ done
 total=$(psql "SELECT count(*) FROM campaign_chunks k JOIN campaigns c ON c.id = k.campaign_id WHERE c.name = 'three'")
 until [ "$(psql "SELECT count(*) >= $total / 5 AND bool_or(lease_owner = 'w1') FROM campaign_chunks k JOIN campaigns c ON c.id = k.campaign_id WHERE c.name = 'three' AND (done OR lease_owner = 'w1')")" = t ]; do sleep 0.01; done
 kill -9 "${workers[0]}"; killed=$(now)
+held=$(psql "SELECT count(*) FROM campaign_chunks k JOIN campaigns c ON c.id = k.campaign_id WHERE c.name = 'three' AND lease_owner = 'w1' AND NOT done")
 until [ "$(psql "SELECT coalesce(sum(takeovers), 0) FROM campaign_chunks k JOIN campaigns c ON c.id = k.campaign_id WHERE c.name = 'three'")" != 0 ]; do sleep 0.01; done
 taken=$(now)
 wait "${workers[1]}" "${workers[2]}"; workers=()
-python3 -c "print('4. kill -9 of w1: its chunk taken over %.2f s later (lease %s s, polled every 10 ms)' % ($taken - $killed, $lease))"
+python3 -c "print('4. kill -9 of w1, holding %d chunks (%d notifications at most): taken over %.2f s later (lease %s s, polled every 10 ms)' % ($held, $held * $chunk, $taken - $killed, $lease))"
 "$salvo" campaign status --db "$db" --name three | grep -E "campaign|accounting|possible"
 kill -INT "$mock"; wait "$mock" || true; mock=""

@@ -4,16 +4,28 @@ import SalvoIO
 import SalvoWire
 import Synchronization
 
-/// One worker of a shared campaign: leases a chunk, sends it through its own `Sender`,
-/// writes its outcome back, and takes the next, until no chunk is left.
+/// One worker of a shared campaign: leases chunk after chunk and sends them through one
+/// `Sender`, writing each back once every notification of it is final, until no chunk is
+/// left.
 ///
-/// Each of its senders sends one chunk at a time, so a sender's counts before and after a
-/// chunk are exactly that chunk's outcome, and `Sender.send(contentsOf:)` returning means
-/// every notification of it is final; a worker runs `Settings.lanes` of them side by side. A chunk is written back in one transaction, only while the
-/// lease is still this worker's. While it sends, a second connection renews the lease;
-/// when the renewal finds the lease gone (another worker took the chunk over), the
-/// campaign cancelled, or the database unreachable, the chunk's reading stops: what was
-/// read is final before the worker goes on, and it writes nothing over another holder.
+/// Three tasks, each with a database connection of its own:
+/// - the **producer** leases a chunk, reads its items and submits them to the sender
+///   (`Sender.submit(contentsOf:)` returns once they are taken, not answered), and goes on
+///   to the next chunk, which it leased and read while this one was being taken: the
+///   connections never wait for a chunk's last answers (over the binary protocol, its
+///   error wait) or for the database;
+/// - the **writer** waits for each submitted chunk's outcome, in order, and writes it back
+///   in one transaction, only while the lease is still this worker's: the counts (the
+///   sender counts each chunk's apart), the rejected items, the checkpoint;
+/// - the **heartbeat** renews the leases of the chunks not yet written back. When a renewal
+///   finds a lease gone (another worker took the chunk over), that chunk's reading stops and
+///   it is not written back; the campaign cancelled, or the database unreachable, stops
+///   every chunk's reading and the producer. Whatever was read is final before the worker
+///   goes on, and it writes nothing over another holder.
+///
+/// What a worker that dies may have sent twice is what it had read of the chunks it had not
+/// written back: its in-flight window (the notifications the sender has taken and not yet
+/// seen answered, with the error wait over the binary protocol), rounded out to whole chunks.
 public final class CampaignWorker: Sendable {
     /// How the worker leases.
     public struct Settings: Sendable {
@@ -28,19 +40,14 @@ public final class CampaignWorker: Sendable {
         /// Added to the database's clock in lease decisions (see `CampaignStore`); zero
         /// outside tests.
         public var clockOffset: Duration
-        /// Chunks sent at once, each by a sender of its own (with its own connections to the
-        /// gateway), so that one chunk's last answers overlap the next one's sending. What a
-        /// worker that dies may have sent twice is at most this many chunks.
-        public var lanes: Int
 
         /// Settings for worker `name`.
         public init(name: String, leaseDuration: Duration = .seconds(10), pollInterval: Duration = .milliseconds(250),
-                    clockOffset: Duration = .zero, lanes: Int = 2) {
+                    clockOffset: Duration = .zero) {
             self.name = name
             self.leaseDuration = leaseDuration
             self.pollInterval = pollInterval
             self.clockOffset = clockOffset
-            self.lanes = max(1, lanes)
         }
     }
 
@@ -56,17 +63,6 @@ public final class CampaignWorker: Sendable {
         public var accepted = 0, rejected = 0, failed = 0, possibleDuplicates = 0
         /// Whether it stopped because the campaign was cancelled.
         public var cancelled = false
-
-        mutating func add(_ other: Summary) {
-            chunks += other.chunks
-            takeovers += other.takeovers
-            lostLeases += other.lostLeases
-            accepted += other.accepted
-            rejected += other.rejected
-            failed += other.failed
-            possibleDuplicates += other.possibleDuplicates
-            cancelled = cancelled || other.cancelled
-        }
     }
 
     /// Why a chunk's reading stopped early.
@@ -76,48 +72,65 @@ public final class CampaignWorker: Sendable {
         case databaseLost(String)
     }
 
-    private let heartbeat: CampaignStore
-    private let lanes: [Lane]
-    private let settings: Settings
-    private let campaign: CampaignStore.Campaign
+    /// A leased chunk, from its lease until it is written back.
+    final class Chunk: Sendable {
+        let lease: CampaignStore.Lease
+        let list: NotificationList
+        /// The campaign sequence of each item of `list`.
+        let sequences: [Int64]
+        let interruption = InterruptionFlag()
 
-    /// One chunk at a time through its own sender, leased and written back on its own
-    /// connection (a transaction per write-back). Several lanes overlap one chunk's last
-    /// answers (over the binary protocol, the error wait) with the next chunk's sending,
-    /// while each sender's counts stay exactly its chunk's.
-    final class Lane: Sendable {
-        let store: CampaignStore
-        let sender: Sender
-        let rejections: RejectionLog
+        init(lease: CampaignStore.Lease, list: NotificationList, sequences: [Int64]) {
+            self.lease = lease
+            self.list = list
+            self.sequences = sequences
+        }
 
-        init(store: CampaignStore, sender: Sender, rejections: RejectionLog) {
-            self.store = store
-            self.sender = sender
-            self.rejections = rejections
+        /// The checkpoint once its first `read` items are final.
+        func completedThrough(afterReading read: Int) -> Int64 {
+            read == sequences.count ? lease.lastSequence : read == 0 ? lease.completedThrough : sequences[read - 1]
         }
     }
 
-    /// Connects (a connection per lane, and one that renews leases while chunks are sent,
-    /// so that a renewal never lands inside a write-back transaction), finds the campaign,
-    /// and starts a sender per lane.
+    /// A chunk handed to the sender, on its way to the writer.
+    struct Submitted: Sendable {
+        let chunk: Chunk
+        let submission: Submission
+        /// Items taken from it: all of them unless its reading was stopped.
+        let read: Int
+    }
+
+    private let leasing: CampaignStore
+    private let writing: CampaignStore
+    private let heartbeat: CampaignStore
+    private let sender: Sender
+    private let rejections = RejectionLog()
+    /// Chunks leased and not yet written back: what the heartbeat renews.
+    private let held = HeldChunks()
+    /// Set when the whole worker must stop taking chunks (cancelled, database lost, the
+    /// gateway out of reach).
+    private let stopping = InterruptionFlag()
+    private let settings: Settings
+    private let campaign: CampaignStore.Campaign
+
+    /// Connects (the producer's, the writer's and the heartbeat's connections), finds the
+    /// campaign, and starts the sender.
     ///
     /// - Throws: `CampaignStoreError` (database, campaign), `SenderError` (configuration).
     public init(database url: DatabaseURL, campaign name: String, configuration: SenderConfiguration,
                 settings: Settings) async throws {
         var opened: [CampaignDatabase] = []
         do {
-            for _ in 0...settings.lanes {
+            for _ in 0..<3 {
                 opened.append(try await CampaignDatabase.connect(url, applicationName: "salvo worker \(settings.name)"))
             }
-            heartbeat = CampaignStore(opened[0], clockOffset: settings.clockOffset)
-            campaign = try await heartbeat.campaign(named: name)
-            lanes = try opened.dropFirst().map { database in
-                let rejections = RejectionLog()
-                // One chunk at a time per sender: the sequence it reports is the index in the chunk.
-                let sender = try Sender(configuration) { token, rejection, index in
-                    rejections.append(index: Int(index), token: token, rejection: rejection)
-                }
-                return Lane(store: CampaignStore(database, clockOffset: settings.clockOffset), sender: sender, rejections: rejections)
+            (leasing, writing, heartbeat) = (CampaignStore(opened[0], clockOffset: settings.clockOffset),
+                                             CampaignStore(opened[1], clockOffset: settings.clockOffset),
+                                             CampaignStore(opened[2], clockOffset: settings.clockOffset))
+            campaign = try await leasing.campaign(named: name)
+            // Each item reports its campaign sequence, unique across the chunks in flight.
+            sender = try Sender(configuration) { [rejections] token, rejection, sequence in
+                rejections.append(sequence: Int64(sequence), token: token, rejection: rejection)
             }
         } catch {
             for database in opened { await database.close() }
@@ -127,159 +140,267 @@ public final class CampaignWorker: Sendable {
     }
 
     /// Sends chunks until none is left (or the campaign is cancelled), then stops the
-    /// senders and closes the connections.
+    /// sender and closes the connections.
     ///
     /// - Throws: `CampaignStoreError` when the database is lost (after what was sent is
-    ///   final; its chunk is left to expire and be taken over); `SendError` when the
-    ///   gateway is out of reach or refuses the credentials (the chunk's checkpoint is
+    ///   final; its chunks are left to expire and be taken over); `SendError` when the
+    ///   gateway is out of reach or refuses the credentials (the chunks' checkpoints are
     ///   written back first).
     public func run() async throws -> Summary {
+        let (submitted, pipe) = AsyncStream.makeStream(of: Submitted.self)
+        let renewing = Task { await renewLeases() }
+        let writer = Task { try await writeBack(submitted) }
         var summary = Summary()
+        var failure: (any Error)?
         do {
-            try await withThrowingTaskGroup(of: Summary.self) { group in
-                for lane in lanes { group.addTask { try await self.run(lane) } }
-                for try await part in group { summary.add(part) }
-            }
+            try await produce(into: pipe, summary: &summary)
         } catch {
-            for lane in lanes { _ = await lane.sender.finish(timeout: .seconds(30)) }
-            await close()
-            throw error
+            stopping.raise(.databaseLost("\(error)"))
+            failure = error
         }
-        for lane in lanes { _ = await lane.sender.finish() }
-        await close()
+        pipe.finish()
+        do {
+            let written = try await writer.value
+            summary.chunks = written.chunks
+            summary.lostLeases = written.lostLeases
+            summary.accepted = written.accepted
+            summary.rejected = written.rejected
+            summary.failed = written.failed
+            summary.possibleDuplicates = written.possibleDuplicates
+            summary.cancelled = written.cancelled
+        } catch {
+            failure = failure ?? error
+        }
+        renewing.cancel()
+        _ = await sender.finish(timeout: .seconds(30))
+        await leasing.database.close()
+        await writing.database.close()
+        await heartbeat.database.close()
+        if let failure { throw failure }
         return summary
     }
 
-    private func run(_ lane: Lane) async throws -> Summary {
-        var summary = Summary()
-        while true {
-            // Another lane failed (the gateway out of reach, the database lost): stop too.
-            try Task.checkCancellation()
-            guard let lease = try await lane.store.lease(campaign.id, worker: settings.name, for: settings.leaseDuration) else {
-                guard try await lane.store.hasUnfinishedChunks(campaign.id) else { break }
+    // MARK: The producer
+
+    /// Leases, reads and submits chunk after chunk; the next chunk is leased and read while
+    /// the sender takes the current one.
+    private func produce(into pipe: AsyncStream<Submitted>.Continuation, summary: inout Summary) async throws {
+        var next: Task<Chunk?, any Error>?
+        defer { next?.cancel() }
+        while stopping.reason == nil {
+            let leased: Chunk?
+            if let prefetched = next { leased = try await prefetched.value } else { leased = try await lease() }
+            next = nil
+            guard let chunk = leased else {
+                // Nothing free. Chunks of this worker's still in flight hold the campaign
+                // open until they are written back; then, if others' are left, one of them
+                // may expire.
+                if !held.isEmpty {
+                    await held.untilEmpty()
+                    continue
+                }
+                guard try await leasing.hasUnfinishedChunks(campaign.id) else { return }
                 try await Task.sleep(for: settings.pollInterval)
                 continue
             }
-            if lease.isTakeover { summary.takeovers += 1 }
-            if try await send(lease, on: lane, summary: &summary) == .cancelled {
-                summary.cancelled = true
+            if chunk.lease.isTakeover { summary.takeovers += 1 }
+            next = Task { try await self.lease() }
+            let source = InterruptibleList(list: chunk.list, sequences: chunk.sequences)
+            let reader = source.makeReader(stoppingAt: chunk.interruption)
+            let submission = await sender.submit(contentsOf: source, startingWith: reader)
+            pipe.yield(Submitted(chunk: chunk, submission: submission, read: reader.readCount))
+        }
+        // Stopped with a chunk leased and not read: hand it back for another worker.
+        if let spare = try? await next?.value {
+            _ = try? await writing.writeBack(.init(completedThrough: spare.lease.completedThrough, isDone: false),
+                                             for: spare.lease, of: campaign, worker: settings.name)
+            held.remove(spare)
+        }
+        next = nil
+    }
+
+    /// Leases the next free chunk and reads its items; nil when none is free.
+    private func lease() async throws -> Chunk? {
+        guard let lease = try await leasing.lease(campaign.id, worker: settings.name, for: settings.leaseDuration) else {
+            return nil
+        }
+        let (list, sequences) = try await leasing.items(of: lease, in: campaign)
+        let chunk = Chunk(lease: lease, list: list, sequences: sequences)
+        held.insert(chunk)
+        return chunk
+    }
+
+    // MARK: The writer
+
+    /// What the writer wrote back.
+    private struct Written {
+        var chunks = 0, lostLeases = 0, accepted = 0, rejected = 0, failed = 0, possibleDuplicates = 0
+        var cancelled = false
+    }
+
+    /// Writes each submitted chunk back once its notifications are final, in the order
+    /// they were submitted (the order they finish in, give or take a few answers).
+    private func writeBack(_ submitted: AsyncStream<Submitted>) async throws -> Written {
+        var written = Written()
+        var stoppedBy: (any Error)?
+        var reported = (resent: 0, possibleDuplicates: 0)
+        for await next in submitted {
+            let chunk = next.chunk, lease = chunk.lease
+            let outcome = await next.submission.outcome()
+            let rejected = rejections.take(lease.firstSequence...lease.lastSequence)
+            defer { held.remove(chunk) }
+            switch chunk.interruption.reason ?? stopping.reason {
+            case .leaseLost?:
+                // Another worker holds the chunk now and resumes it from its checkpoint.
+                written.lostLeases += 1
+                continue
+            case .databaseLost?:
+                // Final, and left to expire: another worker resumes it from its checkpoint.
+                continue
+            case .cancelled?:
+                written.cancelled = true
+            case nil:
                 break
             }
+            if let error = outcome.stoppedBy, !(error is Interruption) {
+                stoppedBy = stoppedBy ?? error
+                stopping.raise(.cancelled)
+            }
+            var back = CampaignStore.ChunkOutcome(completedThrough: chunk.completedThrough(afterReading: next.read),
+                                                  isDone: next.read == chunk.sequences.count)
+            back.accepted = outcome.accepted
+            back.rejected = outcome.rejected
+            back.failed = outcome.failed
+            back.rejectedByReason = outcome.rejectedByReason
+            back.failedByReason = Dictionary(uniqueKeysWithValues: outcome.failedByReason.map { ($0.key.rawValue, $0.value) })
+            back.rejections = rejected.map { CampaignStore.RejectedItem(sequence: $0.sequence, token: $0.token, rejection: $0.rejection) }
+            // Resends are the sender's, not a chunk's: those since the last write-back go
+            // with this one (the campaign's totals are exact, a chunk's share is not).
+            let progress = sender.progress
+            (back.resent, back.possibleDuplicates) = (progress.resent - reported.resent,
+                                                      progress.possibleDuplicates - reported.possibleDuplicates)
+            do {
+                guard try await writing.writeBack(back, for: lease, of: campaign, worker: settings.name) else {
+                    written.lostLeases += 1
+                    continue
+                }
+            } catch {
+                // The chunks after it are waited for all the same, so that what was sent is
+                // final before the worker stops.
+                stopAll(.databaseLost("\(error)"))
+                continue
+            }
+            reported = (progress.resent, progress.possibleDuplicates)
+            if back.isDone { written.chunks += 1 }
+            written.accepted += back.accepted
+            written.rejected += back.rejected
+            written.failed += back.failed
+            written.possibleDuplicates += back.possibleDuplicates
         }
-        return summary
+        if case .databaseLost(let reason)? = stopping.reason, stoppedBy == nil {
+            throw CampaignStoreError("worker \(settings.name) lost the database: \(reason); what it sent is final, and its "
+                                     + "chunks will be taken over when their leases expire", isUsageError: false)
+        }
+        if let stoppedBy { throw stoppedBy }
+        return written
     }
 
-    private func close() async {
-        await heartbeat.database.close()
-        for lane in lanes { await lane.store.database.close() }
-    }
+    // MARK: The heartbeat
 
-    private enum Turn { case continuing, cancelled }
-
-    /// Sends one leased chunk and writes its outcome back.
-    private func send(_ lease: CampaignStore.Lease, on lane: Lane, summary: inout Summary) async throws -> Turn {
-        let (list, sequences) = try await lane.store.items(of: lease, in: campaign)
-        let sender = lane.sender
-        let interruption = InterruptionFlag()
-        let renewing = Task { [heartbeat, settings] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: settings.leaseDuration / 3)
-                if Task.isCancelled { return }
+    /// Renews the leases of the chunks not yet written back, every third of a lease, until
+    /// cancelled; stops a chunk whose lease is lost, and everything when the campaign is
+    /// cancelled or the database lost.
+    private func renewLeases() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: settings.leaseDuration / 3)
+            if Task.isCancelled { return }
+            for chunk in held.all {
                 do {
-                    switch try await heartbeat.renew(lease, worker: settings.name, for: settings.leaseDuration) {
+                    switch try await heartbeat.renew(chunk.lease, worker: settings.name, for: settings.leaseDuration) {
                     case .held: continue
-                    case .lost: interruption.raise(.leaseLost)
-                    case .cancelled: interruption.raise(.cancelled)
+                    case .lost: chunk.interruption.raise(.leaseLost)
+                    case .cancelled: stopAll(.cancelled)
                     }
                 } catch {
-                    interruption.raise(.databaseLost("\(error)"))
+                    stopAll(.databaseLost("\(error)"))
+                    return
                 }
-                return
             }
         }
-        let source = InterruptibleList(list: list, interruption: interruption)
-        let reader = source.makeReader()
-        let before = sender.progress
-        var stopped: (any Error)?
-        do {
-            try await sender.send(contentsOf: source, startingWith: reader)
-        } catch {
-            stopped = error
-        }
-        renewing.cancel()
-        let after = sender.progress
-        let rejected = lane.rejections.drain()
-        // Everything read is final: the checkpoint moves to the last item read.
-        let read = reader.readCount
-        var outcome = CampaignStore.ChunkOutcome(
-            completedThrough: read == sequences.count ? lease.lastSequence : (read == 0 ? lease.completedThrough : sequences[read - 1]),
-            isDone: read == sequences.count)
-        outcome.accepted = after.accepted - before.accepted
-        outcome.rejected = after.rejected - before.rejected
-        outcome.failed = after.failed - before.failed
-        outcome.resent = after.resent - before.resent
-        outcome.possibleDuplicates = after.possibleDuplicates - before.possibleDuplicates
-        outcome.rejectedByReason = Self.difference(after.rejectedByReason, before.rejectedByReason)
-        outcome.failedByReason = Self.difference(after.failedByReason, before.failedByReason)
-        outcome.rejections = rejected.map { CampaignStore.RejectedItem(sequence: sequences[$0.index], token: $0.token, rejection: $0.rejection) }
-
-        switch interruption.reason {
-        case .leaseLost?:
-            // Another worker holds the chunk now and resumes it from its checkpoint.
-            summary.lostLeases += 1
-            return .continuing
-        case .databaseLost(let reason)?:
-            throw CampaignStoreError("worker \(settings.name) lost the database while sending chunk \(lease.firstSequence): "
-                                     + "\(reason); what it sent is final, and its chunk will be taken over when its lease expires",
-                                     isUsageError: false)
-        case .cancelled?, nil:
-            break
-        }
-        guard try await lane.store.writeBack(outcome, for: lease, of: campaign, worker: settings.name) else {
-            summary.lostLeases += 1
-            return .continuing
-        }
-        if outcome.isDone { summary.chunks += 1 }
-        summary.accepted += outcome.accepted
-        summary.rejected += outcome.rejected
-        summary.failed += outcome.failed
-        summary.possibleDuplicates += outcome.possibleDuplicates
-        if let stopped, !(stopped is Interruption) { throw stopped }
-        return interruption.reason == .cancelled ? .cancelled : .continuing
     }
 
-    private static func difference(_ after: [String: Int], _ before: [String: Int]) -> [String: Int] {
-        after.reduce(into: [:]) { result, entry in
-            let added = entry.value - (before[entry.key] ?? 0)
-            if added > 0 { result[entry.key] = added }
+    private func stopAll(_ reason: Interruption) {
+        stopping.raise(reason)
+        for chunk in held.all { chunk.interruption.raise(reason) }
+    }
+}
+
+/// The chunks a worker leased and has not written back, and a wait for there being none.
+final class HeldChunks: Sendable {
+    private let state = Locked<(chunks: [Int64: CampaignWorker.Chunk], waiters: [CheckedContinuation<Void, Never>])>(([:], []))
+
+    var isEmpty: Bool { state.withLock { $0.chunks.isEmpty } }
+
+    var all: [CampaignWorker.Chunk] { state.withLock { Array($0.chunks.values) } }
+
+    func insert(_ chunk: CampaignWorker.Chunk) { state.withLock { $0.chunks[chunk.lease.firstSequence] = chunk } }
+
+    func remove(_ chunk: CampaignWorker.Chunk) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.chunks[chunk.lease.firstSequence] = nil
+            guard state.chunks.isEmpty else { return [] }
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once no chunk is held.
+    func untilEmpty() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.chunks.isEmpty { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
         }
     }
 }
 
-/// A chunk's items as a source whose reading stops (throws) once the chunk's lease is lost,
-/// the campaign cancelled or the database gone; and how many its first reader yielded.
+/// A chunk's items as a source: each reports its campaign sequence. The producer's reader
+/// stops (throws) once the chunk's lease is lost, the campaign cancelled or the database
+/// gone; the readers the sender makes to resend read on, so that what was taken is settled.
 struct InterruptibleList: NotificationSource {
     let list: NotificationList
-    let interruption: InterruptionFlag
+    let sequences: [Int64]
 
-    func makeReader() -> Reader { Reader(list.makeReader(), interruption: interruption) }
+    func makeReader() -> Reader { Reader(list.makeReader(), sequences: sequences, interruption: nil) }
+
+    func makeReader(stoppingAt interruption: InterruptionFlag) -> Reader {
+        Reader(list.makeReader(), sequences: sequences, interruption: interruption)
+    }
 
     final class Reader: NotificationReader {
         private let base: NotificationList.Reader
-        private let interruption: InterruptionFlag
+        private let sequences: [Int64]
+        private let interruption: InterruptionFlag?
         /// Notifications yielded by `next()`.
         private(set) var readCount = 0
 
-        init(_ base: NotificationList.Reader, interruption: InterruptionFlag) {
+        init(_ base: NotificationList.Reader, sequences: [Int64], interruption: InterruptionFlag?) {
             self.base = base
+            self.sequences = sequences
             self.interruption = interruption
         }
 
         func next() throws -> SourceNotification? {
             // Checked every 256: the lock is cheap, but not free at a million a second.
-            if readCount & 255 == 0, let reason = interruption.reason { throw reason }
-            guard let notification = base.next() else { return nil }
+            if readCount & 255 == 0, let reason = interruption?.reason { throw reason }
+            guard var notification = base.next() else { return nil }
             readCount += 1
+            // The list's position is its index; the sequence reported is the campaign's.
+            notification.position.sequence = UInt64(sequences[Int(notification.position.offset)])
             return notification
         }
 
@@ -296,19 +417,21 @@ final class InterruptionFlag: Sendable {
     func raise(_ reason: CampaignWorker.Interruption) { state.withLock { $0 = reason } }
 }
 
-/// The rejections the sender reports (on its shard threads) during one chunk.
+/// The rejections the sender reports (on its shard threads), until their chunk is written back.
 final class RejectionLog: Sendable {
-    private let entries = Locked<[(index: Int, token: DeviceToken, rejection: Rejection)]>([])
+    private let entries = Locked<[(sequence: Int64, token: DeviceToken, rejection: Rejection)]>([])
 
-    func append(index: Int, token: DeviceToken, rejection: Rejection) {
-        entries.withLock { $0.append((index, token, rejection)) }
+    func append(sequence: Int64, token: DeviceToken, rejection: Rejection) {
+        entries.withLock { $0.append((sequence, token, rejection)) }
     }
 
-    /// Everything recorded since the last drain.
-    func drain() -> [(index: Int, token: DeviceToken, rejection: Rejection)] {
+    /// Removes and returns those whose sequence is in `range` (a chunk's).
+    func take(_ range: ClosedRange<Int64>) -> [(sequence: Int64, token: DeviceToken, rejection: Rejection)] {
         entries.withLock { entries in
-            defer { entries.removeAll() }
-            return entries
+            guard !entries.isEmpty else { return [] }
+            let taken = entries.filter { range.contains($0.sequence) }
+            if !taken.isEmpty { entries.removeAll { range.contains($0.sequence) } }
+            return taken
         }
     }
 }

@@ -250,12 +250,32 @@ public final class Sender: Sendable {
     public func send<Source: NotificationSource>(contentsOf source: Source, startingWith reader: Source.Reader? = nil)
         async throws
     {
-        guard !isFinished.load(ordering: .relaxed) else { throw SendError.finished }
+        let outcome = await submit(contentsOf: source, startingWith: reader).outcome()
+        if let stopped = outcome.stoppedBy { throw stopped }
+    }
+
+    /// Hands every notification `source` yields to the connections, and returns once the
+    /// last one is taken, without waiting for the answers: the returned `Submission` waits
+    /// for those, and counts the source's outcomes.
+    ///
+    /// Sources submitted one after the other keep the connections busy across their
+    /// boundaries (the next one's notifications go out while the previous one's last
+    /// answers, or its error wait, are awaited), and each source's counts stay its own: a
+    /// campaign worker sends chunk after chunk through one sender this way. `send(contentsOf:)`
+    /// is `submit` followed by `Submission.outcome()`.
+    ///
+    /// - Parameters:
+    ///   - source: the notifications, in order; read again from any position reported to
+    ///     resend, until its submission's outcome is known.
+    ///   - reader: where to start; by default a new reader from the beginning. The sender
+    ///     reads it on this task.
+    /// - Returns: the submission; what stopped its reading early (the reader's error,
+    ///   `SendError`) is its outcome's `stoppedBy`.
+    public func submit<Source: NotificationSource>(contentsOf source: Source, startingWith reader: Source.Reader? = nil)
+        async -> Submission
+    {
+        guard !isFinished.load(ordering: .relaxed) else { return Submission(finishedSender: self) }
         let entry = sources.register(source)
-        defer {
-            sources.unregister(entry)
-            shards.forEach { shard in shard.execute { $0.replayer.forget(entry.id) } }
-        }
         var published = 0
         var stopped: (any Error)?
         do {
@@ -270,15 +290,25 @@ public final class Sender: Sendable {
         } catch {
             stopped = error
         }
-        entry.isExhausted.store(true, ordering: .relaxed)
+        entry.exhausted(after: published)
         shards.forEach { $0.settlingChanged() }
-        while entry.finalCount.load(ordering: .acquiring) < published {
+        return Submission(sender: self, entry: entry, stoppedBy: stopped)
+    }
+
+    /// Waits until every notification of `entry` is final.
+    func complete(_ entry: SourceRegistry.Entry) async {
+        while !entry.isComplete {
             let generation = hub.beginWaiting()
             defer { hub.endWaiting() }
-            if entry.finalCount.load(ordering: .acquiring) >= published { break }
+            if entry.isComplete { break }
             await hub.waitForProgress(after: generation)
         }
-        if let stopped { throw stopped }
+    }
+
+    /// The source is no longer read again: its readers go.
+    func forget(_ entry: SourceRegistry.Entry) {
+        sources.unregister(entry)
+        shards.forEach { shard in shard.execute { $0.replayer.forget(entry.id) } }
     }
 
     /// Publishes what `reader` yields while a lane takes it at once, without suspending (a

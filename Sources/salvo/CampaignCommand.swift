@@ -215,21 +215,16 @@ extension CampaignCommand {
                                    valueName: "s"))
         var leaseSeconds: Double = 10
 
-        @Option(help: ArgumentHelp("Chunks sent at once, each by a sender of its own (its own gateway connections), so that one chunk's last answers (binary: the error wait) overlap the next one's sending.",
-                                   valueName: "n"))
-        var lanes = 2
-
         func validate() throws {
             try SendCommand.validateGateway(gateway, wireProtocol, http2: http2, tls: tls)
             guard leaseSeconds >= 0.3 else { throw ValidationError("--lease-seconds must be at least 0.3") }
-            guard (1...64).contains(lanes) else { throw ValidationError("--lanes must be 1...64") }
         }
 
         func run() async throws {
             let (configuration, _) = try SendCommand.senderConfiguration(
                 gateway, wireProtocol, http2: http2, tls: tls, engine: engine, command: "campaign run")
             let name = worker ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
-            let settings = CampaignWorker.Settings(name: name, leaseDuration: .milliseconds(Int(leaseSeconds * 1000)), lanes: lanes)
+            let settings = CampaignWorker.Settings(name: name, leaseDuration: .milliseconds(Int(leaseSeconds * 1000)))
             let summary: CampaignWorker.Summary
             do {
                 let url = try DatabaseURL(target.db)

@@ -31,17 +31,17 @@ import Testing
             chunkSize: 1000))
         let configuration = CampaignRig.senderConfiguration(port: gateway.port)
         let doomed = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
-                                              settings: .init(name: "doomed", leaseDuration: .seconds(1), lanes: 1))
+                                              settings: .init(name: "doomed", leaseDuration: .seconds(1)))
         let running = Task { try await doomed.run() }
         // Suspending, not blocking, while the worker's task gets going on the same threads.
         let midway = await eventuallyYielding({ (try? cluster.psql("SELECT bool_or(lease_owner = 'doomed') FROM campaign_chunks")) ?? "" },
                                               within: .seconds(60)) { $0.hasPrefix("t") }
         #expect(midway.hasPrefix("t"))
-        // Cut the worker's two connections (its lane's and its renewals').
+        // Cut the worker's three connections (its producer's, its writer's and its renewals').
         let cut = try cluster.psql("""
             SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'salvo worker doomed'
             """)
-        #expect(cut == "2\n")
+        #expect(cut == "3\n")
         await #expect(throws: CampaignStoreError.self) { _ = try await running.value }
 
         let rescuer = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
@@ -65,16 +65,20 @@ import Testing
         let count = 8000
         let files = try CampaignRig.Files(count: count)
         defer { files.remove() }
-        // Stalls of 50 ms every 100 notifications: a 4000-notification chunk takes seconds.
-        let gateway = try CampaignRig.gateway(plan: FailurePlan(stallEvery: 100, stallDuration: .milliseconds(50)))
+        // Stalls of 100 ms every 50 notifications: the campaign takes seconds, and the slow
+        // worker holds its lowest chunks (the ones any worker leases first) all along.
+        let gateway = try CampaignRig.gateway(plan: FailurePlan(stallEvery: 50, stallDuration: .milliseconds(100)))
         defer { gateway.stop() }
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
         let store = CampaignStore(database)
         _ = try await store.create(CampaignDefinition(
             name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
-            chunkSize: 4000))
+            chunkSize: 1000))
         let configuration = CampaignRig.senderConfiguration(port: gateway.port)
+        // Connected before the slow worker starts, so that it leases while the other sends.
+        let thief = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
+                                             settings: .init(name: "thief", leaseDuration: .seconds(30), clockOffset: .seconds(5)))
         let slow = Task {
             try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
                                      settings: .init(name: "slow", leaseDuration: .milliseconds(600))).run()
@@ -83,8 +87,6 @@ import Testing
             $0.hasPrefix("t")
         }
         #expect(holding.hasPrefix("t"))
-        let thief = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
-                                             settings: .init(name: "thief", leaseDuration: .seconds(30), clockOffset: .seconds(5)))
         let stolen = try await thief.run()
         let robbed = try await slow.value
         #expect(stolen.takeovers >= 1)

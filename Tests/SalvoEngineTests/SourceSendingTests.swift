@@ -46,6 +46,44 @@ import Testing
         #expect(report.accepted == mock.accepted && report.rejected == mock.rejected && mock.duplicates == 0)
     }
 
+    /// Sources submitted one after the other (the second handed over before the first's
+    /// answers are all in) are counted apart: each submission's outcome is its own source's,
+    /// rejections (each one rewinding its connection, so resends read both sources again)
+    /// included, and together they are the sender's report.
+    @Test func submissionsOneAfterTheOtherAreCountedApart() async throws {
+        let rig = try LoopbackRig(plan: FailurePlan(invalidTokenSuffix: [0x07]))
+        defer { rig.gateway.stop() }
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port))
+        let ranges = [0..<10_000, 10_000..<12_000, 12_000..<30_000]
+        var submissions: [Submission] = []
+        for range in ranges { submissions.append(await sender.submit(contentsOf: Self.list(range))) }
+        var outcomes: [SubmissionOutcome] = []
+        for submission in submissions { outcomes.append(await submission.outcome()) }
+        for (range, outcome) in zip(ranges, outcomes) {
+            let rejected = range.filter { $0 & 0xff == 0x07 }.count
+            #expect(outcome.stoppedBy == nil)
+            #expect(outcome.published == range.count && outcome.failed == 0)
+            #expect(outcome.rejected == rejected && outcome.rejectedByReason == ["invalid_token": rejected])
+            #expect(outcome.accepted == range.count - rejected)
+        }
+        let report = await sender.finish()
+        #expect(report.isComplete && report.resent > 0)
+        #expect(report.accepted == outcomes.reduce(0) { $0 + $1.accepted })
+        #expect(report.rejected == outcomes.reduce(0) { $0 + $1.rejected })
+        let mock = rig.statistics(caughtUpWith: report)
+        #expect(mock.accepted == report.accepted && mock.duplicates == 0)
+    }
+
+    /// A submission after `finish()` takes nothing and says why.
+    @Test func aSubmissionAfterFinishTakesNothing() async throws {
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let sender = try Sender(LoopbackRig.senderConfiguration(port: rig.gateway.port))
+        _ = await sender.finish()
+        let outcome = await sender.submit(contentsOf: Self.list(0..<10)).outcome()
+        #expect(outcome.published == 0 && outcome.stoppedBy as? SendError == .finished)
+    }
+
     /// The first campaign ends, its connections drain (close_notify, answered by the mock's),
     /// and the call returns when everything is final; a second campaign on the same sender
     /// then goes out on the next connections, and drains in turn.

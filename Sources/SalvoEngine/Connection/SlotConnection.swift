@@ -333,6 +333,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         var failed = 0
         lane.staging.refuseAndTakeUnwritten { _, origin, record in
             ledger.noteFailed(sequence: origin.position.sequence)
+            shard.sources.noteFailed(origin.source, reason, count: 1)
             settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
             failed += 1
             if let token = shard.builder.token(inRecord: record) {
@@ -358,6 +359,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         if settlement.accepted > 0 { ledger.accepted.add(settlement.accepted, ordering: .relaxed) }
         for refused in settlement.refused {
             ledger.recordRejected(refused.rejection)
+            shard.sources.noteRejected(refused.run.source, refused.rejection)
             if let (token, sequence) = refused.named
                 ?? (try? shard.replayer.name(refused.run, item: refused.item, retained: lane.retained)) {
                 shard.reportRejection(token: token, rejection: refused.rejection, sequence: sequence)
@@ -365,6 +367,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         }
         for (run, reason) in settlement.failures {
             ledger.recordFailed(reason, count: run.count)
+            shard.sources.noteFailed(run.source, reason, count: run.count)
             if let unreadable {
                 ledger.noteFailed(sequence: run.position.sequence)
                 shard.emit(.failedUnnamed(count: run.count, reason: reason, firstSequence: run.position.sequence,
@@ -390,12 +393,12 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             shard.emit(.errorWaitRaised(raise))
         }
         publishOldestSequence()
-        let finalsAwaited = shard.sources.noteFinals(settlement.finals)
+        let sourceCompleted = shard.sources.noteFinals(settlement.finals)
         if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
-        // Whoever waits (for staging or retained space, or for the last finals of a source)
-        // is woken when it can get on; a producer waiting for staging space while the ring
-        // is still full would only go back to sleep.
-        if finalsAwaited || lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
+        // Whoever waits (for staging or retained space, or for a source to complete) is
+        // woken when it can get on; a producer waiting for staging space while the ring is
+        // still full would only go back to sleep.
+        if sourceCompleted || lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
             shard.notifyProgress()
         }
     }

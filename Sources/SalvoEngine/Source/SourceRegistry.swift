@@ -1,4 +1,5 @@
 import SalvoIO
+import SalvoWire
 import Synchronization
 
 /// The sources a sender is sending from, so that shard threads can open readers of their
@@ -11,8 +12,26 @@ final class SourceRegistry: Sendable {
         /// Every notification of the source has been read: once no other source is being
         /// read, connections drain (see `ConnectionMachine.finishWriting`).
         let isExhausted = Atomic<Bool>(false)
+        /// How many were published: set once, before `isExhausted`.
+        let publishedCount = Atomic<Int>(0)
         /// Its notifications that reached a final state.
         let finalCount = Atomic<Int>(0)
+        /// Of those, the rejected by reason name and the failed by reason (the rest were
+        /// accepted): counted before `finalCount`, so that whoever sees the source complete
+        /// sees all of them.
+        let refusals = Locked<(rejected: [String: Int], failed: [FailureReason: Int])>(([:], [:]))
+
+        /// Every notification published is final.
+        var isComplete: Bool {
+            isExhausted.load(ordering: .sequentiallyConsistent)
+                && finalCount.load(ordering: .sequentiallyConsistent) >= publishedCount.load(ordering: .relaxed)
+        }
+
+        /// Publishing is over, `count` notifications in all.
+        func exhausted(after count: Int) {
+            publishedCount.store(count, ordering: .relaxed)
+            isExhausted.store(true, ordering: .sequentiallyConsistent)
+        }
 
         init(id: SourceID, makeReader: @escaping @Sendable () throws -> any NotificationReader) {
             self.id = id
@@ -49,16 +68,30 @@ final class SourceRegistry: Sendable {
         }
     }
 
-    /// Counts notifications of each source that reached a final state. Returns whether any
-    /// of them belongs to a source read to its end: its `send(contentsOf:)` waits for them.
+    /// Counts notifications of each source that reached a final state. Returns whether one
+    /// of the sources is now complete: read to its end, and every notification final (its
+    /// `Submission` waits for that, and only that).
     @discardableResult
     func noteFinals(_ finals: [(source: SourceID, count: Int)]) -> Bool {
-        var awaited = false
+        var completed = false
         for (id, count) in finals where id != RetainedStore.sourceID {
             guard let entry = entry(id) else { continue }
-            entry.finalCount.add(count, ordering: .releasing)
-            awaited = awaited || entry.isExhausted.load(ordering: .relaxed)
+            // Sequentially consistent, with `exhausted(after:)`'s store: either this sees the
+            // source exhausted, or its waiter sees this count (never neither).
+            entry.finalCount.add(count, ordering: .sequentiallyConsistent)
+            completed = completed || entry.isComplete
         }
-        return awaited
+        return completed
+    }
+
+    /// Counts a rejection, or failures, of `source` (before `noteFinals` counts them final).
+    func noteRejected(_ source: SourceID, _ rejection: Rejection) {
+        guard source != RetainedStore.sourceID else { return }
+        entry(source)?.refusals.withLock { $0.rejected[rejection.reasonName, default: 0] += 1 }
+    }
+
+    func noteFailed(_ source: SourceID, _ reason: FailureReason, count: Int) {
+        guard source != RetainedStore.sourceID else { return }
+        entry(source)?.refusals.withLock { $0.failed[reason, default: 0] += count }
     }
 }

@@ -1,0 +1,63 @@
+/// A source handed to a sender with `Sender.submit(contentsOf:)`: waits for its last
+/// answers and counts its outcomes, apart from every other source's.
+///
+/// Keep it until `outcome()` returns: until then the sender may read the source again to
+/// resend. When it goes, the sender forgets the source; gone earlier, a notification that
+/// has to be sent again fails as `sourceUnreadable`.
+public final class Submission: Sendable {
+    private let sender: Sender
+    private let entry: SourceRegistry.Entry?
+    private let stoppedBy: (any Error)?
+
+    init(sender: Sender, entry: SourceRegistry.Entry, stoppedBy: (any Error)?) {
+        self.sender = sender
+        self.entry = entry
+        self.stoppedBy = stoppedBy
+    }
+
+    /// Nothing was taken: the sender had finished.
+    init(finishedSender sender: Sender) {
+        self.sender = sender
+        entry = nil
+        stoppedBy = SendError.finished
+    }
+
+    deinit {
+        if let entry { sender.forget(entry) }
+    }
+
+    /// Waits until every notification taken from the source is final (over the binary
+    /// protocol, the error wait after its last write), and counts them.
+    public func outcome() async -> SubmissionOutcome {
+        guard let entry else { return SubmissionOutcome(published: 0, stoppedBy: stoppedBy) }
+        await sender.complete(entry)
+        let (rejected, failed) = entry.refusals.withLock { $0 }
+        return SubmissionOutcome(published: entry.publishedCount.load(ordering: .relaxed), rejectedByReason: rejected,
+                                 failedByReason: failed, stoppedBy: stoppedBy)
+    }
+}
+
+/// How a submitted source's notifications ended.
+///
+/// `accepted` is what was neither rejected nor failed. Over the binary protocol an error
+/// response that names a notification older than every record kept (a window overrun,
+/// `SenderReport.windowOverruns`) turns notifications released as accepted into failures
+/// no source can be named for: the sender's report counts them, a submission's does not.
+public struct SubmissionOutcome: Sendable {
+    /// Notifications taken from the source.
+    public var published: Int
+    /// Of those, the rejected by reason name (`Rejection.reasonName`), and the failed by reason.
+    public var rejectedByReason: [String: Int] = [:]
+    public var failedByReason: [FailureReason: Int] = [:]
+    /// What stopped the reading before the source's end: the reader's error, or a
+    /// `SendError` (`finished`, `gatewayUnreachable`, `invalidPayload`); nil when the
+    /// whole source was read.
+    public var stoppedBy: (any Error)?
+
+    /// Rejected by the gateway.
+    public var rejected: Int { rejectedByReason.values.reduce(0, +) }
+    /// Failed.
+    public var failed: Int { failedByReason.values.reduce(0, +) }
+    /// Neither rejected nor failed.
+    public var accepted: Int { published - rejected - failed }
+}
