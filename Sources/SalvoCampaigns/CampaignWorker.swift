@@ -8,12 +8,12 @@ import Synchronization
 /// `Sender`, writing each back once every notification of it is final, until no chunk is
 /// left.
 ///
-/// Three tasks, each with a database connection of its own:
+/// Three tasks, with database connections of their own:
 /// - the **producer** leases a chunk, reads its items and submits them to the sender
 ///   (`Sender.submit(contentsOf:)` returns once they are taken, not answered), and goes on
-///   to the next chunk, which it leased and read while this one was being taken: the
-///   connections never wait for a chunk's last answers (over the binary protocol, its
-///   error wait) or for the database;
+///   to the next chunks, which it leased and read while this one was being taken (two at a
+///   time, `lookAhead`): the connections never wait for a chunk's last answers (over the
+///   binary protocol, its error wait), and seldom for the database;
 /// - the **writer** waits for each submitted chunk's outcome, in order, and writes it back
 ///   in one transaction, only while the lease is still this worker's: the counts (the
 ///   sender counts each chunk's apart), the rejected items, the checkpoint;
@@ -25,7 +25,9 @@ import Synchronization
 ///
 /// What a worker that dies may have sent twice is what it had read of the chunks it had not
 /// written back: its in-flight window (the notifications the sender has taken and not yet
-/// seen answered, with the error wait over the binary protocol), rounded out to whole chunks.
+/// seen answered, with the error wait over the binary protocol), rounded out to whole
+/// chunks. The chunks it had leased ahead and not begun are counted as possible duplicates
+/// too, though nothing of them was sent.
 public final class CampaignWorker: Sendable {
     /// How the worker leases.
     public struct Settings: Sendable {
@@ -100,7 +102,8 @@ public final class CampaignWorker: Sendable {
         let read: Int
     }
 
-    private let leasing: CampaignStore
+    /// The producer's: each leases and reads a chunk ahead of the one being sent.
+    private let leasing: [CampaignStore]
     private let writing: CampaignStore
     private let heartbeat: CampaignStore
     private let sender: Sender
@@ -113,6 +116,9 @@ public final class CampaignWorker: Sendable {
     private let settings: Settings
     private let campaign: CampaignStore.Campaign
 
+    /// Chunks leased and read ahead of the one being sent, each on a connection of its own.
+    public static let lookAhead = 2
+
     /// Connects (the producer's, the writer's and the heartbeat's connections), finds the
     /// campaign, and starts the sender.
     ///
@@ -121,13 +127,12 @@ public final class CampaignWorker: Sendable {
                 settings: Settings) async throws {
         var opened: [CampaignDatabase] = []
         do {
-            for _ in 0..<3 {
+            for _ in 0..<(Self.lookAhead + 2) {
                 opened.append(try await CampaignDatabase.connect(url, applicationName: "salvo worker \(settings.name)"))
             }
-            (leasing, writing, heartbeat) = (CampaignStore(opened[0], clockOffset: settings.clockOffset),
-                                             CampaignStore(opened[1], clockOffset: settings.clockOffset),
-                                             CampaignStore(opened[2], clockOffset: settings.clockOffset))
-            campaign = try await leasing.campaign(named: name)
+            let stores = opened.map { CampaignStore($0, clockOffset: settings.clockOffset) }
+            (writing, heartbeat, leasing) = (stores[0], stores[1], Array(stores.dropFirst(2)))
+            campaign = try await writing.campaign(named: name)
             // Each item reports its campaign sequence, unique across the chunks in flight.
             sender = try Sender(configuration) { [rejections] token, rejection, sequence in
                 rejections.append(sequence: Int64(sequence), token: token, rejection: rejection)
@@ -173,7 +178,7 @@ public final class CampaignWorker: Sendable {
         }
         renewing.cancel()
         _ = await sender.finish(timeout: .seconds(30))
-        await leasing.database.close()
+        for store in leasing { await store.database.close() }
         await writing.database.close()
         await heartbeat.database.close()
         if let failure { throw failure }
@@ -182,49 +187,62 @@ public final class CampaignWorker: Sendable {
 
     // MARK: The producer
 
-    /// Leases, reads and submits chunk after chunk; the next chunk is leased and read while
-    /// the sender takes the current one.
+    /// Leases, reads and submits chunk after chunk. The next chunks are leased and read
+    /// while the sender takes the current one, one on each leasing connection: reading a
+    /// chunk from the database takes longer than the sender takes to send it.
     private func produce(into pipe: AsyncStream<Submitted>.Continuation, summary: inout Summary) async throws {
-        var next: Task<Chunk?, any Error>?
-        defer { next?.cancel() }
+        var ahead: [(store: CampaignStore, chunk: Task<Chunk?, any Error>)] = []
+        var idle = leasing
+        // Set when a look-ahead found nothing free: the others are awaited before asking again.
+        var dry = false
+        defer { for look in ahead { look.chunk.cancel() } }
         while stopping.reason == nil {
-            let leased: Chunk?
-            if let prefetched = next { leased = try await prefetched.value } else { leased = try await lease() }
-            next = nil
-            guard let chunk = leased else {
+            if !dry {
+                while let store = idle.popLast() { ahead.append((store, Task { try await self.lease(on: store) })) }
+            }
+            guard !ahead.isEmpty else {
                 // Nothing free. Chunks of this worker's still in flight hold the campaign
                 // open until they are written back; then, if others' are left, one of them
                 // may expire.
+                dry = false
                 if !held.isEmpty {
                     await held.untilEmpty()
                     continue
                 }
-                guard try await leasing.hasUnfinishedChunks(campaign.id) else { return }
+                guard try await leasing[0].hasUnfinishedChunks(campaign.id) else { return }
                 try await Task.sleep(for: settings.pollInterval)
                 continue
             }
+            let look = ahead.removeFirst()
+            let leased = try await look.chunk.value
+            idle.append(look.store)
+            guard let chunk = leased else {
+                dry = true
+                continue
+            }
             if chunk.lease.isTakeover { summary.takeovers += 1 }
-            next = Task { try await self.lease() }
+            if !dry { ahead.append((look.store, Task { try await self.lease(on: look.store) })); idle.removeLast() }
             let source = InterruptibleList(list: chunk.list, sequences: chunk.sequences)
             let reader = source.makeReader(stoppingAt: chunk.interruption)
             let submission = await sender.submit(contentsOf: source, startingWith: reader)
             pipe.yield(Submitted(chunk: chunk, submission: submission, read: reader.readCount))
         }
-        // Stopped with a chunk leased and not read: hand it back for another worker.
-        if let spare = try? await next?.value {
+        // Stopped with chunks leased and not read: hand them back for other workers.
+        for look in ahead {
+            guard let spare = try? await look.chunk.value else { continue }
             _ = try? await writing.writeBack(.init(completedThrough: spare.lease.completedThrough, isDone: false),
                                              for: spare.lease, of: campaign, worker: settings.name)
             held.remove(spare)
         }
-        next = nil
+        ahead = []
     }
 
-    /// Leases the next free chunk and reads its items; nil when none is free.
-    private func lease() async throws -> Chunk? {
-        guard let lease = try await leasing.lease(campaign.id, worker: settings.name, for: settings.leaseDuration) else {
+    /// Leases the next free chunk on `store` and reads its items; nil when none is free.
+    private func lease(on store: CampaignStore) async throws -> Chunk? {
+        guard let lease = try await store.lease(campaign.id, worker: settings.name, for: settings.leaseDuration) else {
             return nil
         }
-        let (list, sequences) = try await leasing.items(of: lease, in: campaign)
+        let (list, sequences) = try await store.items(of: lease, in: campaign)
         let chunk = Chunk(lease: lease, list: list, sequences: sequences)
         held.insert(chunk)
         return chunk
