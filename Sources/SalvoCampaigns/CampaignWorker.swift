@@ -72,6 +72,9 @@ public final class CampaignWorker: Sendable {
         case leaseLost
         case cancelled
         case databaseLost(String)
+        /// The sender stopped taking notifications (the gateway out of reach, or refusing
+        /// the credentials): what was read is written back, and the worker stops.
+        case senderStopped
     }
 
     /// A leased chunk, from its lease until it is written back.
@@ -277,12 +280,12 @@ public final class CampaignWorker: Sendable {
                 continue
             case .cancelled?:
                 written.cancelled = true
-            case nil:
+            case .senderStopped?, nil:
                 break
             }
             if let error = outcome.stoppedBy, !(error is Interruption) {
                 stoppedBy = stoppedBy ?? error
-                stopping.raise(.cancelled)
+                stopping.raise(.senderStopped)
             }
             var back = CampaignStore.ChunkOutcome(completedThrough: chunk.completedThrough(afterReading: next.read),
                                                   isDone: next.read == chunk.sequences.count)
@@ -432,7 +435,8 @@ final class InterruptionFlag: Sendable {
 
     var reason: CampaignWorker.Interruption? { state.withLock { $0 } }
 
-    func raise(_ reason: CampaignWorker.Interruption) { state.withLock { $0 = reason } }
+    /// Sets the reason, unless one was set before (the first one stands).
+    func raise(_ reason: CampaignWorker.Interruption) { state.withLock { $0 = $0 ?? reason } }
 }
 
 /// The rejections the sender reports (on its shard threads), until their chunk is written back.
