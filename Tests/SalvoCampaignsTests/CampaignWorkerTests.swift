@@ -66,6 +66,13 @@ import Testing
             name: "autumn", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort),
             registry: CampaignRig.scope))
         #expect(again.total == count - invalid.count && again.skippedInvalidated == invalid.count)
+        // Its chunks have gaps where the invalidated tokens were: each of the others goes once.
+        let autumn = try await CampaignWorker(database: url, campaign: "autumn", configuration: configuration,
+                                              settings: .init(name: "c")).run()
+        #expect(autumn.accepted == expected.count && autumn.rejected == 0 && autumn.chunks == again.chunks)
+        #expect(try await store.status(of: "autumn").report.accepted == expected.count)
+        let twice = eventually(gateway.statistics) { $0.accepted >= 2 * expected.count }
+        #expect(twice.accepted == 2 * expected.count && Set(twice.acceptedDigests ?? []) == expected)
         await database.close()
     }
 
