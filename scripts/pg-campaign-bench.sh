@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Campaigns from PostgreSQL (results/campaigns-*.md): the same N-token campaign
 #   1. from the file with `salvo send`, and from the database with one `salvo campaign run`
-#      worker (same run, same mock): the database's cost;
+#      worker (same run, same mock): the database's cost, in wall time and in the CPU of
+#      each salvo process (the database server's own is not in it);
 #   2. with two workers at once: how they scale;
 #   3. the database's write load: rows inserted, updated or deleted per 1,000 accepted
 #      notifications while workers send (pg_stat_user_tables; the campaign's items, loaded
@@ -71,6 +72,9 @@ create() {
     --no-registry --chunk-size "$chunk" >/dev/null
   echo "create $1 (COPY of $count tokens): $(rate "$t0" "$(now)")"
 }
+# The last process's CPU (user + system, bash's time) per notification.
+TIMEFORMAT='%U %S'
+cpu() { python3 -c "u, s = map(float, open('$work/cpu').read().split()[-2:]); print('CPU %.2f us/notif' % ((u + s) * 1e6 / $count))"; }
 rows() { psql "SELECT pg_stat_force_next_flush(); SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables WHERE relname <> 'campaign_items'" | tail -1; }
 
 echo "N=$count chunk=$chunk protocol=$protocol mock flags: ${MOCK_FLAGS:-} flags: $*"
@@ -78,17 +82,19 @@ echo "N=$count chunk=$chunk protocol=$protocol mock flags: ${MOCK_FLAGS:-} flags
 # single pair says little, the median ratio more.
 ratios=()
 for run in $(seq 1 "${RUNS:-3}"); do
-  t0=$(now); "$salvo" send "${gateway[@]}" "${tls[@]}" --tokens "$work/tokens.txt" --payload "$work/payload.json" "$@" >/dev/null
+  t0=$(now); { time "$salvo" send "${gateway[@]}" "${tls[@]}" --tokens "$work/tokens.txt" --payload "$work/payload.json" \
+    "$@" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"
   t1=$(now)
-  echo "1. run $run: salvo send from the file: $(rate "$t0" "$t1")"
+  echo "1. run $run: salvo send from the file: $(rate "$t0" "$t1"), $(cpu)"
   create "one$run"
   before=$(rows)
-  t2=$(now); "$salvo" campaign run --db "$db" --name "one$run" --worker w1 "${gateway[@]}" "${tls[@]}" "$@" ${RUN_FLAGS:-} >/dev/null
+  t2=$(now); { time "$salvo" campaign run --db "$db" --name "one$run" --worker w1 "${gateway[@]}" "${tls[@]}" "$@" \
+    ${RUN_FLAGS:-} >/dev/null 2>&3; } 3>&2 2>"$work/cpu"
   t3=$(now)
   after=$(rows)
   ratio=$(python3 -c "print('%.1f' % (100 * ($t1 - $t0) / ($t3 - $t2)))")
   ratios+=("$ratio")
-  echo "1. run $run: one worker from PostgreSQL: $(rate "$t2" "$t3"): $ratio% of the file's rate"
+  echo "1. run $run: one worker from PostgreSQL: $(rate "$t2" "$t3"), $(cpu): $ratio% of the file's rate"
   python3 -c "print('3. run $run: write load: %d rows for %d accepted = %.3f rows per 1,000' % ($after - $before, $count, ($after - $before) * 1000 / $count))"
   "$salvo" campaign status --db "$db" --name "one$run" | grep accounting
 done
