@@ -109,7 +109,9 @@ import Testing
         growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 450 * ms)
         // 6,300 in 60 ms: 105,000/s, 1.05× (a step to twice needs 1.08×).
         growth.considerGrowing(answerTime: 50 * ms, accepted: 36_300, at: 510 * ms)
-        #expect(growth.count == 4, "eight carried 1.05× the rate of four: given back")
+        #expect(growth.count == 8, "one window short: it could be a stall")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 42_600, at: 570 * ms)
+        #expect(growth.count == 4, "two in a row: eight carried 1.05× the rate of four: given back")
         growth.considerGrowing(answerTime: 50 * ms, accepted: 60_000, at: 900 * ms)
         #expect(growth.count == 4 && !growth.stalled(at: 901 * ms) && growth.count == 4, "and no more steps, by either signal")
         #expect(growth.reason.contains("7 added because every connection had all the streams"), "\(growth.reason)")
@@ -118,7 +120,7 @@ import Testing
     }
 
     /// Over a path too full to take their requests, the added connections never all have
-    /// their streams open: the step is judged all the same, on the rate counted from four
+    /// their streams open: the step is judged all the same, on the rate counted from eight
     /// answer times after it.
     @Test func aStepIsJudgedEvenWhenItsConnectionsDoNotAllSaturate() {
         let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
@@ -132,10 +134,12 @@ import Testing
         #expect(growth.count == 8)
         // Only the first four stay saturated.
         growth.considerGrowing(answerTime: 50 * ms, accepted: 20_000, at: 400 * ms)
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 510 * ms)
-        #expect(growth.count == 8, "counted from four answer times after the step")
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 35_400, at: 570 * ms)
-        #expect(growth.count == 4, "90,000/s where four carried 100,000/s: given back")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 709 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 40_000, at: 770 * ms)
+        #expect(growth.count == 8, "counted from eight answer times after the step")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 45_400, at: 830 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 50_800, at: 890 * ms)
+        #expect(growth.count == 4, "90,000/s twice where four carried 100,000/s: given back")
         #expect(growth.reason.contains("8 connections carried 0.90× the rate of the 4 before them"), "\(growth.reason)")
     }
 
@@ -163,7 +167,10 @@ import Testing
         #expect(load(from: 8, at: 500 * ms, rate: 150_000, accepted: &accepted) == 24, "1.9× the rate: up to the ceiling")
         #expect(load(from: 16, at: 800 * ms, rate: 180_000, accepted: &accepted) == 24,
                 "1.5× the connections, 1.2× the rate (1.04× needed): kept")
-        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1100 * ms) == false && growth.count == 24)
+        // A window with nothing accepted (a stall), then one as before: kept.
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1120 * ms) == false && growth.count == 24)
+        accepted += 180_000 * 110 / 1000
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1230 * ms) == false && growth.count == 24)
         #expect(growth.reason.contains("the ceiling, 24") && !growth.reason.contains("given back"), "\(growth.reason)")
         #expect(ConnectionGrowth.requiredGain(from: 48, to: 192) == 1.25)
     }

@@ -29,8 +29,8 @@ import Synchronization
 ///   - **The rate it brought**: notifications accepted per second over a whole answer
 ///     time (held answers come back in waves an answer time apart), from an answer time
 ///     after every connection was saturated, against the same measure before the step
-///     (`measureRate`). A step that does not raise it by `requiredGain` in each of its
-///     first `judgedWindows` windows is given back: producers go back to the connections
+///     (`measureRate`). A step that does not raise it by `requiredGain` in two windows in
+///     a row (of its first `judgedWindows`) is given back: producers go back to the connections
 ///     before it (the added ones drain what they hold), and none are added for the rest
 ///     of the run. Then the gateway, the path or the cores bound the rate, and the added
 ///     connections only cost: with answers held 100 ms on two cores, 192 connections
@@ -58,6 +58,8 @@ final class ConnectionGrowth: Sendable {
     private struct State {
         /// When a connection was last added because every ring was full.
         var lastAddition: UInt64 = 0
+        /// The latest time `considerGrowing` was told.
+        var latest: UInt64 = 0
         /// Connections at their stream limit with work waiting (`saturationChanged`).
         var saturated = 0
         /// The shortest answer time reported in the run: the round trip with the least of
@@ -76,8 +78,9 @@ final class ConnectionGrowth: Sendable {
         /// second); nil when there is nothing to judge it against (the first step, those
         /// before the first answer, or no rate measured).
         var beforeStep: (count: Int, rate: Double)?
-        /// Windows of rate since the step that bore it out.
+        /// Windows of rate since the step, and the rate of the last if it fell short.
         var judgedWindows = 0
+        var shortWindow: Double?
         /// Why no more connections are added, once that is settled.
         var stop: Stop?
         /// Added because every ring was full, and because every connection was saturated.
@@ -177,14 +180,20 @@ final class ConnectionGrowth: Sendable {
     ///   given back. It is counted over a whole answer time (held answers come back in
     ///   waves an answer time apart), from an answer time after every connection was
     ///   saturated (earlier answers are for streams opened before), or, when they do not
-    ///   all get there (a path too full to take their requests), from four answer times
+    ///   all get there (a path too full to take their requests), from
+    ///   `unsaturatedJudgement` answer times
     ///   after the step.
     ///
     /// Before the run's first answer, once they have all been saturated for `unansweredStep`.
     /// Returns whether it added connections.
     @discardableResult
-    func considerGrowing(answerTime: UInt64, accepted: Int = 0, at now: UInt64) -> Bool {
+    func considerGrowing(answerTime: UInt64, accepted: Int = 0, at time: UInt64) -> Bool {
         let change = state.withLock { state -> Change? in
+            // Each shard's loop reads the clock once per turn: one shard's time can be a little
+            // behind what another's already told. Time here never goes back (an interval
+            // that did would wrap to a very long one).
+            let now = max(time, state.latest)
+            state.latest = now
             if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
             let current = active.load(ordering: .relaxed)
             // At the ceiling, the step that reached it is still judged.
@@ -198,13 +207,19 @@ final class ConnectionGrowth: Sendable {
             let rate = measureRate(&state, accepted: accepted, roundTrip: roundTrip, at: now)
             if let before = state.beforeStep, let rate {
                 let required = Self.requiredGain(from: before.count, to: current)
-                guard rate >= before.rate * required else {
-                    state.stop = .steppedBack(from: current, to: before.count, gain: rate / before.rate, required: required)
+                state.judgedWindows += 1
+                if rate >= before.rate * required {
+                    state.shortWindow = nil
+                } else if let previous = state.shortWindow {
+                    // Two windows in a row: one alone can be a stall the step did not cause.
+                    let gain = (previous + rate) / 2 / before.rate
+                    state.stop = .steppedBack(from: current, to: before.count, gain: gain, required: required)
                     active.store(before.count, ordering: .releasing)
                     return .steppedBack(from: current, to: before.count, rate: rate, before: before.rate)
+                } else {
+                    state.shortWindow = rate
                 }
-                state.judgedWindows += 1
-                if state.judgedWindows >= Self.judgedWindows { state.beforeStep = nil }
+                if state.judgedWindows >= Self.judgedWindows && state.shortWindow == nil { state.beforeStep = nil }
             }
             let measured = rate.map { Change.measured(connections: current, saturated: state.saturated, rate: $0) }
             guard allSaturated, current < ceiling else { return measured }
@@ -217,8 +232,9 @@ final class ConnectionGrowth: Sendable {
             }
             guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
             guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
-            // Counted, the rate is waited for: the step it judges next is taken on it.
-            if accepted > 0 && rate == nil { return nil }
+            // Counted, the rate is waited for: the step it judges next is taken on it, and
+            // not while the last one is in doubt.
+            if accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
             if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                 state.stop = .gatewayBound
                 return .gatewayBound(current)
@@ -272,7 +288,7 @@ final class ConnectionGrowth: Sendable {
         }
         guard let from = state.rateFrom else {
             let loaded = state.loadedSince != 0 && now &- state.loadedSince >= roundTrip
-            if loaded || now &- state.steppedAt >= 4 * roundTrip { state.rateFrom = (now, accepted) }
+            if loaded || now &- state.steppedAt >= Self.unsaturatedJudgement * roundTrip { state.rateFrom = (now, accepted) }
             return nil
         }
         guard now &- from.time >= roundTrip + 10_000_000 else { return nil }
@@ -280,10 +296,16 @@ final class ConnectionGrowth: Sendable {
         return Double(accepted - from.accepted) * 1e9 / Double(now &- from.time)
     }
 
-    /// How many windows of rate a step is judged over: given back at the first that falls
+    /// How many windows of rate a step is judged over: given back once two in a row fall
     /// short. On a long path, added connections at first carry what they were given on
     /// top of what the others carry, and only then share the path with them.
     static let judgedWindows = 4
+
+    /// After how many answer times a step whose connections do not all saturate is judged
+    /// all the same. Over a 50 ms path a connection added takes two round trips to
+    /// connect and about five more of slow start to carry a thousand streams' requests
+    /// (230 KB); judged at four, a doubling looked like it brought nothing.
+    static let unsaturatedJudgement: UInt64 = 8
 
     /// Steps from `current`, remembering the rate it carried (if measured) to judge the step by.
     private func grow(_ state: inout State, from current: Int, rate: Double?, at now: UInt64) -> Change {
@@ -292,6 +314,7 @@ final class ConnectionGrowth: Sendable {
         state.steppedAt = now
         state.rateFrom = nil
         state.judgedWindows = 0
+        state.shortWindow = nil
         state.beforeStep = rate.map { (current, $0) }
         state.addedWhileSaturated += grown - current
         active.store(grown, ordering: .releasing)
