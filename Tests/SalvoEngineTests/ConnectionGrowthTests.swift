@@ -143,8 +143,10 @@ import Testing
         #expect(growth.reason.contains("8 connections carried 0.90× the rate of the 4 before them"), "\(growth.reason)")
     }
 
-    /// Steps that raise the rate are kept, up to the ceiling; the step to the ceiling is
-    /// judged too, by what its smaller multiple should bring.
+    /// Steps that raise the rate are kept, up to the ceiling; a count reached by a judged
+    /// step is measured twice before the next (its first window has the added
+    /// connections' ramp in it); the step to the ceiling is judged too, by what its
+    /// smaller multiple should bring.
     @Test func stepsThatRaiseTheRateKeepGrowing() {
         let growth = ConnectionGrowth(initial: 2, ceiling: 24, interval: .zero)
         let ms: UInt64 = 1_000_000
@@ -153,26 +155,55 @@ import Testing
         growth.considerGrowing(answerTime: 100 * ms, accepted: 0, at: 100 * ms)
         #expect(growth.count == 8)
         /// Saturates every connection in use at `start`, and carries `rate` per second from
-        /// an answer time on, until judged; returns the count after.
-        func load(from saturated: Int, at start: UInt64, rate: Int, accepted: inout Int) -> Int {
+        /// an answer time on, for `windows` windows of 110 ms; returns the count after.
+        func load(from saturated: Int, at start: UInt64, rate: Int, windows: UInt64 = 1, accepted: inout Int) -> Int {
             for _ in saturated..<growth.count { growth.saturationChanged(true) }
             growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: start)
             growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: start + 100 * ms)
-            accepted += rate * 110 / 1000
-            growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: start + 210 * ms)
+            for window in 1...windows {
+                accepted += rate * 110 / 1000
+                growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: start + (100 + 110 * window) * ms)
+            }
             return growth.count
         }
         var accepted = 10_000
         #expect(load(from: 2, at: 200 * ms, rate: 80_000, accepted: &accepted) == 16, "a rate to judge by: doubled")
-        #expect(load(from: 8, at: 500 * ms, rate: 150_000, accepted: &accepted) == 24, "1.9× the rate: up to the ceiling")
-        #expect(load(from: 16, at: 800 * ms, rate: 180_000, accepted: &accepted) == 24,
+        #expect(load(from: 8, at: 500 * ms, rate: 150_000, accepted: &accepted) == 16, "measured once: not yet")
+        accepted += 150_000 * 110 / 1000
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 820 * ms) && growth.count == 24,
+                "twice, 1.9× the rate (another step needs 1.5×): up to the ceiling")
+        #expect(load(from: 16, at: 900 * ms, rate: 180_000, accepted: &accepted) == 24,
                 "1.5× the connections, 1.2× the rate (1.04× needed): kept")
         // A window with nothing accepted (a stall), then one as before: kept.
-        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1120 * ms) == false && growth.count == 24)
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1220 * ms) == false && growth.count == 24)
         accepted += 180_000 * 110 / 1000
-        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1230 * ms) == false && growth.count == 24)
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1330 * ms) == false && growth.count == 24)
         #expect(growth.reason.contains("the ceiling, 24") && !growth.reason.contains("given back"), "\(growth.reason)")
-        #expect(ConnectionGrowth.requiredGain(from: 48, to: 192) == 1.25)
+        #expect(ConnectionGrowth.requiredGain(from: 48, to: 192) == 1.25 && ConnectionGrowth.continuingGain(from: 4, to: 8) == 1.5)
+    }
+
+    /// A step kept, but that brought less than half its share, is the last: the next would
+    /// bring less, and over a path it overfills.
+    @Test func aStepThatBroughtLessThanHalfItsShareIsTheLast() {
+        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 0, at: 100 * ms)
+        for _ in 0..<3 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 1_000, at: 200 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 5_000, at: 250 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 11_000, at: 310 * ms)
+        #expect(growth.count == 8)
+        for _ in 0..<4 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 20_000, at: 400 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 450 * ms)
+        // 130,000/s twice: 1.3×, kept (1.08× needed), short of the 1.5× another step needs.
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 37_800, at: 510 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 45_600, at: 570 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 80_000, at: 900 * ms)
+        #expect(growth.count == 8 && !growth.stalled(at: 901 * ms) && growth.count == 8)
+        #expect(growth.reason.contains("no more: the step from 4 to 8 carried 1.30× the rate (another step needs 1.50×"),
+                "\(growth.reason)")
     }
 
     @Test func aCeilingBelowTheStartIsTheStart() {

@@ -91,6 +91,9 @@ final class ConnectionGrowth: Sendable {
     private enum Stop {
         /// More streams made answers slower, not more frequent.
         case gatewayBound
+        /// The step from `from` to `to` raised the rate by `gain`, less than the `wanted`
+        /// to take another.
+        case diminishing(to: Int, from: Int, gain: Double, wanted: Double)
         /// `from` connections carried `gain` times the rate of the `to` before them, less
         /// than `required`: producers went back to `to`.
         case steppedBack(from: Int, to: Int, gain: Double, required: Double)
@@ -100,6 +103,7 @@ final class ConnectionGrowth: Sendable {
         case grew(from: Int, to: Int, rate: Double?)
         case steppedBack(from: Int, to: Int, rate: Double, before: Double)
         case gatewayBound(Int)
+        case diminishing(Int)
         case measured(connections: Int, saturated: Int, rate: Double)
     }
 
@@ -133,6 +137,15 @@ final class ConnectionGrowth: Sendable {
     /// low bar, but one every window must clear.
     static func requiredGain(from previous: Int, to current: Int) -> Double {
         1 + (Double(current) / Double(max(1, previous)) - 1) / 12
+    }
+
+    /// How much a step must have raised the rate for another to be taken: half of what the
+    /// added connections would bring if each carried what each before them did (1.5× for
+    /// a doubling). At 100 ms answers, 48 to 96 brought 1.5–1.8×; over the 50 ms path, 48
+    /// to 96 brought 1.0–1.3× in its second window, and 96 to 192 then lost a third to
+    /// half of the rate.
+    static func continuingGain(from previous: Int, to current: Int) -> Double {
+        1 + (Double(current) / Double(max(1, previous)) - 1) / 2
     }
 
     /// Connections in use: producers publish to the first this many.
@@ -197,7 +210,8 @@ final class ConnectionGrowth: Sendable {
             if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
             let current = active.load(ordering: .relaxed)
             // At the ceiling, the step that reached it is still judged.
-            guard state.stop == nil, current < ceiling || state.beforeStep != nil else { return nil }
+            let judging = state.beforeStep != nil && state.judgedWindows < Self.judgedWindows
+            guard state.stop == nil, current < ceiling || judging else { return nil }
             let allSaturated = state.saturated >= current
             if allSaturated && state.loadedSince == 0 {
                 state.loadedSince = now
@@ -205,7 +219,7 @@ final class ConnectionGrowth: Sendable {
             }
             let roundTrip = state.shortestOfRun
             let rate = measureRate(&state, accepted: accepted, roundTrip: roundTrip, at: now)
-            if let before = state.beforeStep, let rate {
+            if let before = state.beforeStep, judging, let rate {
                 let required = Self.requiredGain(from: before.count, to: current)
                 state.judgedWindows += 1
                 if rate >= before.rate * required {
@@ -219,7 +233,6 @@ final class ConnectionGrowth: Sendable {
                 } else {
                     state.shortWindow = rate
                 }
-                if state.judgedWindows >= Self.judgedWindows && state.shortWindow == nil { state.beforeStep = nil }
             }
             let measured = rate.map { Change.measured(connections: current, saturated: state.saturated, rate: $0) }
             guard allSaturated, current < ceiling else { return measured }
@@ -235,6 +248,18 @@ final class ConnectionGrowth: Sendable {
             // Counted, the rate is waited for: the step it judges next is taken on it, and
             // not while the last one is in doubt.
             if accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
+            if let before = state.beforeStep, let rate {
+                // The first window after a step still has the added connections' ramp in it
+                // (over a path, their slow start), so a count reached by a judged step is
+                // measured twice; and a step that brought less than half its share is the
+                // last: the next would bring less.
+                guard state.judgedWindows >= 2 else { return measured }
+                let wanted = Self.continuingGain(from: before.count, to: current)
+                if rate < before.rate * wanted {
+                    state.stop = .diminishing(to: current, from: before.count, gain: rate / before.rate, wanted: wanted)
+                    return .diminishing(current)
+                }
+            }
             if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                 state.stop = .gatewayBound
                 return .gatewayBound(current)
@@ -259,6 +284,10 @@ final class ConnectionGrowth: Sendable {
             logger.notice("connections given back: the last step did not raise the rate", metadata: [
                 "from": "\(from)", "to": "\(to)", "accepted_per_s": "\(Int(rate))", "before": "\(Int(before))",
             ])
+            return false
+        case let .diminishing(connections):
+            logger.notice("no more connections: the last step brought less than half its share of rate",
+                          metadata: ["connections": "\(connections)"])
             return false
         case let .gatewayBound(connections):
             logger.notice("no more connections: the last ones added made the gateway's answers slower, not more frequent",
@@ -337,6 +366,9 @@ final class ConnectionGrowth: Sendable {
             switch state.stop {
             case .gatewayBound:
                 reason += "; no more: the last added made the gateway's answers slower, not more frequent"
+            case let .diminishing(to, from, gain, wanted):
+                reason += "; no more: the step from \(from) to \(to) carried \(Self.times(gain)) the rate (another step "
+                    + "needs \(Self.times(wanted)), half the added connections' share), so the next would bring less"
             case let .steppedBack(from, to, gain, required):
                 reason += "; \(from - to) of them given back: \(from) connections carried \(Self.times(gain)) the rate "
                     + "of the \(to) before them (a step must bring \(Self.times(required))), so producers went back to \(to) "
