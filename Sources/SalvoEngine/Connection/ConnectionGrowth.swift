@@ -29,15 +29,17 @@ import Synchronization
 ///   - **The rate it brought**: notifications accepted per second over a whole answer
 ///     time (held answers come back in waves an answer time apart), from an answer time
 ///     after every connection was saturated, against the same measure before the step
-///     (`measureRate`). A step that does not raise it by `requiredGain` in two windows in
-///     a row (of its first `judgedWindows`) is given back: producers go back to the connections
-///     before it (the added ones drain what they hold), and none are added for the rest
-///     of the run. Then the gateway, the path or the cores bound the rate, and the added
-///     connections only cost: with answers held 100 ms on two cores, 192 connections
-///     carried 0.4–0.7× what 96 did; over a 50 ms path, 192 instead of 48 carried 64–75 %
-///     of bulk TCP instead of 86–92 %, while the shortest answer stayed the round trip.
-///     Once there is a rate to judge by, a step doubles the connections
-///     (`judgedGrowth`).
+///     (`measureRate`). A step that does not raise it by `requiredGain` in two windows
+///     in a row (of its first `judgedWindows`) is given back: producers go back to the
+///     connections before it (the added ones drain what they hold), and none are added
+///     for the rest of the run. Then the gateway, the path or the cores bound the rate,
+///     and the added connections only cost: with answers held 100 ms on two cores, 192
+///     connections carried 0.4–1.0× what 96 did; over a 50 ms path, 96 carried 0.5–0.6×
+///     what 48 did (with the shortest answer alone and 128 per shard, 48 became 192,
+///     which carried 64–75 % of bulk TCP where 128 had carried 86–92 %), while the
+///     shortest answer stayed the round trip. Once there is a rate to judge by, a step
+///     doubles the connections (`judgedGrowth`), and one that brought less than half its
+///     share is the last (`continuingGain`).
 ///
 ///   Before the run's first answer there is nothing to judge by, and waiting for it is
 ///   the slowest ramp: a step is taken every `unansweredStep` until it comes. Meanwhile
@@ -142,8 +144,8 @@ final class ConnectionGrowth: Sendable {
     /// How much a step must have raised the rate for another to be taken: half of what the
     /// added connections would bring if each carried what each before them did (1.5× for
     /// a doubling). At 100 ms answers, 48 to 96 brought 1.5–1.8×; over the 50 ms path, 48
-    /// to 96 brought 1.0–1.3× in its second window, and 96 to 192 then lost a third to
-    /// half of the rate.
+    /// to 96 brought 1.0–1.3× in its second window, and 96 to 192 then lost a quarter
+    /// to half of the rate.
     static func continuingGain(from previous: Int, to current: Int) -> Double {
         1 + (Double(current) / Double(max(1, previous)) - 1) / 2
     }
@@ -181,21 +183,23 @@ final class ConnectionGrowth: Sendable {
     /// Asked by a saturated connection now and then (`answerTime`: the shortest wait of one
     /// of its streams for an answer since it last asked, 0 when none was answered since;
     /// `accepted`: notifications accepted in the run so far, by every connection, 0 when
-    /// not counted; `now`: monotonic nanoseconds):
-    /// once every connection in use is saturated, multiplies them by `saturatedGrowth`, up
-    /// to the ceiling. After the first step, only once they have all been saturated for
-    /// long enough to judge the last step:
+    /// not counted; `time`: monotonic nanoseconds):
+    /// once every connection in use is saturated, multiplies them by `saturatedGrowth`
+    /// (`judgedGrowth` once there is a rate to judge the step by), up to the ceiling.
+    /// After the first step, only once they have all been saturated for long enough to
+    /// judge the last step:
     /// - the shortest answer time since must be under one and a half times the shortest
     ///   of the run (the round trip itself does not grow with load, the gateway's queue
     ///   does); judged after an answer time and a quarter, so that the answers reported
     ///   were queued behind all of them;
-    /// - the accepted rate must have grown by `requiredGain` since the step, or the step is
-    ///   given back. It is counted over a whole answer time (held answers come back in
-    ///   waves an answer time apart), from an answer time after every connection was
-    ///   saturated (earlier answers are for streams opened before), or, when they do not
-    ///   all get there (a path too full to take their requests), from
-    ///   `unsaturatedJudgement` answer times
-    ///   after the step.
+    /// - the accepted rate must have grown by `requiredGain` since the step, or, after two
+    ///   windows in a row that fell short, the step is given back. It is counted over a
+    ///   whole answer time (held answers come back in waves an answer time apart), from an
+    ///   answer time after every connection was saturated (earlier answers are for streams
+    ///   opened before), or, when they do not all get there (a path too full to take their
+    ///   requests), from `unsaturatedJudgement` answer times after the step;
+    /// - a count reached by a judged step is measured for two windows, and grows again
+    ///   only if that step brought `continuingGain`.
     ///
     /// Before the run's first answer, once they have all been saturated for `unansweredStep`.
     /// Returns whether it added connections.
