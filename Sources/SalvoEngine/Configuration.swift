@@ -112,14 +112,15 @@ public struct SenderConfiguration: Sendable {
     /// start, about eight round trips, and more connections carry on meanwhile. Over
     /// HTTP/2 a connection's rate is its streams ÷ the answer time (1000 streams answered
     /// in 200 ms: 5000/s), so while every connection has all its streams open with work
-    /// waiting, the sender multiplies them by four. Set it to `connectionsPerShard` for a
-    /// fixed number.
-    /// Default: 2 for the binary protocol, 64 for HTTP/2 (at 300 ms answers, 128
-    /// connections carry 400,000/s; each costs about 1.2 MiB once in use, and none is
+    /// waiting, the sender multiplies them by four, and gives a step back when it did not
+    /// raise the rate (`ConnectionGrowth`). Set it to `connectionsPerShard` for a fixed
+    /// number.
+    /// Default: 2 for the binary protocol, 128 for HTTP/2 (at 300 ms answers, 256
+    /// connections carry 850,000/s; each costs about 1.2 MiB once in use, and none is
     /// opened unless the answers are slow), or `connectionsPerShard` if more. The default
     /// follows `transport`.
     public var maximumConnectionsPerShard: Int {
-        get { maximumConnectionsSetting ?? max(connectionsPerShard, http2 == nil ? 2 : 64) }
+        get { maximumConnectionsSetting ?? max(connectionsPerShard, http2 == nil ? 2 : 128) }
         set { maximumConnectionsSetting = newValue }
     }
     private var maximumConnectionsSetting: Int?

@@ -14,7 +14,7 @@ struct EngineOptions: ParsableArguments {
     var connections: Int = 1
 
     @Option(name: .customLong("max-connections"),
-            help: ArgumentHelp("The most connections per shard (default 2; HTTP/2: 64). Binary: one more is opened, at most every 250 ms, while every connection is full — over a long path, a connection the gateway closed after an error restarts TCP's slow start. HTTP/2: they are multiplied by four while every connection has all the streams the gateway allows open with more waiting (a connection's rate is its streams ÷ the answer time). Equal to --connections: a fixed number.",
+            help: ArgumentHelp("The most connections per shard (default 2; HTTP/2: 128). Binary: one more is opened, at most every 250 ms, while every connection is full — over a long path, a connection the gateway closed after an error restarts TCP's slow start. HTTP/2: they are multiplied by four while every connection has all the streams the gateway allows open with more waiting (a connection's rate is its streams ÷ the answer time), and go back when a step did not raise the rate. Equal to --connections: a fixed number.",
                                valueName: "n"))
     var maximumConnections: Int?
 

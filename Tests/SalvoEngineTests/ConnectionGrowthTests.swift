@@ -84,6 +84,128 @@ import Testing
         #expect(growth.count == 128)
     }
 
+    /// A step is judged by the rate it brought: the accepted count over a whole answer
+    /// time, from an answer time after every connection was saturated (so that what is
+    /// counted was queued behind all of them), against the same before the step. Once
+    /// there is a rate to judge by, a step doubles the connections, and twice the
+    /// connections carrying less than a twelfth more are given back, for the rest of the
+    /// run, and the report says so.
+    @Test func aStepThatDidNotRaiseTheRateIsGivenBack() {
+        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 0, at: 100 * ms)
+        #expect(growth.count == 4, "the first step, on the first answer: nothing to judge it by")
+        for _ in 0..<3 { growth.saturationChanged(true) }
+        // Every one saturated from 200 ms: the rate is counted from 250 ms, for 60 ms.
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 1_000, at: 200 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 5_000, at: 250 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 8_500, at: 285 * ms)
+        #expect(growth.count == 4, "past an answer time and a quarter, but the rate is not counted yet")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 11_000, at: 310 * ms)
+        #expect(growth.count == 8, "four carried 100,000/s: the next step, judged against that, doubles them")
+        for _ in 0..<4 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 20_000, at: 400 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 450 * ms)
+        // 6,300 in 60 ms: 105,000/s, 1.05× (a step to twice needs 1.08×).
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 36_300, at: 510 * ms)
+        #expect(growth.count == 8, "one window short: it could be a stall")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 42_600, at: 570 * ms)
+        #expect(growth.count == 4, "two in a row: eight carried 1.05× the rate of four: given back")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 60_000, at: 900 * ms)
+        #expect(growth.count == 4 && !growth.stalled(at: 901 * ms) && growth.count == 4, "and no more steps, by either signal")
+        #expect(growth.reason.contains("7 added because every connection had all the streams"), "\(growth.reason)")
+        #expect(growth.reason.contains("4 of them given back: 8 connections carried 1.05× the rate of the 4 before them "
+                                       + "(a step must bring 1.08×)"), "\(growth.reason)")
+    }
+
+    /// Over a path too full to take their requests, the added connections never all have
+    /// their streams open: the step is judged all the same, on the rate counted from eight
+    /// answer times after it.
+    @Test func aStepIsJudgedEvenWhenItsConnectionsDoNotAllSaturate() {
+        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 0, at: 100 * ms)
+        for _ in 0..<3 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 1_000, at: 200 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 5_000, at: 250 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 11_000, at: 310 * ms)
+        #expect(growth.count == 8)
+        // Only the first four stay saturated.
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 20_000, at: 400 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 709 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 40_000, at: 770 * ms)
+        #expect(growth.count == 8, "counted from eight answer times after the step")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 45_400, at: 830 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 50_800, at: 890 * ms)
+        #expect(growth.count == 4, "90,000/s twice where four carried 100,000/s: given back")
+        #expect(growth.reason.contains("8 connections carried 0.90× the rate of the 4 before them"), "\(growth.reason)")
+    }
+
+    /// Steps that raise the rate are kept, up to the ceiling; a count reached by a judged
+    /// step is measured twice before the next (its first window has the added
+    /// connections' ramp in it); the step to the ceiling is judged too, by what its
+    /// smaller multiple should bring.
+    @Test func stepsThatRaiseTheRateKeepGrowing() {
+        let growth = ConnectionGrowth(initial: 2, ceiling: 24, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 100 * ms, accepted: 0, at: 100 * ms)
+        #expect(growth.count == 8)
+        /// Saturates every connection in use at `start`, and carries `rate` per second from
+        /// an answer time on, for `windows` windows of 110 ms; returns the count after.
+        func load(from saturated: Int, at start: UInt64, rate: Int, windows: UInt64 = 1, accepted: inout Int) -> Int {
+            for _ in saturated..<growth.count { growth.saturationChanged(true) }
+            growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: start)
+            growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: start + 100 * ms)
+            for window in 1...windows {
+                accepted += rate * 110 / 1000
+                growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: start + (100 + 110 * window) * ms)
+            }
+            return growth.count
+        }
+        var accepted = 10_000
+        #expect(load(from: 2, at: 200 * ms, rate: 80_000, accepted: &accepted) == 16, "a rate to judge by: doubled")
+        #expect(load(from: 8, at: 500 * ms, rate: 150_000, accepted: &accepted) == 16, "measured once: not yet")
+        accepted += 150_000 * 110 / 1000
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 820 * ms) && growth.count == 24,
+                "twice, 1.9× the rate (another step needs 1.5×): up to the ceiling")
+        #expect(load(from: 16, at: 900 * ms, rate: 180_000, accepted: &accepted) == 24,
+                "1.5× the connections, 1.2× the rate (1.04× needed): kept")
+        // A window with nothing accepted (a stall), then one as before: kept.
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1220 * ms) == false && growth.count == 24)
+        accepted += 180_000 * 110 / 1000
+        #expect(growth.considerGrowing(answerTime: 100 * ms, accepted: accepted, at: 1330 * ms) == false && growth.count == 24)
+        #expect(growth.reason.contains("the ceiling, 24") && !growth.reason.contains("given back"), "\(growth.reason)")
+        #expect(ConnectionGrowth.requiredGain(from: 48, to: 192) == 1.25 && ConnectionGrowth.continuingGain(from: 4, to: 8) == 1.5)
+    }
+
+    /// A step kept, but that brought less than half its share, is the last: the next would
+    /// bring less, and over a path it overfills.
+    @Test func aStepThatBroughtLessThanHalfItsShareIsTheLast() {
+        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 0, at: 100 * ms)
+        for _ in 0..<3 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 1_000, at: 200 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 5_000, at: 250 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 11_000, at: 310 * ms)
+        #expect(growth.count == 8)
+        for _ in 0..<4 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 20_000, at: 400 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 450 * ms)
+        // 130,000/s twice: 1.3×, kept (1.08× needed), short of the 1.5× another step needs.
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 37_800, at: 510 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 45_600, at: 570 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 80_000, at: 900 * ms)
+        #expect(growth.count == 8 && !growth.stalled(at: 901 * ms) && growth.count == 8)
+        #expect(growth.reason.contains("no more: the step from 4 to 8 carried 1.30× the rate (another step needs 1.50×"),
+                "\(growth.reason)")
+    }
+
     @Test func aCeilingBelowTheStartIsTheStart() {
         let growth = ConnectionGrowth(initial: 3, ceiling: 1, interval: .zero)
         #expect(growth.ceiling == 3 && !growth.stalled(at: 1) && growth.count == 3)

@@ -17,17 +17,35 @@ import Synchronization
 ///   answered in 200 ms carry 5000/s however idle the sender is), and the count is
 ///   multiplied by four: from 2 to 128 in three steps, so that a campaign of a million
 ///   is not spent ramping up (by doubling, six steps of an answer time each took a third
-///   of such a run at 300 ms). Unless the answer time is the gateway's queue: then more
-///   streams only lengthen it. So each step after the first is judged once every
-///   connection has been saturated for an answer time: if the shortest answer time over
-///   it is half as long again as the shortest of the run (the shortest, as the least
-///   queued: the round trip itself does not grow with load), the gateway, not the round
-///   trip, bounds the rate, and the sender stops adding connections for the rest of the
-///   run. Before the run's first answer there is nothing to judge by, and waiting for it
-///   is the slowest ramp: a step is taken every `unansweredStep` until it comes.
-///   Meanwhile full rings are the saturated connections' own, and add nothing.
+///   of such a run at 300 ms). Unless something else bounds the rate. So each step after
+///   the first is judged, once every connection has been saturated long enough, by two
+///   measures:
+///   - **The shortest answer**: if the shortest answer time over an answer time and a
+///     quarter is half as long again as the shortest of the run (the shortest, as the
+///     least queued: the round trip itself does not grow with load), the gateway, not the
+///     round trip, bounds the rate: no more steps, and none given back (the rate did
+///     grow). Kept beside the rate: it stops a step sooner, before the next step's
+///     connections are opened to be measured (on loopback, at 12 connections).
+///   - **The rate it brought**: notifications accepted per second over a whole answer
+///     time (held answers come back in waves an answer time apart), from an answer time
+///     after every connection was saturated, against the same measure before the step
+///     (`measureRate`). A step that does not raise it by `requiredGain` in two windows
+///     in a row (of its first `judgedWindows`) is given back: producers go back to the
+///     connections before it (the added ones drain what they hold), and none are added
+///     for the rest of the run. Then the gateway, the path or the cores bound the rate,
+///     and the added connections only cost: with answers held 100 ms on two cores, 192
+///     connections carried 0.4–1.0× what 96 did; over a 50 ms path, 96 carried 0.5–0.6×
+///     what 48 did (with the shortest answer alone and 128 per shard, 48 became 192,
+///     which carried 64–75 % of bulk TCP where 128 had carried 86–92 %), while the
+///     shortest answer stayed the round trip. Once there is a rate to judge by, a step
+///     doubles the connections (`judgedGrowth`), and one that brought less than half its
+///     share is the last (`continuingGain`).
 ///
-/// Connections are never removed: one nobody publishes to costs nothing, and one in use
+///   Before the run's first answer there is nothing to judge by, and waiting for it is
+///   the slowest ramp: a step is taken every `unansweredStep` until it comes. Meanwhile
+///   full rings are the saturated connections' own, and add nothing.
+///
+/// Connections are never closed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
 final class ConnectionGrowth: Sendable {
     /// The most connections there may be.
@@ -42,6 +60,8 @@ final class ConnectionGrowth: Sendable {
     private struct State {
         /// When a connection was last added because every ring was full.
         var lastAddition: UInt64 = 0
+        /// The latest time `considerGrowing` was told.
+        var latest: UInt64 = 0
         /// Connections at their stream limit with work waiting (`saturationChanged`).
         var saturated = 0
         /// The shortest answer time reported in the run: the round trip with the least of
@@ -51,11 +71,42 @@ final class ConnectionGrowth: Sendable {
         /// (0: not since the last step), and the shortest answer time reported since.
         var loadedSince: UInt64 = 0
         var shortestWhileLoaded: UInt64 = .max
-        /// More streams made answers slower, not more frequent: no more growth.
-        var gatewayBound = false
+        /// When the last step was taken.
+        var steppedAt: UInt64 = 0
+        /// Where the rate of the connections in use is counted from: the accepted count
+        /// and when (nil: not yet; see `considerGrowing`).
+        var rateFrom: (time: UInt64, accepted: Int)?
+        /// The connections before the step being judged and the rate they carried (per
+        /// second); nil when there is nothing to judge it against (the first step, those
+        /// before the first answer, or no rate measured).
+        var beforeStep: (count: Int, rate: Double)?
+        /// Windows of rate since the step, and the rate of the last if it fell short.
+        var judgedWindows = 0
+        var shortWindow: Double?
+        /// Why no more connections are added, once that is settled.
+        var stop: Stop?
         /// Added because every ring was full, and because every connection was saturated.
         var addedWhileFull = 0
         var addedWhileSaturated = 0
+    }
+
+    private enum Stop {
+        /// More streams made answers slower, not more frequent.
+        case gatewayBound
+        /// The step from `from` to `to` raised the rate by `gain`, less than the `wanted`
+        /// to take another.
+        case diminishing(to: Int, from: Int, gain: Double, wanted: Double)
+        /// `from` connections carried `gain` times the rate of the `to` before them, less
+        /// than `required`: producers went back to `to`.
+        case steppedBack(from: Int, to: Int, gain: Double, required: Double)
+    }
+
+    private enum Change {
+        case grew(from: Int, to: Int, rate: Double?)
+        case steppedBack(from: Int, to: Int, rate: Double, before: Double)
+        case gatewayBound(Int)
+        case diminishing(Int)
+        case measured(connections: Int, saturated: Int, rate: Double)
     }
 
     init(initial: Int, ceiling: Int, interval: Duration, logger: Logger = .disabled) {
@@ -69,6 +120,35 @@ final class ConnectionGrowth: Sendable {
 
     /// What a step multiplies the connections by while every one is saturated.
     static let saturatedGrowth = 4
+    /// What a step judged by the rate of the connections before it multiplies them by. A
+    /// step given back cannot take back what producers staged for the added connections
+    /// meanwhile (a ring each), and over a full path these connect late: at 50 ms, 144
+    /// added to 48 connected 1.1 s later (TCP's SYN retransmission timeout is a second),
+    /// with about 288,000 notifications staged for them, and the run fell from 86–92 % of
+    /// bulk TCP to 62 %. Doubling, the 48 added to 48 connected at once.
+    static let judgedGrowth = 2
+
+    /// How much a step from `previous` to `current` connections must raise the rate to be
+    /// kept: a twelfth of what the added connections would bring if each carried what
+    /// each before them did: 1.08× for twice the connections, 1.04× for a last step to a
+    /// ceiling half as high again. Where the streams bound the rate, a step brought nearly
+    /// all of its share (at 100 ms answers, 48 to 96 connections: 451,000 to 793,000/s;
+    /// over the 50 ms path, 24 to 48: 114,000 to 228,000/s); where something else did,
+    /// nothing or less (100 ms, 96 to 192: 0.4–0.7×; the path, 48 to 96: 1.10×, 1.23×, then
+    /// 0.95× in its first three windows). A window's rate varies by about a tenth, so a
+    /// low bar, but one every window must clear.
+    static func requiredGain(from previous: Int, to current: Int) -> Double {
+        1 + (Double(current) / Double(max(1, previous)) - 1) / 12
+    }
+
+    /// How much a step must have raised the rate for another to be taken: half of what the
+    /// added connections would bring if each carried what each before them did (1.5× for
+    /// a doubling). At 100 ms answers, 48 to 96 brought 1.5–1.8×; over the 50 ms path, 48
+    /// to 96 brought 1.0–1.3× in its second window, and 96 to 192 then lost a quarter
+    /// to half of the rate.
+    static func continuingGain(from previous: Int, to current: Int) -> Double {
+        1 + (Double(current) / Double(max(1, previous)) - 1) / 2
+    }
 
     /// Connections in use: producers publish to the first this many.
     var count: Int { active.load(ordering: .acquiring) }
@@ -82,7 +162,7 @@ final class ConnectionGrowth: Sendable {
             let current = active.load(ordering: .relaxed)
             // While connections are saturated, their rings are full because of it, and
             // `considerGrowing` decides (HTTP/2).
-            guard current < ceiling, !state.gatewayBound, state.saturated == 0,
+            guard current < ceiling, state.stop == nil, state.saturated == 0,
                   state.lastAddition == 0 || now &- state.lastAddition >= interval else { return false }
             state.lastAddition = now
             state.addedWhileFull += 1
@@ -102,51 +182,122 @@ final class ConnectionGrowth: Sendable {
 
     /// Asked by a saturated connection now and then (`answerTime`: the shortest wait of one
     /// of its streams for an answer since it last asked, 0 when none was answered since;
-    /// `now`: monotonic nanoseconds):
-    /// once every connection in use is saturated, multiplies them by `saturatedGrowth`, up
-    /// to the ceiling. After the first step, only once they have all been saturated for an
-    /// answer time (so that the answers reported were queued behind all of them), and only
-    /// if the shortest answer time over that time is under one and a half times the
-    /// shortest of the run: the round trip itself does not grow with load, the gateway's
-    /// queue does. Before the run's first answer, once they have all been saturated for
-    /// `unansweredStep`. Returns whether it added connections.
+    /// `accepted`: notifications accepted in the run so far, by every connection, 0 when
+    /// not counted; `time`: monotonic nanoseconds):
+    /// once every connection in use is saturated, multiplies them by `saturatedGrowth`
+    /// (`judgedGrowth` once there is a rate to judge the step by), up to the ceiling.
+    /// After the first step, only once they have all been saturated for long enough to
+    /// judge the last step:
+    /// - the shortest answer time since must be under one and a half times the shortest
+    ///   of the run (the round trip itself does not grow with load, the gateway's queue
+    ///   does); judged after an answer time and a quarter, so that the answers reported
+    ///   were queued behind all of them;
+    /// - the accepted rate must have grown by `requiredGain` since the step, or, after two
+    ///   windows in a row that fell short, the step is given back. It is counted over a
+    ///   whole answer time (held answers come back in waves an answer time apart), from an
+    ///   answer time after every connection was saturated (earlier answers are for streams
+    ///   opened before), or, when they do not all get there (a path too full to take their
+    ///   requests), from `unsaturatedJudgement` answer times after the step;
+    /// - a count reached by a judged step is measured for two windows, and grows again
+    ///   only if that step brought `continuingGain`.
+    ///
+    /// Before the run's first answer, once they have all been saturated for `unansweredStep`.
+    /// Returns whether it added connections.
     @discardableResult
-    func considerGrowing(answerTime: UInt64, at now: UInt64) -> Bool {
-        let change = state.withLock { state -> (from: Int, to: Int)? in
+    func considerGrowing(answerTime: UInt64, accepted: Int = 0, at time: UInt64) -> Bool {
+        let change = state.withLock { state -> Change? in
+            // Each shard's loop reads the clock once per turn: one shard's time can be a little
+            // behind what another's already told. Time here never goes back (an interval
+            // that did would wrap to a very long one).
+            let now = max(time, state.latest)
+            state.latest = now
             if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
             let current = active.load(ordering: .relaxed)
-            guard state.saturated >= current, current < ceiling, !state.gatewayBound else { return nil }
-            if state.loadedSince == 0 {
+            // At the ceiling, the step that reached it is still judged.
+            let judging = state.beforeStep != nil && state.judgedWindows < Self.judgedWindows
+            guard state.stop == nil, current < ceiling || judging else { return nil }
+            let allSaturated = state.saturated >= current
+            if allSaturated && state.loadedSince == 0 {
                 state.loadedSince = now
                 state.shortestWhileLoaded = .max
             }
+            let roundTrip = state.shortestOfRun
+            let rate = measureRate(&state, accepted: accepted, roundTrip: roundTrip, at: now)
+            if let before = state.beforeStep, judging, let rate {
+                let required = Self.requiredGain(from: before.count, to: current)
+                state.judgedWindows += 1
+                if rate >= before.rate * required {
+                    state.shortWindow = nil
+                } else if let previous = state.shortWindow {
+                    // Two windows in a row: one alone can be a stall the step did not cause.
+                    let gain = (previous + rate) / 2 / before.rate
+                    state.stop = .steppedBack(from: current, to: before.count, gain: gain, required: required)
+                    active.store(before.count, ordering: .releasing)
+                    return .steppedBack(from: current, to: before.count, rate: rate, before: before.rate)
+                } else {
+                    state.shortWindow = rate
+                }
+            }
+            let measured = rate.map { Change.measured(connections: current, saturated: state.saturated, rate: $0) }
+            guard allSaturated, current < ceiling else { return measured }
             if answerTime > 0 { state.shortestWhileLoaded = min(state.shortestWhileLoaded, answerTime) }
             guard state.shortestWhileLoaded != .max else {
                 // Nothing answered in the run yet: the answer time is at least how long the
                 // connections have been waiting, so a step is safe once that is long.
-                guard state.shortestOfRun == .max, now &- state.loadedSince >= Self.unansweredStep else { return nil }
-                return grow(&state, from: current)
+                guard roundTrip == .max, now &- state.loadedSince >= Self.unansweredStep else { return nil }
+                return grow(&state, from: current, rate: nil, at: now)
             }
-            if state.addedWhileSaturated > 0 {
-                let roundTrip = state.shortestOfRun
-                guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return nil }
-                if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
-                    state.gatewayBound = true
-                    return (current, current)
+            guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
+            guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
+            // Counted, the rate is waited for: the step it judges next is taken on it, and
+            // not while the last one is in doubt.
+            if accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
+            if let before = state.beforeStep, let rate {
+                // The first window after a step still has the added connections' ramp in it
+                // (over a path, their slow start), so a count reached by a judged step is
+                // measured twice; and a step that brought less than half its share is the
+                // last: the next would bring less.
+                guard state.judgedWindows >= 2 else { return measured }
+                let wanted = Self.continuingGain(from: before.count, to: current)
+                if rate < before.rate * wanted {
+                    state.stop = .diminishing(to: current, from: before.count, gain: rate / before.rate, wanted: wanted)
+                    return .diminishing(current)
                 }
             }
-            return grow(&state, from: current)
+            if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
+                state.stop = .gatewayBound
+                return .gatewayBound(current)
+            }
+            return grow(&state, from: current, rate: rate, at: now)
         }
-        guard let change else { return false }
-        guard change.to > change.from else {
+        switch change {
+        case nil:
+            return false
+        case let .measured(connections, saturated, rate):
+            logger.debug("accepted rate measured", metadata: [
+                "connections": "\(connections)", "saturated": "\(saturated)", "accepted_per_s": "\(Int(rate))",
+            ])
+            return false
+        case let .grew(from, to, rate):
+            logger.info("connections added: every connection had all its streams open with work waiting", metadata: [
+                "from": "\(from)", "to": "\(to)", "answer_time_ms": "\(answerTime / 1_000_000)",
+                "accepted_per_s": "\(rate.map { "\(Int($0))" } ?? "not measured")",
+            ])
+            return true
+        case let .steppedBack(from, to, rate, before):
+            logger.notice("connections given back: the last step did not raise the rate", metadata: [
+                "from": "\(from)", "to": "\(to)", "accepted_per_s": "\(Int(rate))", "before": "\(Int(before))",
+            ])
+            return false
+        case let .diminishing(connections):
+            logger.notice("no more connections: the last step brought less than half its share of rate",
+                          metadata: ["connections": "\(connections)"])
+            return false
+        case let .gatewayBound(connections):
             logger.notice("no more connections: the last ones added made the gateway's answers slower, not more frequent",
-                          metadata: ["connections": "\(change.to)"])
+                          metadata: ["connections": "\(connections)"])
             return false
         }
-        logger.info("connections added: every connection had all its streams open with work waiting", metadata: [
-            "from": "\(change.from)", "to": "\(change.to)", "answer_time_ms": "\(answerTime / 1_000_000)",
-        ])
-        return true
     }
 
     /// How long every connection may be saturated before the run's first answer until they
@@ -157,12 +308,50 @@ final class ConnectionGrowth: Sendable {
     /// million ramping up. From the first answer on, every step is judged as above.
     static let unansweredStep: UInt64 = 20_000_000
 
-    private func grow(_ state: inout State, from current: Int) -> (from: Int, to: Int) {
-        let grown = min(ceiling, Self.saturatedGrowth * current)
+    /// The accepted rate (per second) of the connections in use over the window that ended
+    /// now, if one did (see `considerGrowing`); nil otherwise. Windows follow each other,
+    /// and start again while fewer connections are saturated than the step being judged
+    /// started from (or, with none, than are in use): at the end of a campaign the rate
+    /// falls because the work does, whatever the connections.
+    private func measureRate(_ state: inout State, accepted: Int, roundTrip: UInt64, at now: UInt64) -> Double? {
+        guard accepted > 0, roundTrip != .max,
+              state.saturated >= state.beforeStep?.count ?? active.load(ordering: .relaxed) else {
+            state.rateFrom = nil
+            return nil
+        }
+        guard let from = state.rateFrom else {
+            let loaded = state.loadedSince != 0 && now &- state.loadedSince >= roundTrip
+            if loaded || now &- state.steppedAt >= Self.unsaturatedJudgement * roundTrip { state.rateFrom = (now, accepted) }
+            return nil
+        }
+        guard now &- from.time >= roundTrip + 10_000_000 else { return nil }
+        state.rateFrom = (now, accepted)
+        return Double(accepted - from.accepted) * 1e9 / Double(now &- from.time)
+    }
+
+    /// How many windows of rate a step is judged over: given back once two in a row fall
+    /// short. On a long path, added connections at first carry what they were given on
+    /// top of what the others carry, and only then share the path with them.
+    static let judgedWindows = 4
+
+    /// After how many answer times a step whose connections do not all saturate is judged
+    /// all the same. Over a 50 ms path a connection added takes two round trips to
+    /// connect and about five more of slow start to carry a thousand streams' requests
+    /// (230 KB); judged at four, a doubling looked like it brought nothing.
+    static let unsaturatedJudgement: UInt64 = 8
+
+    /// Steps from `current`, remembering the rate it carried (if measured) to judge the step by.
+    private func grow(_ state: inout State, from current: Int, rate: Double?, at now: UInt64) -> Change {
+        let grown = min(ceiling, (rate == nil ? Self.saturatedGrowth : Self.judgedGrowth) * current)
         state.loadedSince = 0
+        state.steppedAt = now
+        state.rateFrom = nil
+        state.judgedWindows = 0
+        state.shortWindow = nil
+        state.beforeStep = rate.map { (current, $0) }
         state.addedWhileSaturated += grown - current
         active.store(grown, ordering: .releasing)
-        return (current, grown)
+        return .grew(from: current, to: grown, rate: rate)
     }
 
     /// Why there are `count` connections, for the report.
@@ -178,14 +367,27 @@ final class ConnectionGrowth: Sendable {
                 reason += "; \(state.addedWhileFull) added because every connection's staging ring was full (the gateway "
                     + "or the path took no more)"
             }
-            if state.gatewayBound {
+            switch state.stop {
+            case .gatewayBound:
                 reason += "; no more: the last added made the gateway's answers slower, not more frequent"
-            } else if count == ceiling && count > initial {
-                reason += "; the ceiling, \(ceiling) (--max-connections × shards), was reached"
+            case let .diminishing(to, from, gain, wanted):
+                reason += "; no more: the step from \(from) to \(to) carried \(Self.times(gain)) the rate (another step "
+                    + "needs \(Self.times(wanted)), half the added connections' share), so the next would bring less"
+            case let .steppedBack(from, to, gain, required):
+                reason += "; \(from - to) of them given back: \(from) connections carried \(Self.times(gain)) the rate "
+                    + "of the \(to) before them (a step must bring \(Self.times(required))), so producers went back to \(to) "
+                    + "and the others only drained what they held"
+            case nil:
+                if count == ceiling && count > initial {
+                    reason += "; the ceiling, \(ceiling) (--max-connections × shards), was reached"
+                }
             }
             return reason
         }
     }
+
+    private static func times(_ ratio: Double) -> String {
+        let hundredths = Int((ratio * 100).rounded())
+        return "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)×"
+    }
 }
-
-

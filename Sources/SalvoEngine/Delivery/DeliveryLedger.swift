@@ -207,11 +207,13 @@ public struct SenderReport: Sendable, Hashable, Codable {
     /// A gateway that does not resume makes every reconnect a full handshake.
     public var resumedReconnects: Int
     /// Connection slots in use at the end: the configured ones plus those the sender added
-    /// while every connection was full (`SenderConfiguration.maximumConnectionsPerShard`).
+    /// while every connection was full (`SenderConfiguration.maximumConnectionsPerShard`),
+    /// less those of a step it gave back.
     public var connections: Int
     /// Why `connections` are as many as they are: the configured ones, and what made the
     /// sender add the others (every connection at its stream limit with work waiting,
-    /// every staging ring full) or stop adding (the ceiling).
+    /// every staging ring full), stop adding (the ceiling, slower answers, a step that
+    /// brought little) or give a step back (it did not raise the rate).
     public var connectionsReason: String
     /// Resent frames whose first copy may have been delivered (at-least-once after a silent drop).
     public var possibleDuplicates: Int

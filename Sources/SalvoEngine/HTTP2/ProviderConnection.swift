@@ -246,7 +246,10 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         // wake them before an answer frees a stream.
         let answerTime = shortestAnswer == .max ? 0 : shortestAnswer
         shortestAnswer = .max
-        if shard.growth.considerGrowing(answerTime: answerTime, at: now) { shard.notifyProgress() }
+        // The rate a step brought is read off the ledger's count, which every settlement
+        // already adds to: nothing more per answer.
+        let accepted = ledger.accepted.load(ordering: .relaxed)
+        if shard.growth.considerGrowing(answerTime: answerTime, accepted: accepted, at: now) { shard.notifyProgress() }
     }
 
     /// Reads a notification to try again from its source and submits it.
