@@ -217,14 +217,14 @@ public final class CampaignWorker: Sendable {
                 continue
             }
             let look = ahead.removeFirst()
-            let leased = try await look.chunk.value
-            idle.append(look.store)
-            guard let chunk = leased else {
+            guard let chunk = try await look.chunk.value else {
+                idle.append(look.store)
                 dry = true
                 continue
             }
             if chunk.lease.isTakeover { summary.takeovers += 1 }
-            if !dry { ahead.append((look.store, Task { try await self.lease(on: look.store) })); idle.removeLast() }
+            // Its connection reads the next one while this one is taken.
+            if dry { idle.append(look.store) } else { ahead.append((look.store, Task { try await self.lease(on: look.store) })) }
             let source = InterruptibleList(list: chunk.list, sequences: chunk.sequences)
             let reader = source.makeReader(stoppingAt: chunk.interruption)
             let submission = await sender.submit(contentsOf: source, startingWith: reader)

@@ -46,8 +46,9 @@ public final class Submission: Sendable {
 public struct SubmissionOutcome: Sendable {
     /// Notifications taken from the source.
     public var published: Int
-    /// Of those, the rejected by reason name (`Rejection.reasonName`), and the failed by reason.
+    /// Of those, the rejected, by reason name (`Rejection.reasonName`).
     public var rejectedByReason: [String: Int] = [:]
+    /// Of those, the failed, by reason.
     public var failedByReason: [FailureReason: Int] = [:]
     /// What stopped the reading before the source's end: the reader's error, or a
     /// `SendError` (`finished`, `gatewayUnreachable`, `invalidPayload`); nil when the
