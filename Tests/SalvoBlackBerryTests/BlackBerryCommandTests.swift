@@ -169,7 +169,7 @@ import Testing
         #expect(client.origin(lineHost: "elsewhere.example") == "http://127.0.0.1:\(relay.port)")
         let (report, ending, _) = try await rig.send(file, client: client)
         #expect(ending == .readToEnd && report.accepted == 25 && report.rejected == 5 && report.isComplete)
-        let mock = eventually({ rig.noc.statistics() }) { $0.accepted + $0.rejected >= 30 }
+        let mock = await eventuallyYielding({ rig.noc.statistics() }) { $0.accepted + $0.rejected >= 30 }
         #expect(mock.accepted == 25 && mock.acceptedDigestSet == NOCRig.digests((1...30).filter { $0 % 6 != 0 }, deadEvery: 6))
         let relayed = relay.relayed.withLock { $0 }
         #expect(relayed >= 1 && relayed <= 3 && mock.connections == relayed, "every NOC connection came through the proxy")

@@ -51,7 +51,7 @@ import Testing
         let status = try await store.status(of: "c")
         #expect(status.isFinished)
         #expect(status.report.accepted == count)
-        let statistics = eventually(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= count }
+        let statistics = await eventuallyYielding(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= count }
         #expect(Set(statistics.acceptedDigests ?? []) == CampaignRig.digests(1...count), "nothing is lost")
         #expect(statistics.duplicates <= status.report.possibleDuplicates)
     }
@@ -94,7 +94,7 @@ import Testing
         let status = try await store.status(of: "c")
         #expect(status.isFinished)
         #expect(status.report.accepted == count, "each chunk counted once, by the holder that finished it")
-        let statistics = eventually(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= count }
+        let statistics = await eventuallyYielding(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= count }
         #expect(Set(statistics.acceptedDigests ?? []) == CampaignRig.digests(1...count))
         #expect(statistics.duplicates <= status.report.possibleDuplicates)
         await database.close()

@@ -45,7 +45,7 @@ import Testing
         #expect(Set(status.workers.map(\.name)) == ["a", "b"] || a.chunks == 0 || b.chunks == 0)
         #expect(status.workers.reduce(0) { $0 + $1.final } == count)
         let expected = CampaignRig.digests((1...count).filter { $0 & 0xff != 0x07 })
-        let seen = eventually(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= expected.count }
+        let seen = await eventuallyYielding(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= expected.count }
         #expect(Set(seen.acceptedDigests ?? []) == expected, "the mock's accepted set is the campaign's")
 
         var csv = ""
@@ -71,7 +71,7 @@ import Testing
                                               settings: .init(name: "c")).run()
         #expect(autumn.accepted == expected.count && autumn.rejected == 0 && autumn.chunks == again.chunks)
         #expect(try await store.status(of: "autumn").report.accepted == expected.count)
-        let twice = eventually(gateway.statistics) { $0.accepted >= 2 * expected.count }
+        let twice = await eventuallyYielding(gateway.statistics) { $0.accepted >= 2 * expected.count }
         #expect(twice.accepted == 2 * expected.count && Set(twice.acceptedDigests ?? []) == expected)
         await database.close()
     }
@@ -110,7 +110,7 @@ import Testing
         let expected = Set(payloads.enumerated().map {
             MockStatistics.digest(token: CampaignRig.token($0.offset + 1), payload: Array($0.element.utf8))
         })
-        let seen = eventually(gateway.statistics) { ($0.acceptedDigests ?? []).count >= 300 }
+        let seen = await eventuallyYielding(gateway.statistics) { ($0.acceptedDigests ?? []).count >= 300 }
         #expect(Set(seen.acceptedDigests ?? []) == expected)
         #expect(try cluster.psql("SELECT DISTINCT priority || ' ' || expiry FROM campaign_items") == "5 2000000000\n")
         await database.close()
