@@ -295,16 +295,6 @@ public final class Sender: Sendable {
         return Submission(sender: self, entry: entry, stoppedBy: stopped)
     }
 
-    /// Waits until every notification of `entry` is final.
-    func complete(_ entry: SourceRegistry.Entry) async {
-        while !entry.isComplete {
-            let generation = hub.beginWaiting()
-            defer { hub.endWaiting() }
-            if entry.isComplete { break }
-            await hub.waitForProgress(after: generation)
-        }
-    }
-
     /// The source is no longer read again: its readers go.
     func forget(_ entry: SourceRegistry.Entry) {
         sources.unregister(entry)

@@ -100,16 +100,23 @@ import Testing
         #expect(token.hex == campaignToken(16) && sequence == 16)
     }
 
-    /// Finals are counted per source; those of a source read to its end are awaited (its
-    /// `send(contentsOf:)` returns once they are all in), and the sender must be woken.
-    @Test func finalsOfASourceReadToItsEndAreAwaited() {
+    /// Finals are counted per source; a source is complete once it was read to its end and
+    /// every notification published from it is final, and whoever waits for it is resumed
+    /// then (its `Submission`), by the thread that completed it.
+    @Test func aSourceCompletesWhenEveryNotificationPublishedIsFinal() async {
         let sources = SourceRegistry()
         let entry = sources.register(NotificationList(tokens: [], payload: Array(#"{"a":1}"#.utf8)))
-        #expect(!sources.noteFinals([(entry.id, 3)]), "still being read: its sender is not waiting for finals")
-        entry.isExhausted.store(true, ordering: .relaxed)
-        #expect(sources.noteFinals([(entry.id, 2)]))
-        #expect(!sources.noteFinals([(RetainedStore.sourceID, 5)]) && !sources.noteFinals([]))
-        #expect(entry.finalCount.load(ordering: .relaxed) == 5)
+        sources.noteFinals([(entry.id, 3)])
+        #expect(!entry.isComplete, "still being read")
+        entry.exhausted(after: 5)
+        #expect(!entry.isComplete, "two still in flight")
+        sources.noteFinals([(RetainedStore.sourceID, 5)])
+        sources.noteFinals([])
+        #expect(!entry.isComplete, "the retained store's finals are not the source's")
+        let completing = Thread { sources.noteFinals([(entry.id, 2)]) }
+        completing.start()
+        await entry.untilComplete()
+        #expect(entry.isComplete && entry.finalCount.load(ordering: .relaxed) == 5)
     }
 
     @Test func aSourceThatChangedIsAClearErrorNotAWrongResend() throws {

@@ -393,12 +393,12 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             shard.emit(.errorWaitRaised(raise))
         }
         publishOldestSequence()
-        let sourceCompleted = shard.sources.noteFinals(settlement.finals)
+        shard.sources.noteFinals(settlement.finals)
         if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
-        // Whoever waits (for staging or retained space, or for a source to complete) is
-        // woken when it can get on; a producer waiting for staging space while the ring is
-        // still full would only go back to sleep.
-        if sourceCompleted || lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
+        // Whoever waits for staging or retained space is woken when it can get on; a
+        // producer waiting for staging space while the ring is still full would only go
+        // back to sleep. (A source's completion wakes its own waiter: `noteFinals`.)
+        if lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
             shard.notifyProgress()
         }
     }

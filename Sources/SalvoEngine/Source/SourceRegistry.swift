@@ -31,6 +31,35 @@ final class SourceRegistry: Sendable {
         func exhausted(after count: Int) {
             publishedCount.store(count, ordering: .relaxed)
             isExhausted.store(true, ordering: .sequentiallyConsistent)
+            resumeIfComplete()
+        }
+
+        /// Who waits for the source to complete (`untilComplete`): resumed by whichever
+        /// thread completes it, and only then; the waiters for room in the rings are not
+        /// woken for it, nor it for them.
+        private let waiter = Locked<UnsafeContinuation<Void, Never>?>(nil)
+
+        /// Returns once every notification published is final.
+        func untilComplete() async {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                // Checked under the lock `resumeIfComplete` takes after the count changed:
+                // either this sees the source complete, or that sees this waiter.
+                let waits = waiter.withLock { waiter -> Bool in
+                    guard !isComplete else { return false }
+                    waiter = continuation
+                    return true
+                }
+                if !waits { continuation.resume() }
+            }
+        }
+
+        /// Resumes the waiter, if there is one and the source is complete.
+        func resumeIfComplete() {
+            guard isComplete else { return }
+            waiter.withLock { waiter in
+                defer { waiter = nil }
+                return waiter
+            }?.resume()
         }
 
         init(id: SourceID, makeReader: @escaping @Sendable () throws -> any NotificationReader) {
@@ -68,20 +97,17 @@ final class SourceRegistry: Sendable {
         }
     }
 
-    /// Counts notifications of each source that reached a final state. Returns whether one
-    /// of the sources is now complete: read to its end, and every notification final (its
-    /// `Submission` waits for that, and only that).
-    @discardableResult
-    func noteFinals(_ finals: [(source: SourceID, count: Int)]) -> Bool {
-        var completed = false
+    /// Counts notifications of each source that reached a final state, and resumes whoever
+    /// waits for a source that is now complete: read to its end, and every notification
+    /// final (its `Submission`).
+    func noteFinals(_ finals: [(source: SourceID, count: Int)]) {
         for (id, count) in finals where id != RetainedStore.sourceID {
             guard let entry = entry(id) else { continue }
             // Sequentially consistent, with `exhausted(after:)`'s store: either this sees the
-            // source exhausted, or its waiter sees this count (never neither).
+            // source exhausted, or that sees this count (never neither).
             entry.finalCount.add(count, ordering: .sequentiallyConsistent)
-            completed = completed || entry.isComplete
+            entry.resumeIfComplete()
         }
-        return completed
     }
 
     /// Counts a rejection, or failures, of `source` (before `noteFinals` counts them final).

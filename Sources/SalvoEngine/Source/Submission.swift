@@ -30,7 +30,7 @@ public final class Submission: Sendable {
     /// protocol, the error wait after its last write), and counts them.
     public func outcome() async -> SubmissionOutcome {
         guard let entry else { return SubmissionOutcome(published: 0, stoppedBy: stoppedBy) }
-        await sender.complete(entry)
+        await entry.untilComplete()
         let (rejected, failed) = entry.refusals.withLock { $0 }
         return SubmissionOutcome(published: entry.publishedCount.load(ordering: .relaxed), rejectedByReason: rejected,
                                  failedByReason: failed, stoppedBy: stoppedBy)
