@@ -158,24 +158,19 @@ public final class CampaignWorker: Sendable {
         let (submitted, pipe) = AsyncStream.makeStream(of: Submitted.self)
         let renewing = Task { await renewLeases() }
         let writer = Task { try await writeBack(submitted) }
-        var summary = Summary()
+        var takeovers = 0
         var failure: (any Error)?
         do {
-            try await produce(into: pipe, summary: &summary)
+            try await produce(into: pipe, takeovers: &takeovers)
         } catch {
             stopping.raise(.databaseLost("\(error)"))
             failure = error
         }
         pipe.finish()
+        var summary = Summary()
         do {
-            let written = try await writer.value
-            summary.chunks = written.chunks
-            summary.lostLeases = written.lostLeases
-            summary.accepted = written.accepted
-            summary.rejected = written.rejected
-            summary.failed = written.failed
-            summary.possibleDuplicates = written.possibleDuplicates
-            summary.cancelled = written.cancelled
+            summary = try await writer.value
+            summary.takeovers = takeovers
         } catch {
             failure = failure ?? error
         }
@@ -193,7 +188,7 @@ public final class CampaignWorker: Sendable {
     /// Leases, reads and submits chunk after chunk. The next chunks are leased and read
     /// while the sender takes the current one, one on each leasing connection: reading a
     /// chunk from the database takes longer than the sender takes to send it.
-    private func produce(into pipe: AsyncStream<Submitted>.Continuation, summary: inout Summary) async throws {
+    private func produce(into pipe: AsyncStream<Submitted>.Continuation, takeovers: inout Int) async throws {
         var ahead: [(store: CampaignStore, chunk: Task<Chunk?, any Error>)] = []
         var idle = leasing
         // Set when a look-ahead found nothing free: the others are awaited before asking again.
@@ -222,7 +217,7 @@ public final class CampaignWorker: Sendable {
                 dry = true
                 continue
             }
-            if chunk.lease.isTakeover { summary.takeovers += 1 }
+            if chunk.lease.isTakeover { takeovers += 1 }
             // Its connection reads the next one while this one is taken.
             if dry { idle.append(look.store) } else { ahead.append((look.store, Task { try await self.lease(on: look.store) })) }
             let source = InterruptibleList(list: chunk.list, sequences: chunk.sequences)
@@ -253,16 +248,11 @@ public final class CampaignWorker: Sendable {
 
     // MARK: The writer
 
-    /// What the writer wrote back.
-    private struct Written {
-        var chunks = 0, lostLeases = 0, accepted = 0, rejected = 0, failed = 0, possibleDuplicates = 0
-        var cancelled = false
-    }
-
     /// Writes each submitted chunk back once its notifications are final, in the order
-    /// they were submitted (the order they finish in, give or take a few answers).
-    private func writeBack(_ submitted: AsyncStream<Submitted>) async throws -> Written {
-        var written = Written()
+    /// they were submitted (the order they finish in, give or take a few answers), and
+    /// sums up what it wrote (all but the takeovers, which the producer counts).
+    private func writeBack(_ submitted: AsyncStream<Submitted>) async throws -> Summary {
+        var written = Summary()
         var stoppedBy: (any Error)?
         var reported = (resent: 0, possibleDuplicates: 0)
         for await next in submitted {
