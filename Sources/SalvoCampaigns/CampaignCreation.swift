@@ -22,8 +22,12 @@ public struct CampaignDefinition: Sendable {
     /// the registry there, and its invalidated tokens are left out. Nil: `--no-registry`.
     public var registry: RegistryScope?
     /// Notifications per chunk: the unit a worker leases, and at most what a worker that
-    /// dies can have sent without it being recorded.
+    /// dies can have sent without it being recorded. At most `maximumChunkSize`.
     public var chunkSize: Int
+    /// The largest chunk: a worker holds a chunk's tokens in memory, a chunk of one payload
+    /// is one value of 32 bytes per token, and what a dead worker's chunk may send twice
+    /// grows with it.
+    public static let maximumChunkSize = 1_000_000
     /// Replace a campaign of the same name instead of refusing.
     public var replace: Bool
 
@@ -60,7 +64,9 @@ extension CampaignStore {
     /// - Throws: `CampaignStoreError`: the name exists (without `replace`), a bad line
     ///   (with its number) under the abort policy, or a database error.
     public func create(_ definition: CampaignDefinition) async throws(CampaignStoreError) -> CreatedCampaign {
-        guard definition.chunkSize >= 1 else { throw CampaignStoreError("--chunk-size must be at least 1") }
+        guard (1...CampaignDefinition.maximumChunkSize).contains(definition.chunkSize) else {
+            throw CampaignStoreError("--chunk-size must be 1 to \(CampaignDefinition.maximumChunkSize), not \(definition.chunkSize)")
+        }
         do {
             return try await database.transaction { database in
                 try await self.create(definition, in: database)
@@ -95,18 +101,29 @@ extension CampaignStore {
         var id: Int64 = 0
         for try await value in created.decode(Int64.self) { id = value }
 
+        // A campaign with one payload is staged in a temporary table, then stored packed:
+        // each chunk's tokens as one value (`CampaignStore.items` reads a chunk as one value,
+        // not ten thousand rows). One with a payload per item is stored row by row.
+        let packed = sharedPayload != nil
+        let table = packed ? "campaign_staging" : "campaign_items"
+        if packed {
+            try await database.query("""
+                CREATE TEMPORARY TABLE campaign_staging (campaign_id bigint NOT NULL, seq bigint NOT NULL, token text NOT NULL)
+                ON COMMIT DROP
+                """)
+        }
         var badLines: [BadLine] = []
         var badLineCount = 0
         switch definition.input {
         case .file(let source, let policy):
-            (badLines, badLineCount) = try await copyItems(from: source, onBadLine: policy, sharedPayload: sharedPayload != nil,
-                                                           campaign: id, into: database)
+            (badLines, badLineCount) = try await copyItems(from: source, onBadLine: policy, packed: packed, campaign: id,
+                                                           into: table, of: database)
         case .registry(let seenSince, _):
             guard let registry = definition.registry else {
                 throw CampaignStoreError("a campaign from the registry needs its topic")
             }
             try await database.query("""
-                INSERT INTO campaign_items (campaign_id, seq, token)
+                INSERT INTO campaign_staging (campaign_id, seq, token)
                 SELECT \(id), row_number() OVER (ORDER BY token), token FROM devices
                 WHERE topic = \(registry.topic) AND environment = \(registry.environment.rawValue)
                   AND invalidated_at IS NULL AND (\(seenSince)::timestamptz IS NULL OR last_seen_at >= \(seenSince))
@@ -118,44 +135,56 @@ extension CampaignStore {
             // registry knows is left as it is (sending to it is not a registration).
             try await database.query("""
                 INSERT INTO devices (token, topic, environment)
-                SELECT DISTINCT token, \(registry.topic), \(registry.environment.rawValue) FROM campaign_items
+                SELECT DISTINCT token, \(registry.topic), \(registry.environment.rawValue) FROM \(unescaped: table)
                 WHERE campaign_id = \(id)
                 ON CONFLICT (token, topic, environment) DO NOTHING
                 """)
             let deleted = try await database.query("""
-                DELETE FROM campaign_items i USING devices d
+                DELETE FROM \(unescaped: table) i USING devices d
                 WHERE i.campaign_id = \(id) AND d.token = i.token AND d.topic = \(registry.topic)
                   AND d.environment = \(registry.environment.rawValue) AND d.invalidated_at IS NOT NULL
                 RETURNING i.seq
                 """)
             for try await _ in deleted.decode(Int64.self) { skipped += 1 }
         }
-        let counted = try await database.query("SELECT count(*), coalesce(max(seq), 0) FROM campaign_items WHERE campaign_id = \(id)")
-        var (total, last): (Int64, Int64) = (0, 0)
-        for try await row in counted.decode((Int64, Int64).self) { (total, last) = row }
         let size = Int64(definition.chunkSize)
-        try await database.query("""
-            INSERT INTO campaign_chunks (campaign_id, first_seq, last_seq, completed_through)
-            SELECT \(id), g, least(g + \(size) - 1, \(last)), g - 1 FROM generate_series(1, \(last), \(size)) g
-            """)
+        var (total, last): (Int64, Int64) = (0, 0)
+        if packed {
+            // Numbered again, without the gaps left by invalidated tokens: a packed chunk's
+            // token i is item first_seq + i.
+            let counted = try await database.query("SELECT count(*) FROM campaign_staging")
+            for try await count in counted.decode(Int64.self) { (total, last) = (count, count) }
+            try await database.query("""
+                INSERT INTO campaign_chunks (campaign_id, first_seq, last_seq, completed_through, tokens)
+                SELECT \(id), min(n), max(n), min(n) - 1, string_agg(decode(token, 'hex'), ''::bytea ORDER BY n) FROM (
+                    SELECT row_number() OVER (ORDER BY seq) AS n, token FROM campaign_staging) AS items
+                GROUP BY (n - 1) / \(size)
+                """)
+        } else {
+            let counted = try await database.query("SELECT count(*), coalesce(max(seq), 0) FROM campaign_items WHERE campaign_id = \(id)")
+            for try await row in counted.decode((Int64, Int64).self) { (total, last) = row }
+            try await database.query("""
+                INSERT INTO campaign_chunks (campaign_id, first_seq, last_seq, completed_through)
+                SELECT \(id), g, least(g + \(size) - 1, \(last)), g - 1 FROM generate_series(1, \(last), \(size)) g
+                """)
+        }
         try await database.query("UPDATE campaigns SET total = \(total) WHERE id = \(id)")
         let chunks = last == 0 ? 0 : Int((last + size - 1) / size)
         return CreatedCampaign(total: Int(total), chunks: chunks, skippedInvalidated: skipped, badLines: badLines,
                                badLineCount: badLineCount)
     }
 
-    /// Streams the file's notifications into `campaign_items` with COPY, numbered from 1,
-    /// in batches of about 256 KiB: memory stays the same whatever the file's size.
-    private func copyItems(from source: CampaignSource, onBadLine: BadLinePolicy, sharedPayload: Bool, campaign: Int64,
-                           into database: CampaignDatabase) async throws -> ([BadLine], Int) {
+    /// Streams the file's notifications into `table` with COPY, numbered from 1, in
+    /// batches of about 256 KiB: memory stays the same whatever the file's size. Packed
+    /// (one payload, in the campaign's row), only their sequences and tokens.
+    private func copyItems(from source: CampaignSource, onBadLine: BadLinePolicy, packed: Bool, campaign: Int64,
+                           into table: String, of database: CampaignDatabase) async throws -> ([BadLine], Int) {
         // Read for HTTP/2 (its larger payload limit): a worker sending over the binary
         // protocol refuses a payload above 2048 bytes when it reaches it.
         let reader = try CampaignReader(source, for: .http2(defaultPushType: .alert), onBadLine: onBadLine)
         let campaignField = "\(campaign)\t"
-        try await database.connection.copyFrom(
-            table: "campaign_items", columns: ["campaign_id", "seq", "token", "payload", "expiry", "priority"],
-            logger: database.logger
-        ) { writer in
+        let columns = ["campaign_id", "seq", "token"] + (packed ? [] : ["payload", "expiry", "priority"])
+        try await database.connection.copyFrom(table: table, columns: columns, logger: database.logger) { writer in
             var buffer = ByteBuffer()
             var sequence: Int64 = 0
             while let item = try reader.nextItem() {
@@ -167,13 +196,13 @@ extension CampaignStore {
                 }
                 sequence += 1
                 buffer.writeString(campaignField)
-                buffer.writeString("\(sequence)\t\(item.token.hex)\t")
-                if sharedPayload {
-                    buffer.writeString("\\N")
-                } else {
+                buffer.writeString("\(sequence)\t\(item.token.hex)")
+                if !packed {
+                    buffer.writeStaticString("\t")
                     Self.writeCopyText(item.payload, to: &buffer)
+                    buffer.writeString("\t\(item.expiry.map(String.init) ?? "\\N")\t\(item.priority.map(String.init) ?? "\\N")")
                 }
-                buffer.writeString("\t\(item.expiry.map(String.init) ?? "\\N")\t\(item.priority.map(String.init) ?? "\\N")\n")
+                buffer.writeStaticString("\n")
                 if buffer.readableBytes >= 1 << 18 {
                     try await writer.write(buffer)
                     buffer.clear()

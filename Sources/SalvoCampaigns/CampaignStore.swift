@@ -180,16 +180,17 @@ public struct CampaignStore: Sendable {
     // MARK: Items
 
     /// The items of a leased chunk after its checkpoint, as a source for the sender, and the
-    /// sequence of each (index i of the list is `sequences[i]`; a campaign's sequences have
-    /// gaps where invalidated tokens were left out).
+    /// sequence of each (index i of the list is `sequences[i]`; the sequences of a
+    /// campaign with a payload per item have gaps where invalidated tokens were left out).
     public func items(of lease: Lease, in campaign: Campaign) async throws(CampaignStoreError)
         -> (list: NotificationList, sequences: [Int64])
     {
         do {
-            if let payload = campaign.payload {
-                let (tokens, sequences) = try await tokens(of: lease, in: campaign)
-                return (NotificationList(tokens: tokens, payload: Array(payload.utf8)), sequences)
+            if let payload = campaign.payload, let tokens = try await packedTokens(of: lease, in: campaign) {
+                return (NotificationList(tokens: tokens, payload: Array(payload.utf8)),
+                        Array((lease.completedThrough + 1)..<(lease.lastSequence + 1)))
             }
+            // Row by row: a payload per item, or a campaign created at schema version 1.
             var sequences: [Int64] = []
             var items: [NotificationList.Item] = []
             let rows = try await database.query("""
@@ -199,7 +200,8 @@ public struct CampaignStore: Sendable {
                 """)
             for try await (seq, hex, payload, expiry, priority) in rows.decode((Int64, String, String?, Int64?, Int16?).self) {
                 sequences.append(seq)
-                items.append(.init(token: try Self.token(hex, sequence: seq, in: campaign), payload: Array((payload ?? "").utf8),
+                items.append(.init(token: try Self.token(hex, sequence: seq, in: campaign),
+                                   payload: Array((payload ?? campaign.payload ?? "").utf8),
                                    expiry: expiry.map { UInt32(clamping: $0) }, priority: priority.map { UInt8(clamping: $0) }))
             }
             return (NotificationList(items), sequences)
@@ -208,50 +210,33 @@ public struct CampaignStore: Sendable {
         }
     }
 
-    /// The tokens of a campaign with one payload, in one row: their bytes run together and the
-    /// sequences as an array. Decoding a row costs far more than a token, so a chunk of ten
-    /// thousand tokens comes as one row, not ten thousand; and as bytes, decoded from hex by
-    /// the server, it is half the size of their hex.
-    ///
-    /// The aggregates read the rows in the index's order from a sorted subquery: an
-    /// `ORDER BY` inside each aggregate made PostgreSQL 15 sort every chunk twice, as much
-    /// CPU as reading it. Both aggregates see the rows in the same order, so token i is
-    /// always item i's; that the order is the sequences' is checked, and restored if not.
-    private func tokens(of lease: Lease, in campaign: Campaign) async throws -> ([DeviceToken], [Int64]) {
-        // The sequences come as an array only when they have gaps (invalidated tokens were
-        // left out): decoding ten thousand array elements costs the worker more than the
-        // server spends reading them.
+    /// The tokens of a packed chunk after its checkpoint, or nil when the chunk is not
+    /// packed. One value, not a row per token: decoding a row costs far more than a token,
+    /// and the server reads only the chunk's TOAST pages from the checkpoint on.
+    private func packedTokens(of lease: Lease, in campaign: Campaign) async throws -> [DeviceToken]? {
+        let width = DeviceToken.byteCount
+        // substring's position is an integer: chunks are at most 1,000,000 tokens.
+        let start = Int32((lease.completedThrough - lease.firstSequence + 1) * Int64(width) + 1)
         let rows = try await database.query("""
-            SELECT coalesce(string_agg(decode(token, 'hex'), ''::bytea), ''::bytea), coalesce(min(seq), 1), count(*),
-                   CASE WHEN count(*) = max(seq) - min(seq) + 1 THEN NULL ELSE array_agg(seq) END FROM (
-                SELECT token, seq FROM campaign_items
-                WHERE campaign_id = \(lease.campaign) AND seq > \(lease.completedThrough) AND seq <= \(lease.lastSequence)
-                ORDER BY seq) AS chunk
+            SELECT substring(tokens FROM \(start)) FROM campaign_chunks
+            WHERE campaign_id = \(lease.campaign) AND first_seq = \(lease.firstSequence)
             """)
-        for try await (joined, first, count, gapped) in rows.decode((ByteBuffer, Int64, Int64, [Int64]?).self) {
-            let sequences = gapped ?? Array(first..<(first + count))
-            let width = DeviceToken.byteCount
-            guard joined.readableBytes == width * sequences.count else {
-                throw CampaignStoreError("campaign \(campaign.name) chunk \(lease.firstSequence): a token is not "
-                                         + "\(width) bytes", isUsageError: false)
+        for try await packed in rows.decode(ByteBuffer?.self) {
+            guard let packed else { return nil }
+            let count = Int(lease.lastSequence - lease.completedThrough)
+            guard packed.readableBytes == width * count else {
+                throw CampaignStoreError("campaign \(campaign.name) chunk \(lease.firstSequence): \(packed.readableBytes) bytes "
+                                         + "of tokens after item \(lease.completedThrough), not \(width) for each of "
+                                         + "\(count) items", isUsageError: false)
             }
-            var tokens: [DeviceToken] = []
-            tokens.reserveCapacity(sequences.count)
-            try joined.withUnsafeReadableBytes { raw in
-                for index in sequences.indices {
-                    let slice = UnsafeRawBufferPointer(rebasing: raw[(index * width)..<((index + 1) * width)])
-                    do { tokens.append(try DeviceToken(bytes: slice)) } catch {
-                        throw CampaignStoreError("campaign \(campaign.name) item \(sequences[index]): \(error)", isUsageError: false)
-                    }
+            return packed.withUnsafeReadableBytes { raw in
+                (0..<count).map { index in
+                    // Exactly `width` bytes each (checked above): cannot throw.
+                    try! DeviceToken(bytes: UnsafeRawBufferPointer(rebasing: raw[(index * width)..<((index + 1) * width)]))
                 }
             }
-            guard zip(sequences, sequences.dropFirst()).allSatisfy({ $0 < $1 }) else {
-                let sorted = zip(sequences, tokens).sorted { $0.0 < $1.0 }
-                return (sorted.map(\.1), sorted.map(\.0))
-            }
-            return (tokens, sequences)
         }
-        return ([], [])
+        return nil
     }
 
     private static func token(_ hex: String, sequence: Int64, in campaign: Campaign) throws -> DeviceToken {

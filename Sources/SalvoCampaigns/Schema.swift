@@ -7,7 +7,7 @@ import PostgresNIO
 /// newer Salvo may have changed what the tables mean).
 enum Schema {
     /// The version this Salvo writes.
-    static let version: Int32 = 1
+    static let version: Int32 = 2
 
     /// Creates what is missing, under a transaction-scoped advisory lock so that workers
     /// starting together do not race; refuses a newer schema with its version.
@@ -24,6 +24,9 @@ enum Schema {
                                          + "versions up to \(version): use a newer salvo")
             }
             for statement in statements { try await database.query(PostgresQuery(unsafeSQL: statement)) }
+            for (target, statements) in upgrades where target > found ?? 0 {
+                for statement in statements { try await database.query(PostgresQuery(unsafeSQL: statement)) }
+            }
             if found == nil {
                 try await database.query("INSERT INTO salvo_schema_version (version) VALUES (\(version))")
             } else if found! < version {
@@ -32,7 +35,19 @@ enum Schema {
         }
     }
 
-    /// Version 1. Constant text, no input in it.
+    /// What brings a database from the version before each to it, run after
+    /// `statements` (also on a new database, so written to be idempotent), in order.
+    /// Constant text, no input in it.
+    private static let upgrades: [(version: Int32, statements: [String])] = [
+        // Packed chunks. Their tokens are random bytes: compressing them is work for
+        // nothing, and stored out of line uncompressed (EXTERNAL), a resumed chunk's
+        // `substring` reads only the TOAST pages after its checkpoint. The chunk's row is
+        // updated at every lease and write-back; its tokens, out of line, are not copied.
+        (2, ["ALTER TABLE campaign_chunks ADD COLUMN IF NOT EXISTS tokens bytea",
+             "ALTER TABLE campaign_chunks ALTER COLUMN tokens SET STORAGE EXTERNAL"]),
+    ]
+
+    /// The tables as this version has them. Constant text, no input in it.
     private static let statements = [
         """
         CREATE TABLE IF NOT EXISTS campaigns (
@@ -67,6 +82,11 @@ enum Schema {
             last_seq bigint NOT NULL,
             -- The checkpoint: every item up to it is final and counted below.
             completed_through bigint NOT NULL,
+            -- A campaign with one payload: the chunk's tokens, 32 bytes each in sequence
+            -- order, first_seq to last_seq without gaps; its items are not in campaign_items.
+            -- NULL: the items are rows of campaign_items (one payload per item, or a
+            -- campaign created at schema version 1).
+            tokens bytea,
             done boolean NOT NULL DEFAULT false,
             lease_owner text,
             lease_generation bigint NOT NULL DEFAULT 0,

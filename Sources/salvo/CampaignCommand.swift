@@ -122,7 +122,9 @@ extension CampaignCommand {
         var replace = false
 
         func validate() throws {
-            guard chunkSize >= 1 else { throw ValidationError("--chunk-size must be at least 1") }
+            guard (1...CampaignDefinition.maximumChunkSize).contains(chunkSize) else {
+                throw ValidationError("--chunk-size must be 1 to \(CampaignDefinition.maximumChunkSize)")
+            }
             if fromRegistry {
                 if let flag = firstGivenFlag([("--input", input != nil), ("--tokens", tokens != nil), ("--no-registry", noRegistry)]) {
                     throw ValidationError("--from-registry reads the registry: \(flag) does not go with it")

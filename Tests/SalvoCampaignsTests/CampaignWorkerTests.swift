@@ -66,7 +66,7 @@ import Testing
             name: "autumn", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort),
             registry: CampaignRig.scope))
         #expect(again.total == count - invalid.count && again.skippedInvalidated == invalid.count)
-        // Its chunks have gaps where the invalidated tokens were: each of the others goes once.
+        // Its invalidated tokens are left out of its packed chunks: each of the others goes once.
         let autumn = try await CampaignWorker(database: url, campaign: "autumn", configuration: configuration,
                                               settings: .init(name: "c")).run()
         #expect(autumn.accepted == expected.count && autumn.rejected == 0 && autumn.chunks == again.chunks)
@@ -160,6 +160,81 @@ import Testing
         #expect(status.report.rejectedByReason == ["Unregistered": 1])
         await one.close()
         await two.close()
+    }
+
+    /// A campaign with one payload is stored packed, no row per item; a chunk resumed after
+    /// a checkpoint in its middle reads exactly the items after it.
+    @Test func aPackedChunkResumesAfterItsCheckpoint() async throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        let files = try CampaignRig.Files(count: 25)
+        defer { files.remove() }
+        let database = try await CampaignDatabase.connect(try DatabaseURL(cluster.url()))
+        let store = CampaignStore(database)
+        let created = try await store.create(CampaignDefinition(
+            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
+            chunkSize: 10))
+        #expect(created.total == 25 && created.chunks == 3)
+        #expect(try cluster.psql("SELECT count(*) FROM campaign_items") == "0\n")
+        #expect(try cluster.psql("SELECT string_agg(first_seq || '-' || last_seq || ':' || length(tokens), ' ' ORDER BY first_seq) "
+                                 + "FROM campaign_chunks") == "1-10:320 11-20:320 21-25:160\n")
+        let campaign = try await store.campaign(named: "c")
+
+        let lease = try #require(try await store.lease(campaign.id, worker: "w", for: .seconds(60)))
+        let whole = try await store.items(of: lease, in: campaign)
+        #expect(whole.sequences == Array(1...10))
+        #expect(tokens(of: whole.list) == (1...10).map(CampaignRig.token))
+        var outcome = CampaignStore.ChunkOutcome(completedThrough: 4, isDone: false)
+        outcome.accepted = 4
+        #expect(try await store.writeBack(outcome, for: lease, of: campaign, worker: "w"))
+
+        let resumed = try #require(try await store.lease(campaign.id, worker: "w", for: .seconds(60)))
+        #expect(resumed.firstSequence == 1 && resumed.completedThrough == 4)
+        let rest = try await store.items(of: resumed, in: campaign)
+        #expect(rest.sequences == Array(5...10))
+        #expect(tokens(of: rest.list) == (5...10).map(CampaignRig.token))
+        await database.close()
+    }
+
+    private func tokens(of list: NotificationList) -> [DeviceToken] {
+        let reader = list.makeReader()
+        return Array(sequence(state: reader) { $0.next()?.token })
+    }
+
+    /// A database at schema version 1 (tokens as rows, chunks not packed) is brought to
+    /// version 2, and the campaigns it holds are still sent, row by row, each token once.
+    @Test func aVersionOneDatabaseIsUpgradedAndItsCampaignsStillRun() async throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        let files = try CampaignRig.Files(count: 30)
+        defer { files.remove() }
+        let gateway = try CampaignRig.gateway()
+        defer { gateway.stop() }
+        let url = try DatabaseURL(cluster.url())
+        let database = try await CampaignDatabase.connect(url)
+        _ = try await CampaignStore(database).create(CampaignDefinition(
+            name: "old", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
+            chunkSize: 10))
+        await database.close()
+        // As version 1 stored it: a row per token, no packed chunks.
+        _ = try cluster.psql("""
+            INSERT INTO campaign_items (campaign_id, seq, token)
+            SELECT k.campaign_id, k.first_seq + i, encode(substring(k.tokens FROM i::integer * 32 + 1 FOR 32), 'hex')
+            FROM campaign_chunks k, generate_series(0, k.last_seq - k.first_seq) AS i;
+            ALTER TABLE campaign_chunks DROP COLUMN tokens;
+            UPDATE salvo_schema_version SET version = 1;
+            """)
+
+        let summary = try await CampaignWorker(database: url, campaign: "old",
+                                               configuration: CampaignRig.senderConfiguration(port: gateway.port),
+                                               settings: .init(name: "w")).run()
+        #expect(summary.accepted == 30 && summary.chunks == 3)
+        #expect(try cluster.psql("SELECT version FROM salvo_schema_version") == "2\n")
+        #expect(try cluster.psql("SELECT attstorage FROM pg_attribute WHERE attrelid = 'campaign_chunks'::regclass "
+                                 + "AND attname = 'tokens'") == "e\n", "stored out of line, uncompressed")
+        let expected = CampaignRig.digests(1...30)
+        let seen = await eventuallyYielding(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= expected.count }
+        #expect(Set(seen.acceptedDigests ?? []) == expected)
     }
 
     /// The registry's timestamp rule: a token reported dead at T is invalidated unless it
