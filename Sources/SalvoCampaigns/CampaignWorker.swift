@@ -73,7 +73,7 @@ public final class CampaignWorker: Sendable {
         case cancelled
         case databaseLost(String)
         /// The sender stopped taking notifications (the gateway out of reach, or refusing
-        /// the credentials): what was read is written back, and the worker stops.
+        /// the credentials): the worker stops; the chunks it failed are left to expire.
         case senderStopped
     }
 
@@ -91,9 +91,9 @@ public final class CampaignWorker: Sendable {
             self.sequences = sequences
         }
 
-        /// The checkpoint once its first `read` items are final.
-        func completedThrough(afterReading read: Int) -> Int64 {
-            read == sequences.count ? lease.lastSequence : read == 0 ? lease.completedThrough : sequences[read - 1]
+        /// The checkpoint once its first `taken` items are final.
+        func completedThrough(afterTaking taken: Int) -> Int64 {
+            taken == sequences.count ? lease.lastSequence : taken == 0 ? lease.completedThrough : sequences[taken - 1]
         }
     }
 
@@ -101,8 +101,6 @@ public final class CampaignWorker: Sendable {
     struct Submitted: Sendable {
         let chunk: Chunk
         let submission: Submission
-        /// Items taken from it: all of them unless its reading was stopped.
-        let read: Int
     }
 
     /// The producer's: each leases and reads a chunk ahead of the one being sent.
@@ -121,6 +119,10 @@ public final class CampaignWorker: Sendable {
 
     /// Chunks leased and read ahead of the one being sent, each on a connection of its own.
     public static let lookAhead = 2
+
+    /// Failures that say nothing of the notifications: the worker could not send them (the
+    /// gateway out of reach, the credentials refused, the sender shut down).
+    private static let unsent: Set<FailureReason> = [.gatewayUnreachable, .authenticationFailed, .cancelled]
 
     /// Connects (the producer's, the writer's and the heartbeat's connections), finds the
     /// campaign, and starts the sender.
@@ -152,8 +154,8 @@ public final class CampaignWorker: Sendable {
     ///
     /// - Throws: `CampaignStoreError` when the database is lost (after what was sent is
     ///   final; its chunks are left to expire and be taken over); `SendError` when the
-    ///   gateway is out of reach or refuses the credentials (the chunks' checkpoints are
-    ///   written back first).
+    ///   gateway is out of reach or refuses the credentials (the chunks it could not send
+    ///   are left to expire too; the others are written back first).
     public func run() async throws -> Summary {
         let (submitted, pipe) = AsyncStream.makeStream(of: Submitted.self)
         let renewing = Task { await renewLeases() }
@@ -223,7 +225,7 @@ public final class CampaignWorker: Sendable {
             let source = InterruptibleList(list: chunk.list, sequences: chunk.sequences)
             let reader = source.makeReader(stoppingAt: chunk.interruption)
             let submission = await sender.submit(contentsOf: source, startingWith: reader)
-            pipe.yield(Submitted(chunk: chunk, submission: submission, read: reader.readCount))
+            pipe.yield(Submitted(chunk: chunk, submission: submission))
         }
         // Stopped with chunks leased and not read: hand them back for other workers.
         for look in ahead {
@@ -277,8 +279,17 @@ public final class CampaignWorker: Sendable {
                 stoppedBy = stoppedBy ?? error
                 stopping.raise(.senderStopped)
             }
-            var back = CampaignStore.ChunkOutcome(completedThrough: chunk.completedThrough(afterReading: next.read),
-                                                  isDone: next.read == chunk.sequences.count)
+            if outcome.failedByReason.keys.contains(where: Self.unsent.contains) {
+                // Written back, these would be final and never sent. Left to expire instead,
+                // as a dead worker's chunk: another worker, or this one once the gateway is
+                // fixed, resumes it from its checkpoint, and what of it was accepted counts
+                // as possible duplicates.
+                continue
+            }
+            // Up to what the sender took, not what was read: a sender that stopped may have
+            // read items it did not take, and they have no outcome.
+            var back = CampaignStore.ChunkOutcome(completedThrough: chunk.completedThrough(afterTaking: outcome.published),
+                                                  isDone: outcome.published == chunk.sequences.count)
             back.accepted = outcome.accepted
             back.rejected = outcome.rejected
             back.failed = outcome.failed
@@ -397,7 +408,7 @@ struct InterruptibleList: NotificationSource {
         private let sequences: [Int64]
         private let interruption: InterruptionFlag?
         /// Notifications yielded by `next()`.
-        private(set) var readCount = 0
+        private var readCount = 0
 
         init(_ base: NotificationList.Reader, sequences: [Int64], interruption: InterruptionFlag?) {
             self.base = base

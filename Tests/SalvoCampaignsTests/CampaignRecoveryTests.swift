@@ -56,6 +56,47 @@ import Testing
         #expect(statistics.duplicates <= status.report.possibleDuplicates)
     }
 
+    /// A worker that cannot reach the gateway (it does not trust its certificate) stops
+    /// with the TLS error and marks nothing failed: the chunks it held are left to expire,
+    /// and a worker that can reach the gateway sends every notification of them.
+    @Test func aWorkerThatCannotReachTheGatewayLeavesItsChunksToAnother() async throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        let count = 3000
+        let files = try CampaignRig.Files(count: count)
+        defer { files.remove() }
+        let gateway = try CampaignRig.gateway()
+        defer { gateway.stop() }
+        let url = try DatabaseURL(cluster.url())
+        let database = try await CampaignDatabase.connect(url)
+        defer { Task { await database.close() } }
+        let store = CampaignStore(database)
+        _ = try await store.create(CampaignDefinition(
+            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
+            chunkSize: 500))
+        let configuration = CampaignRig.senderConfiguration(port: gateway.port)
+        var untrusting = configuration
+        let stranger = try DevelopmentPKI.makeAuthority(commonName: "Stranger CA")
+        untrusting.tls = .client(certificateChain: CampaignRig.pki.client.certificate, privateKey: CampaignRig.pki.client.privateKey,
+                                 trustRoots: .certificates(stranger.certificate))
+        let stranded = try await CampaignWorker(database: url, campaign: "c", configuration: untrusting,
+                                                settings: .init(name: "stranded")).run
+        await #expect { _ = try await stranded() } throws: { "\($0)".contains("certificate verify failed") }
+        let left = try await store.status(of: "c")
+        #expect(left.report.failed == 0 && left.report.accepted == 0 && left.doneChunks == 0,
+                "nothing was written back as failed")
+
+        let rescuer = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
+                                               settings: .init(name: "rescuer", clockOffset: .seconds(11)))
+        let rescued = try await rescuer.run()
+        let status = try await store.status(of: "c")
+        #expect(rescued.chunks == 6)
+        #expect(status.isFinished && status.report.accepted == count && status.report.failed == 0)
+        let statistics = await eventuallyYielding(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= count }
+        let accepted = Set(statistics.acceptedDigests ?? [])
+        #expect(accepted.count == count && accepted == CampaignRig.digests(1...count), "nothing is lost")
+    }
+
     /// A worker whose lease is taken over while it sends (the other worker's clock is past
     /// the lease) stops that chunk at its next renewal and writes nothing over the new
     /// holder; it goes on with other chunks. Nothing is lost, duplicates are counted.
