@@ -457,10 +457,15 @@ import SalvoWire
             }
         } else {
             guard let place = streams.find(header.streamID) else { return }
-            streams[place].sendWindow += increment
+            // Read, changed and written back, not `streams[place].sendWindow += increment`:
+            // Swift 6.3 under ThreadSanitizer emits an invalid bitcast for that modify
+            // (`make test-tsan` stopped on it with a compiler crash).
+            var stream = streams[place]
+            stream.sendWindow += increment
+            streams[place] = stream
             // Stream errors (RFC 9113 §6.9): only that stream ends.
             if increment == 0 { return reset(at: place, errorCode: HTTP2ErrorCode.protocolError) }
-            if streams[place].sendWindow > HTTP2.maximumWindowSize { return reset(at: place, errorCode: HTTP2ErrorCode.flowControlError) }
+            if stream.sendWindow > HTTP2.maximumWindowSize { return reset(at: place, errorCode: HTTP2ErrorCode.flowControlError) }
         }
         sendWaitingBodies()
     }
