@@ -26,9 +26,7 @@ import Testing
         let database = try await CampaignDatabase.connect(url)
         defer { Task { await database.close() } }
         let store = CampaignStore(database)
-        _ = try await store.create(CampaignDefinition(
-            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
-            chunkSize: 1000))
+        _ = try await store.create(files.campaign("c", chunkSize: 1000))
         let configuration = CampaignRig.senderConfiguration(port: gateway.port)
         let doomed = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
                                               settings: .init(name: "doomed", leaseDuration: .seconds(1)))
@@ -71,9 +69,7 @@ import Testing
         let database = try await CampaignDatabase.connect(url)
         defer { Task { await database.close() } }
         let store = CampaignStore(database)
-        _ = try await store.create(CampaignDefinition(
-            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
-            chunkSize: 500))
+        _ = try await store.create(files.campaign("c", chunkSize: 500))
         let configuration = CampaignRig.senderConfiguration(port: gateway.port)
         var untrusting = configuration
         let stranger = try DevelopmentPKI.makeAuthority(commonName: "Stranger CA")
@@ -113,9 +109,7 @@ import Testing
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
         let store = CampaignStore(database)
-        _ = try await store.create(CampaignDefinition(
-            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
-            chunkSize: 1000))
+        _ = try await store.create(files.campaign("c", chunkSize: 1000))
         let configuration = CampaignRig.senderConfiguration(port: gateway.port)
         // Connected before the slow worker starts, so that it leases while the other sends.
         let thief = try await CampaignWorker(database: url, campaign: "c", configuration: configuration,
@@ -152,8 +146,7 @@ import Testing
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
         let store = CampaignStore(database)
-        _ = try await store.create(CampaignDefinition(
-            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil))
+        _ = try await store.create(files.campaign("c"))
         #expect(try await store.cancel("c"))
         #expect(try await store.cancel("c") == false)
         let summary = try await CampaignWorker(database: url, campaign: "c",
@@ -192,9 +185,7 @@ import Testing
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
         let store = CampaignStore(database)
-        _ = try await store.create(CampaignDefinition(
-            name: "one", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort),
-            registry: CampaignRig.scope))
+        _ = try await store.create(files.campaign("one", registry: CampaignRig.scope))
         // `gone` was last seen an hour before its 410; `back` registered again an hour after it.
         try cluster.psql("UPDATE devices SET last_seen_at = now() - interval '1 hour' WHERE token = '\(gone.hex)'")
         try cluster.psql("UPDATE devices SET last_seen_at = now() + interval '1 hour' WHERE token = '\(back.hex)'")

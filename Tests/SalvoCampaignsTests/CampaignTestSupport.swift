@@ -60,6 +60,11 @@ enum CampaignRig {
             try CampaignRig.pki.write(to: directory)
         }
         var tokens: String { directory + "/tokens.txt" }
+        /// A campaign `name` of the token list with the campaign's payload.
+        func campaign(_ name: String, registry: RegistryScope? = nil, chunkSize: Int = 10_000) -> CampaignDefinition {
+            CampaignDefinition(name: name, input: .file(.tokens(tokens, payload: CampaignRig.payload), onBadLine: .abort),
+                               registry: registry, chunkSize: chunkSize)
+        }
         var payloadFile: String { directory + "/payload.json" }
         func path(_ name: String) -> String { directory + "/" + name }
         func remove() { try? FileManager.default.removeItem(atPath: directory) }

@@ -22,9 +22,7 @@ import Testing
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
         let store = CampaignStore(database)
-        let created = try await store.create(CampaignDefinition(
-            name: "spring", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort),
-            registry: CampaignRig.scope, chunkSize: 1000))
+        let created = try await store.create(files.campaign("spring", registry: CampaignRig.scope, chunkSize: 1000))
         #expect(created.total == count && created.chunks == 20 && created.skippedInvalidated == 0 && created.badLineCount == 0)
 
         let configuration = CampaignRig.senderConfiguration(port: gateway.port)
@@ -62,9 +60,7 @@ import Testing
             name: "winter", input: .registry(seenSince: Date().addingTimeInterval(3600), payload: CampaignRig.payload),
             registry: CampaignRig.scope))
         #expect(unseen.total == 0 && unseen.chunks == 0, "no token was seen in the last hour's future")
-        let again = try await store.create(CampaignDefinition(
-            name: "autumn", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort),
-            registry: CampaignRig.scope))
+        let again = try await store.create(files.campaign("autumn", registry: CampaignRig.scope))
         #expect(again.total == count - invalid.count && again.skippedInvalidated == invalid.count)
         // Its invalidated tokens are left out of its packed chunks: each of the others goes once.
         let autumn = try await CampaignWorker(database: url, campaign: "autumn", configuration: configuration,
@@ -128,9 +124,7 @@ import Testing
         let (one, two) = (try await CampaignDatabase.connect(url), try await CampaignDatabase.connect(url))
         let a = CampaignStore(one)
         var b = CampaignStore(two)
-        _ = try await a.create(CampaignDefinition(
-            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
-            chunkSize: 10))
+        _ = try await a.create(files.campaign("c", chunkSize: 10))
         let campaign = try await a.campaign(named: "c")
 
         let held = try #require(try await a.lease(campaign.id, worker: "a", for: .seconds(60)))
@@ -171,9 +165,7 @@ import Testing
         defer { files.remove() }
         let database = try await CampaignDatabase.connect(try DatabaseURL(cluster.url()))
         let store = CampaignStore(database)
-        let created = try await store.create(CampaignDefinition(
-            name: "c", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
-            chunkSize: 10))
+        let created = try await store.create(files.campaign("c", chunkSize: 10))
         #expect(created.total == 25 && created.chunks == 3)
         #expect(try cluster.psql("SELECT count(*) FROM campaign_items") == "0\n")
         #expect(try cluster.psql("SELECT string_agg(first_seq || '-' || last_seq || ':' || length(tokens), ' ' ORDER BY first_seq) "
@@ -212,9 +204,7 @@ import Testing
         defer { gateway.stop() }
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
-        _ = try await CampaignStore(database).create(CampaignDefinition(
-            name: "old", input: .file(.tokens(files.tokens, payload: CampaignRig.payload), onBadLine: .abort), registry: nil,
-            chunkSize: 10))
+        _ = try await CampaignStore(database).create(files.campaign("old", chunkSize: 10))
         await database.close()
         // As version 1 stored it: a row per token, no packed chunks.
         _ = try cluster.psql("""
