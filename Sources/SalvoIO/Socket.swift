@@ -277,6 +277,13 @@ public final class Socket: Sendable {
         return bytes < 0 ? nil : UInt64(bytes)
     }
 
+    /// The kernel's smoothed round-trip time of this connection (TCP_INFO), or nil when it
+    /// does not say: the network's part of an answer time, without the peer's.
+    public var smoothedRoundTrip: Duration? {
+        let microseconds = salvo_smoothed_round_trip_us(descriptor)
+        return microseconds < 0 ? nil : .microseconds(microseconds)
+    }
+
     /// Whether a read would not block now: bytes wait, the peer closed, or the socket
     /// failed. One `poll` that does not wait. (Not `recv(MSG_PEEK)`: that takes a pending
     /// error such as ECONNRESET off the socket, and the read after it sees a plain end.)

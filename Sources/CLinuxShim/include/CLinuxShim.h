@@ -29,6 +29,10 @@ int salvo_unacknowledged_bytes(int fd);
 /// tcpi_bytes_acked, Linux 4.1 and later), or -1 when unknown.
 long long salvo_acknowledged_bytes(int fd);
 
+/// A TCP socket's smoothed round-trip time in microseconds (TCP_INFO tcpi_rtt: the
+/// kernel's estimate from its acknowledgements), or -1 when unknown.
+long long salvo_smoothed_round_trip_us(int fd);
+
 /// Opens a new TUN device (IP packets, no packet-information header) named `name`,
 /// nonblocking; returns its descriptor, or -1 with errno set. The device goes away when the
 /// descriptor is closed.

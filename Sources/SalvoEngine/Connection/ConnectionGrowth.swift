@@ -45,6 +45,18 @@ import Synchronization
 ///   the slowest ramp: a step is taken every `unansweredStep` until it comes. Meanwhile
 ///   full rings are the saturated connections' own, and add nothing.
 ///
+///   **Answers held by the gateway.** When the first answers come while every connection
+///   is saturated, and they took far longer than the network's round trip (`heldAnswers`:
+///   Apple taking 100–300 ms to answer over a path of a few), nothing but the streams
+///   bounds what the connections carry: their streams ÷ the answer time. That rate is
+///   computed, not counted, and the step judged by it is taken as soon as the shortest
+///   answer can tell (an answer time and a quarter). Counting it first took two and a
+///   half answer times: at 100 ms, 48 connections carried 456,000/s (their streams allow
+///   470,000/s) until 340 ms into a 1.7 s run, where 96 carried 690,000/s. Over a full
+///   path (answers about a round trip long) the rate is counted as before. A loaded
+///   loopback's first answers can wait 20 ms in the gateway's queue: the shortest-answer
+///   rule, judged first, stops those.
+///
 /// Connections are never closed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
 final class ConnectionGrowth: Sendable {
@@ -60,6 +72,9 @@ final class ConnectionGrowth: Sendable {
     private struct State {
         /// When a connection was last added because every ring was full.
         var lastAddition: UInt64 = 0
+        /// The shortest smoothed TCP round trip a connection reported (`connected`): the
+        /// network's part of an answer time.
+        var networkRoundTrip: UInt64 = .max
         /// The latest time `considerGrowing` was told.
         var latest: UInt64 = 0
         /// Connections at their stream limit with work waiting (`saturationChanged`).
@@ -175,6 +190,12 @@ final class ConnectionGrowth: Sendable {
         return added
     }
 
+    /// A connection was established; `roundTrip` is its TCP round trip (nanoseconds), as
+    /// the kernel has measured it so far.
+    func connected(roundTrip: UInt64) {
+        state.withLock { $0.networkRoundTrip = min($0.networkRoundTrip, roundTrip) }
+    }
+
     /// A connection reached its stream limit with work waiting (`saturated`), or left it.
     func saturationChanged(_ saturated: Bool) {
         state.withLock { $0.saturated += saturated ? 1 : -1 }
@@ -183,7 +204,8 @@ final class ConnectionGrowth: Sendable {
     /// Asked by a saturated connection now and then (`answerTime`: the shortest wait of one
     /// of its streams for an answer since it last asked, 0 when none was answered since;
     /// `accepted`: notifications accepted in the run so far, by every connection, 0 when
-    /// not counted; `time`: monotonic nanoseconds):
+    /// not counted; `streams`: how many streams it may have open, 0 when not said; `time`:
+    /// monotonic nanoseconds):
     /// once every connection in use is saturated, multiplies them by `saturatedGrowth`
     /// (`judgedGrowth` once there is a rate to judge the step by), up to the ceiling.
     /// After the first step, only once they have all been saturated for long enough to
@@ -202,9 +224,11 @@ final class ConnectionGrowth: Sendable {
     ///   only if that step brought `continuingGain`.
     ///
     /// Before the run's first answer, once they have all been saturated for `unansweredStep`.
+    /// When the gateway holds its answers (`heldAnswers`), the first step after the first
+    /// answer is judged by the rate the streams allow, not waiting for it to be counted.
     /// Returns whether it added connections.
     @discardableResult
-    func considerGrowing(answerTime: UInt64, accepted: Int = 0, at time: UInt64) -> Bool {
+    func considerGrowing(answerTime: UInt64, accepted: Int = 0, streams: Int = 0, at time: UInt64) -> Bool {
         let change = state.withLock { state -> Change? in
             // Each shard's loop reads the clock once per turn: one shard's time can be a little
             // behind what another's already told. Time here never goes back (an interval
@@ -249,9 +273,13 @@ final class ConnectionGrowth: Sendable {
             }
             guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
             guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
+            // Answers the gateway held: what the connections carry is known without counting.
+            let heldRate = state.beforeStep == nil
+                ? Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip, network: state.networkRoundTrip)
+                : nil
             // Counted, the rate is waited for: the step it judges next is taken on it, and
             // not while the last one is in doubt.
-            if accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
+            if heldRate == nil && accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
             if let before = state.beforeStep, let rate {
                 // The first window after a step still has the added connections' ramp in it
                 // (over a path, their slow start), so a count reached by a judged step is
@@ -268,7 +296,7 @@ final class ConnectionGrowth: Sendable {
                 state.stop = .gatewayBound
                 return .gatewayBound(current)
             }
-            return grow(&state, from: current, rate: rate, at: now)
+            return grow(&state, from: current, rate: heldRate ?? rate, at: now)
         }
         switch change {
         case nil:
@@ -307,6 +335,27 @@ final class ConnectionGrowth: Sendable {
     /// before the first step, and again before each next, would spend a campaign of a
     /// million ramping up. From the first answer on, every step is judged as above.
     static let unansweredStep: UInt64 = 20_000_000
+
+    /// The shortest answer time from which answers are held by the gateway, whatever the
+    /// network: a step before the first answer. A gateway that answers at once does so in
+    /// a few milliseconds, queue included (loopback: 1–5 ms under load).
+    static let heldAnswerTime: UInt64 = unansweredStep
+
+    /// How many network round trips an answer time must be for the answers to have been
+    /// held by the gateway. Over a full path the answer time is the round trip and the
+    /// queue in front of it (at 50 ms, 60–120 ms).
+    static let heldAnswers: UInt64 = 8
+
+    /// What `connections` of `streams` streams each carry when the gateway holds every
+    /// answer `answerTime` (nanoseconds) and nothing else bounds them, per second; nil
+    /// unless the answers are held (far longer than the network round trip `network`, and
+    /// at least `heldAnswerTime`) and the streams are known. The most they can carry, so a
+    /// step judged by it must bring more than a measured rate would ask for.
+    static func heldAnswersRate(connections: Int, streams: Int, answerTime: UInt64, network: UInt64) -> Double? {
+        guard streams > 0, network != .max, answerTime != .max, answerTime >= heldAnswerTime,
+              answerTime / heldAnswers >= network else { return nil }
+        return Double(connections * streams) * 1e9 / Double(answerTime)
+    }
 
     /// The accepted rate (per second) of the connections in use over the window that ended
     /// now, if one did (see `considerGrowing`); nil otherwise. Windows follow each other,

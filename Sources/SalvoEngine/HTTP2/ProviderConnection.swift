@@ -117,6 +117,10 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             return
         }
         sessionLink = link
+        // The network's round trip, beside which growth tells answers the gateway held.
+        if let roundTrip = link.stream.socket.smoothedRoundTrip, roundTrip > .zero {
+            shard.growth.connected(roundTrip: roundTrip.nanosecondsClamped)
+        }
         output.consume(output.count)
         bodies = BodyArena(capacity: bodies.capacity)
         pending = PendingActions()
@@ -249,7 +253,10 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         // The rate a step brought is read off the ledger's count, which every settlement
         // already adds to: nothing more per answer.
         let accepted = ledger.accepted.load(ordering: .relaxed)
-        if shard.growth.considerGrowing(answerTime: answerTime, accepted: accepted, at: now) { shard.notifyProgress() }
+        let streams = min(options.maximumConcurrentStreams, lastStreamLimit)
+        if shard.growth.considerGrowing(answerTime: answerTime, accepted: accepted, streams: streams, at: now) {
+            shard.notifyProgress()
+        }
     }
 
     /// Reads a notification to try again from its source and submits it.

@@ -9,8 +9,9 @@ import Glibc
 /// drained into it. nghttp2 does the protocol; this class does the APNs part, in nghttp2's
 /// callbacks: each request stream gets a slot (`RequestValidation` and a digest, reused),
 /// each finished request a verdict and a response, submitted at once or, with the plan's
-/// response or error delay, held in `HeldAnswers` until one loop timer, armed for the
-/// earliest, releases it.
+/// response or error delay, held until one loop timer, armed for the earliest, releases
+/// it: as the bytes nghttp2 made of it (`HeldOutput`) when answers fall due in the order
+/// they came, else as an open stream (`HeldAnswers`).
 ///
 /// Output is batched: the frames nghttp2 produces for one read (or one release of held
 /// answers) are gathered and written with few `SSL_write`s. Counts are published before
@@ -31,6 +32,8 @@ final class H2Connection: ServerConnection {
         var judged = false
         /// Judged, its answer waiting in `held`.
         var isHeld = false
+        /// Answered, its frames held in `heldOutput` as nghttp2 makes them.
+        var framesHeld = false
         var inUse = true
 
         init(streamID: Int32) {
@@ -96,8 +99,15 @@ final class H2Connection: ServerConnection {
     private var goAwayLastStreamID = Int32.max
     /// Set by the drop rule inside a callback; the connection closes once nghttp2 returns.
     private var isDropping = false
-    /// Answers waiting for their time, and the timer armed for the earliest of them.
+    /// Answers waiting for their time, and the timer armed for the earliest of them:
+    /// as bytes when they keep their order (`HeldOutput`), else as open streams.
     private var held = HeldAnswers()
+    private var heldOutput = HeldOutput()
+    /// Streams still open in nghttp2 whose answers `heldOutput` holds (and counts).
+    private var openWithFramesHeld = 0
+    /// Streams with answers held as bytes that nghttp2 closed in the `mem_send` under way:
+    /// it closes a stream when it packs the stream's last frame, before handing it out.
+    private var closedWithFramesHeld: [Int32] = []
     private var releaseTimer: (id: TimerID, due: Instant)?
     /// What the timer runs: made once, so that arming it allocates nothing.
     private lazy var releaseAction = TimerAction { [weak self] in self?.releaseDueAnswers() }
@@ -188,7 +198,7 @@ final class H2Connection: ServerConnection {
         guard phase == .established else { return }
         produce()
         guard flush() else { return }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 && heldOutput.isEmpty {
             finish()
             return
         }
@@ -204,7 +214,14 @@ final class H2Connection: ServerConnection {
             var data: UnsafePointer<UInt8>?
             let length = nghttp2_session_mem_send(session, &data)
             guard length > 0, let data else { break }
-            output.append(UnsafeRawBufferPointer(start: data, count: length))
+            let frame = UnsafeRawBufferPointer(start: data, count: length)
+            let isHeld = isHeldAnswerFrame(frame)
+            closedWithFramesHeld.removeAll(keepingCapacity: true)
+            if isHeld {
+                heldOutput.holdFrame(frame)
+                continue
+            }
+            output.append(frame)
             if output.count >= Self.writeBatch && !flush() { break }
         }
     }
@@ -240,7 +257,7 @@ final class H2Connection: ServerConnection {
     /// those still held are never sent.
     private func drop() {
         produce()
-        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld })
+        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld }) + heldOutput.discard()
         publish()
         state.count { $0.droppedConnections += 1 }
         respondAndClose(output.takeAll(), closeNotify: false)
@@ -249,7 +266,7 @@ final class H2Connection: ServerConnection {
     /// The client closed (or its stream failed): its open streams are abandoned.
     private func clientWentAway() {
         tally.resetStreams += slots.count(where: { $0.inUse && !$0.judged })
-        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld })
+        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld }) + heldOutput.discard()
         publish()
         close()
     }
@@ -311,6 +328,16 @@ final class H2Connection: ServerConnection {
 
     fileprivate func beginRequest(streamID: Int32) {
         guard !isDropping else { return }
+        // Streams whose answers wait as bytes are closed in nghttp2 but open for the client:
+        // nghttp2 cannot count them against the limit, so they are counted here.
+        if heldOutput.count > 0 {
+            let limit = streamLimitRaised ? Int(state.maximumConcurrentStreams) : 1
+            let open = slots.count - freeSlots.count - openWithFramesHeld
+            if open + heldOutput.count >= limit {
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_REFUSED_STREAM.rawValue)
+                return
+            }
+        }
         let index: Int
         let slot = Slot(streamID: streamID)
         if let free = freeSlots.popLast() {
@@ -377,6 +404,10 @@ final class H2Connection: ServerConnection {
         if !slots[index].judged && !isDropping { tally.resetStreams += 1 }
         // Reset by the client while its answer was held: the answer has nowhere to go.
         if slots[index].isHeld { tally.unsentAnswers += 1 }
+        if slots[index].framesHeld {
+            openWithFramesHeld -= 1
+            closedWithFramesHeld.append(streamID)
+        }
         slots[index].isHeld = false
         slots[index].inUse = false
         freeSlots.append(Int32(index))
@@ -417,8 +448,16 @@ final class H2Connection: ServerConnection {
             answer(streamID, index)
             return
         }
-        slots[index].isHeld = true
         let due = readAt + .nanoseconds(Int64(holdTime))
+        if heldOutput.keepsOrder(due) && !state.recordRequests {
+            heldOutput.hold(HeldOutput.Answer(due: due, reason: reason, digest: slots[index].digest.value))
+            slots[index].framesHeld = true
+            openWithFramesHeld += 1
+            submitAnswer(streamID, index)
+            if releaseTimer.map({ due < $0.due }) ?? true { armReleaseTimer() }
+            return
+        }
+        slots[index].isHeld = true
         held.insert(due: due, streamID: streamID, slot: Int32(index))
         // Answers held for a fixed time fall due after the one the timer waits for.
         if releaseTimer.map({ due < $0.due }) ?? true { armReleaseTimer() }
@@ -427,27 +466,62 @@ final class H2Connection: ServerConnection {
     /// Counts the stream's answer and submits it.
     private func answer(_ streamID: Int32, _ index: Int) {
         slots[index].isHeld = false
-        let messageID = slots[index].validation.messageID
         if let reason = slots[index].answer {
-            tally.rejections[Int(reason.rawValue)] += 1
-            tally.rejected = true
-            submitResponse(streamID, status: ResponseBody.statusText(reason.status), messageID, hasBody: true)
+            count(rejection: reason)
         } else {
-            tally.accepted += 1
-            if state.recordAccepted { tally.digests.append(slots[index].digest.value) }
+            count(acceptedWithDigest: slots[index].digest.value)
             if state.recordRequests, var recorded = recordings[index] {
                 recorded.token = slots[index].validation.token!.hex
                 tally.recorded.append(recorded)
             }
+        }
+        submitAnswer(streamID, index)
+    }
+
+    private func count(rejection reason: APNsReason) {
+        tally.rejections[Int(reason.rawValue)] += 1
+        tally.rejected = true
+    }
+
+    private func count(acceptedWithDigest digest: UInt64) {
+        tally.accepted += 1
+        if state.recordAccepted { tally.digests.append(digest) }
+    }
+
+    /// Submits the stream's answer, counted or to be counted.
+    private func submitAnswer(_ streamID: Int32, _ index: Int) {
+        let messageID = slots[index].validation.messageID
+        if let reason = slots[index].answer {
+            submitResponse(streamID, status: ResponseBody.statusText(reason.status), messageID, hasBody: true)
+        } else {
             submitResponse(streamID, status: "200", messageID, hasBody: false)
         }
+    }
+
+    /// Whether `frame`, as nghttp2 made it, is part of an answer held as bytes: a HEADERS,
+    /// CONTINUATION or DATA frame of a stream whose answer is. nghttp2 hands out one whole
+    /// frame at a time; anything else goes out as it comes.
+    private func isHeldAnswerFrame(_ frame: UnsafeRawBufferPointer) -> Bool {
+        guard !heldOutput.isEmpty, frame.count >= 9 else { return false }
+        let length = Int(frame[0]) << 16 | Int(frame[1]) << 8 | Int(frame[2])
+        let type = frame[3]
+        guard frame.count == 9 + length, type == 0 || type == 1 || type == 9 else { return false }
+        let streamID = Int32(bitPattern: UInt32(frame[5] & 0x7F) << 24 | UInt32(frame[6]) << 16 | UInt32(frame[7]) << 8 | UInt32(frame[8]))
+        guard let index = slotIndex(streamID) else { return closedWithFramesHeld.contains(streamID) }
+        return slots[index].framesHeld
     }
 
     // MARK: Held answers
 
     /// Arms the timer for the earliest held answer, unless it is armed for that already.
     private func armReleaseTimer() {
-        guard let earliest = held.earliest else { return }
+        let earliest: Instant
+        switch (held.earliest, heldOutput.earliest) {
+        case (let stream?, let bytes?): earliest = min(stream, bytes)
+        case (let stream?, nil): earliest = stream
+        case (nil, let bytes?): earliest = bytes
+        case (nil, nil): return
+        }
         if let releaseTimer {
             guard earliest < releaseTimer.due else { return }
             loop.cancel(releaseTimer.id)
@@ -466,6 +540,10 @@ final class H2Connection: ServerConnection {
             guard slots[index].inUse, slots[index].isHeld, slots[index].streamID == entry.streamID else { continue }
             answer(entry.streamID, index)
         }
+        while let due = heldOutput.popDueAnswer(by: now) {
+            if let reason = due.reason { count(rejection: reason) } else { count(acceptedWithDigest: due.digest) }
+        }
+        heldOutput.releaseBytes(by: now, into: &output)
         armReleaseTimer()
         sendAndWatch()
     }

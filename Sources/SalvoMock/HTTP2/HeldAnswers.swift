@@ -25,11 +25,15 @@ struct HeldAnswers {
     private var inOrder: Deque<Entry> = []
     /// The others.
     private var outOfOrder = MinHeap<Entry>()
+    /// How many `outOfOrder` holds. With a fixed delay it stays 0, and releasing an answer
+    /// need not look at the heap: its accessors are not specialized here, and looking cost
+    /// a generic metadata lookup per answer (about 1 % of the mock's CPU).
+    private var outOfOrderCount = 0
     private var arrivals: UInt64 = 0
 
     /// When the earliest answer is due.
     var earliest: Instant? {
-        switch (inOrder.first, outOfOrder.first) {
+        switch (inOrder.first, outOfOrderCount == 0 ? nil : outOfOrder.first) {
         case (let queued?, let heaped?): min(queued.due, heaped.due)
         case (let queued?, nil): queued.due
         case (nil, let heaped?): heaped.due
@@ -42,6 +46,7 @@ struct HeldAnswers {
         let entry = Entry(due: due, order: arrivals, streamID: streamID, slot: slot)
         if let last = inOrder.last, due < last.due {
             outOfOrder.insert(entry)
+            outOfOrderCount += 1
         } else {
             inOrder.append(entry)
         }
@@ -49,9 +54,10 @@ struct HeldAnswers {
 
     /// Removes and returns the earliest answer if it is due by `now`.
     mutating func popDue(by now: Instant) -> Entry? {
-        let queued = inOrder.first, heaped = outOfOrder.first
+        let queued = inOrder.first, heaped = outOfOrderCount == 0 ? nil : outOfOrder.first
         if let queued, queued.due <= now, heaped.map({ queued < $0 }) ?? true { return inOrder.removeFirst() }
-        if let heaped, heaped.due <= now { return outOfOrder.popFirst() }
-        return nil
+        guard let heaped, heaped.due <= now else { return nil }
+        outOfOrderCount -= 1
+        return outOfOrder.popFirst()
     }
 }
