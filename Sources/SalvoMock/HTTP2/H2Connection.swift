@@ -515,13 +515,7 @@ final class H2Connection: ServerConnection {
 
     /// Arms the timer for the earliest held answer, unless it is armed for that already.
     private func armReleaseTimer() {
-        let earliest: Instant
-        switch (held.earliest, heldOutput.earliest) {
-        case (let stream?, let bytes?): earliest = min(stream, bytes)
-        case (let stream?, nil): earliest = stream
-        case (nil, let bytes?): earliest = bytes
-        case (nil, nil): return
-        }
+        guard let earliest = earlier(held.earliest, heldOutput.earliest) else { return }
         if let releaseTimer {
             guard earliest < releaseTimer.due else { return }
             loop.cancel(releaseTimer.id)

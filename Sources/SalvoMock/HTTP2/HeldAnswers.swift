@@ -33,12 +33,7 @@ struct HeldAnswers {
 
     /// When the earliest answer is due.
     var earliest: Instant? {
-        switch (inOrder.first, outOfOrderCount == 0 ? nil : outOfOrder.first) {
-        case (let queued?, let heaped?): min(queued.due, heaped.due)
-        case (let queued?, nil): queued.due
-        case (nil, let heaped?): heaped.due
-        case (nil, nil): nil
-        }
+        earlier(inOrder.first?.due, outOfOrderCount == 0 ? nil : outOfOrder.first?.due)
     }
 
     mutating func insert(due: Instant, streamID: Int32, slot: Int32) {
@@ -60,4 +55,11 @@ struct HeldAnswers {
         outOfOrderCount -= 1
         return outOfOrder.popFirst()
     }
+}
+
+/// The earlier of two times, either of which may be missing.
+func earlier(_ a: Instant?, _ b: Instant?) -> Instant? {
+    guard let a else { return b }
+    guard let b else { return a }
+    return min(a, b)
 }

@@ -48,14 +48,7 @@ struct HeldOutput: ~Copyable {
     var isEmpty: Bool { answers.isEmpty && runs.isEmpty }
 
     /// When the earliest answer or byte is due.
-    var earliest: Instant? {
-        switch (answers.first?.due, runs.first?.due) {
-        case (let answer?, let run?): min(answer, run)
-        case (let answer?, nil): answer
-        case (nil, let run?): run
-        case (nil, nil): nil
-        }
-    }
+    var earliest: Instant? { earlier(answers.first?.due, runs.first?.due) }
 
     /// Whether an answer due at `due` keeps the order: due no earlier than any held.
     func keepsOrder(_ due: Instant) -> Bool { latest.map { due >= $0 } ?? true }
