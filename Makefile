@@ -72,7 +72,7 @@ SANITIZER_SKIP := --skip 'anHTTP2SenderGrowsBeforeTheFirstAnswer|killedUnderLate
 TSAN_FLAGS := --sanitize=thread -Xswiftc -DSALVO_TSAN -Xswiftc -DSALVO_SANITIZED --scratch-path .build-tsan
 test-tsan: deps
 	$(SWIFT) build --build-tests $(TSAN_FLAGS)
-	$(SWIFT) test --skip-build --disable-xctest --no-parallel $(SANITIZER_SKIP) $(TSAN_FLAGS)
+	TSAN_OPTIONS=suppressions=$(CURDIR)/Tests/tsan.supp $(SWIFT) test --skip-build --disable-xctest --no-parallel $(SANITIZER_SKIP) $(TSAN_FLAGS)
 
 # The whole suite under AddressSanitizer, leaks included. Both run one test at a time: under
 # a sanitizer every test is several times slower, and run side by side on two cores they

@@ -105,7 +105,7 @@ public final class Sender: Sendable {
     /// The team's provider token (HTTP/2 token authentication), for its renewal count.
     private let tokens: ProviderTokenSigner?
     /// The first `finish()`'s drain: later calls (and `run()`'s) wait for the same report.
-    private let finishing = Mutex<Task<SenderReport, Never>?>(nil)
+    private let finishing = Locked<Task<SenderReport, Never>?>(nil)
     /// Ends when `finish()` starts: what `run()` watches to stop reporting at once.
     let finishStarted = AsyncStream<Never>.makeStream()
     /// Where connection events, adaptations and give-ups are logged.

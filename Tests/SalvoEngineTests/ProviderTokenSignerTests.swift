@@ -155,7 +155,7 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
         // start + (n - 1) * refreshAge, a JWT that verifies), never older than the
         // generation that sent the thread to it, and never older than one seen before.
         let renewals: UInt32 = 20
-        let seen = Mutex<[[(generation: UInt32, token: ProviderTokenSigner.Token)]]>([])
+        let seen = Locked<[[(generation: UInt32, token: ProviderTokenSigner.Token)]]>([])
         let done = DispatchGroup()
         for _ in 0..<4 {
             done.enter()
@@ -230,7 +230,7 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
 
     @Test func manyStreamsRefusedAtOnceRenewTheTokenOnce() throws {
         clock.set(start + 1500)
-        let verdicts = Mutex<[ExpiredTokenVerdict]>([])
+        let verdicts = Locked<[ExpiredTokenVerdict]>([])
         DispatchQueue.concurrentPerform(iterations: 32) { _ in
             let verdict = (try? signer.expired(generation: 1)) ?? .clockSkew(age: -1)
             verdicts.withLock { $0.append(verdict) }
