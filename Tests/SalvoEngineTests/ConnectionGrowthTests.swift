@@ -140,6 +140,25 @@ import Testing
         #expect(growth.reason.contains("32 of them given back"), "\(growth.reason)")
     }
 
+    /// One connection, answers after 50 ms: four on the first answer, then, every one
+    /// saturated from 200 ms and carrying 100,000/s (counted from 250 ms, for 60 ms), eight:
+    /// a step judged against that rate.
+    private func eightAfterFourCarried100000PerSecond() -> ConnectionGrowth {
+        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 0, at: 100 * ms)
+        #expect(growth.count == 4, "the first step, on the first answer: nothing to judge it by")
+        for _ in 0..<3 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 1_000, at: 200 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 5_000, at: 250 * ms)
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 8_500, at: 285 * ms)
+        #expect(growth.count == 4, "past an answer time and a quarter, but the rate is not counted yet")
+        growth.considerGrowing(answerTime: 50 * ms, accepted: 11_000, at: 310 * ms)
+        #expect(growth.count == 8, "four carried 100,000/s: the next step, judged against that, doubles them")
+        return growth
+    }
+
     /// A step is judged by the rate it brought: the accepted count over a whole answer
     /// time, from an answer time after every connection was saturated (so that what is
     /// counted was queued behind all of them), against the same before the step. Once
@@ -147,19 +166,8 @@ import Testing
     /// connections carrying less than a twelfth more are given back, for the rest of the
     /// run, and the report says so.
     @Test func aStepThatDidNotRaiseTheRateIsGivenBack() {
-        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let growth = eightAfterFourCarried100000PerSecond()
         let ms: UInt64 = 1_000_000
-        growth.saturationChanged(true)
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 0, at: 100 * ms)
-        #expect(growth.count == 4, "the first step, on the first answer: nothing to judge it by")
-        for _ in 0..<3 { growth.saturationChanged(true) }
-        // Every one saturated from 200 ms: the rate is counted from 250 ms, for 60 ms.
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 1_000, at: 200 * ms)
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 5_000, at: 250 * ms)
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 8_500, at: 285 * ms)
-        #expect(growth.count == 4, "past an answer time and a quarter, but the rate is not counted yet")
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 11_000, at: 310 * ms)
-        #expect(growth.count == 8, "four carried 100,000/s: the next step, judged against that, doubles them")
         for _ in 0..<4 { growth.saturationChanged(true) }
         growth.considerGrowing(answerTime: 50 * ms, accepted: 20_000, at: 400 * ms)
         growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 450 * ms)
@@ -179,15 +187,8 @@ import Testing
     /// their streams open: the step is judged all the same, on the rate counted from eight
     /// answer times after it.
     @Test func aStepIsJudgedEvenWhenItsConnectionsDoNotAllSaturate() {
-        let growth = ConnectionGrowth(initial: 1, ceiling: 64, interval: .zero)
+        let growth = eightAfterFourCarried100000PerSecond()
         let ms: UInt64 = 1_000_000
-        growth.saturationChanged(true)
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 0, at: 100 * ms)
-        for _ in 0..<3 { growth.saturationChanged(true) }
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 1_000, at: 200 * ms)
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 5_000, at: 250 * ms)
-        growth.considerGrowing(answerTime: 50 * ms, accepted: 11_000, at: 310 * ms)
-        #expect(growth.count == 8)
         // Only the first four stay saturated.
         growth.considerGrowing(answerTime: 50 * ms, accepted: 20_000, at: 400 * ms)
         growth.considerGrowing(answerTime: 50 * ms, accepted: 30_000, at: 709 * ms)
