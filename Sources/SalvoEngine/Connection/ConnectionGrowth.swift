@@ -49,13 +49,17 @@ import Synchronization
 ///   is saturated, and they took far longer than the network's round trip (`heldAnswers`:
 ///   Apple taking 100–300 ms to answer over a path of a few), nothing but the streams
 ///   bounds what the connections carry: their streams ÷ the answer time. That rate is
-///   computed, not counted, and the step judged by it is taken as soon as the shortest
-///   answer can tell (an answer time and a quarter). Counting it first took two and a
-///   half answer times: at 100 ms, 48 connections carried 456,000/s (their streams allow
-///   470,000/s) until 340 ms into a 1.7 s run, where 96 carried 690,000/s. Over a full
-///   path (answers about a round trip long) the rate is counted as before. A loaded
-///   loopback's first answers can wait 20 ms in the gateway's queue: the shortest-answer
-///   rule, judged first, stops those.
+///   computed, not counted, and the step judged by it is taken at once: the shortest
+///   answer of the run is one of the first, sent before any queue built up (on a loaded
+///   loopback 0–2 ms), so a long one was held, not queued, and there is no queue for the
+///   shortest-answer rule to wait for. Waiting an answer time and a quarter for it, 96
+///   connections came 250 ms into a 1.65 s run at 100 ms, and 256 came 750 ms into a 2 s
+///   run at 300 ms; counting first took longer still. What the streams allowed is the
+///   most the connections before the step could carry, not what they did, so such a step
+///   is not given back; another follows while the connections carry `heldShare` of what
+///   their streams allow (at 100 ms, 96 carried 73 %: the cores bound them, and 192
+///   carried 3–5 % less). Over a full path (answers about a round trip long) the rate is
+///   counted as before.
 ///
 /// Connections are never closed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
@@ -92,9 +96,10 @@ final class ConnectionGrowth: Sendable {
         /// and when (nil: not yet; see `considerGrowing`).
         var rateFrom: (time: UInt64, accepted: Int)?
         /// The connections before the step being judged and the rate they carried (per
-        /// second); nil when there is nothing to judge it against (the first step, those
-        /// before the first answer, or no rate measured).
-        var beforeStep: (count: Int, rate: Double)?
+        /// second), or, for a step taken on held answers, the most their streams allowed
+        /// (`isBound`); nil when there is nothing to judge it against (the first step,
+        /// those before the first answer, or no rate measured).
+        var beforeStep: (count: Int, rate: Double, isBound: Bool)?
         /// Windows of rate since the step, and the rate of the last if it fell short.
         var judgedWindows = 0
         var shortWindow: Double?
@@ -114,6 +119,9 @@ final class ConnectionGrowth: Sendable {
         /// `from` connections carried `gain` times the rate of the `to` before them, less
         /// than `required`: producers went back to `to`.
         case steppedBack(from: Int, to: Int, gain: Double, required: Double)
+        /// With answers held, `connections` carried `share` of what their streams allow,
+        /// less than `heldShare`.
+        case streamsNoLongerBound(connections: Int, share: Double)
     }
 
     private enum Change {
@@ -121,6 +129,7 @@ final class ConnectionGrowth: Sendable {
         case steppedBack(from: Int, to: Int, rate: Double, before: Double)
         case gatewayBound(Int)
         case diminishing(Int)
+        case streamsNoLongerBound(Int)
         case measured(connections: Int, saturated: Int, rate: Double)
     }
 
@@ -225,8 +234,9 @@ final class ConnectionGrowth: Sendable {
     ///
     /// Before the run's first answer, once they have all been saturated for `unansweredStep`.
     /// When the gateway holds its answers (`heldAnswers`), the first step after the first
-    /// answer is judged by the rate the streams allow, not waiting for it to be counted.
-    /// Returns whether it added connections.
+    /// answer is taken at once, judged by the rate the streams allow, not waiting for it to
+    /// be counted; it is not given back, and grows again only while the connections carry
+    /// `heldShare` of what their streams allow. Returns whether it added connections.
     @discardableResult
     func considerGrowing(answerTime: UInt64, accepted: Int = 0, streams: Int = 0, at time: UInt64) -> Bool {
         let change = state.withLock { state -> Change? in
@@ -250,7 +260,8 @@ final class ConnectionGrowth: Sendable {
             if let before = state.beforeStep, judging, let rate {
                 let required = Self.requiredGain(from: before.count, to: current)
                 state.judgedWindows += 1
-                if rate >= before.rate * required {
+                // What the streams allowed is a bound, not a count the step can fall short of.
+                if before.isBound || rate >= before.rate * required {
                     state.shortWindow = nil
                 } else if let previous = state.shortWindow {
                     // Two windows in a row: one alone can be a stall the step did not cause.
@@ -272,11 +283,12 @@ final class ConnectionGrowth: Sendable {
                 return grow(&state, from: current, rate: nil, at: now)
             }
             guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
-            guard now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
-            // Answers the gateway held: what the connections carry is known without counting.
+            // Answers the gateway held: what the connections carry is known without counting,
+            // and the shortest answer of the run was long, so not queued behind a load.
             let heldRate = state.beforeStep == nil
                 ? Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip, network: state.networkRoundTrip)
                 : nil
+            guard heldRate != nil || now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
             // Counted, the rate is waited for: the step it judges next is taken on it, and
             // not while the last one is in doubt.
             if heldRate == nil && accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
@@ -286,17 +298,28 @@ final class ConnectionGrowth: Sendable {
                 // measured twice; and a step that brought less than half its share is the
                 // last: the next would bring less.
                 guard state.judgedWindows >= 2 else { return measured }
-                let wanted = Self.continuingGain(from: before.count, to: current)
-                if rate < before.rate * wanted {
-                    state.stop = .diminishing(to: current, from: before.count, gain: rate / before.rate, wanted: wanted)
-                    return .diminishing(current)
+                if before.isBound {
+                    // After a step on held answers, another while the streams still bound
+                    // the rate.
+                    let bound = Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip,
+                                                     network: state.networkRoundTrip)
+                    if let bound, rate < bound * Self.heldShare {
+                        state.stop = .streamsNoLongerBound(connections: current, share: rate / bound)
+                        return .streamsNoLongerBound(current)
+                    }
+                } else {
+                    let wanted = Self.continuingGain(from: before.count, to: current)
+                    if rate < before.rate * wanted {
+                        state.stop = .diminishing(to: current, from: before.count, gain: rate / before.rate, wanted: wanted)
+                        return .diminishing(current)
+                    }
                 }
             }
             if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                 state.stop = .gatewayBound
                 return .gatewayBound(current)
             }
-            return grow(&state, from: current, rate: heldRate ?? rate, at: now)
+            return grow(&state, from: current, rate: heldRate ?? rate, isBound: heldRate != nil, at: now)
         }
         switch change {
         case nil:
@@ -319,6 +342,10 @@ final class ConnectionGrowth: Sendable {
             return false
         case let .diminishing(connections):
             logger.notice("no more connections: the last step brought less than half its share of rate",
+                          metadata: ["connections": "\(connections)"])
+            return false
+        case let .streamsNoLongerBound(connections):
+            logger.notice("no more connections: the streams no longer bound the rate, the cores or the path do",
                           metadata: ["connections": "\(connections)"])
             return false
         case let .gatewayBound(connections):
@@ -345,6 +372,13 @@ final class ConnectionGrowth: Sendable {
     /// held by the gateway. Over a full path the answer time is the round trip and the
     /// queue in front of it (at 50 ms, 60–120 ms).
     static let heldAnswers: UInt64 = 8
+
+    /// The share of what their streams allow (`heldAnswersRate`) that connections must
+    /// carry, with answers held, for another step: while the streams bound the rate they
+    /// carry nearly all of it, and once the cores do, much less. Whole runs of a million
+    /// on two cores, a fixed count of 1000-stream connections each: at 100 ms, 48 carried
+    /// 96 % of it, 64 91 %, 80 84 %, 96 73 %; at 300 ms, 128 96 %, 192 88 %, 256 74 %.
+    static let heldShare = 0.85
 
     /// What `connections` of `streams` streams each carry when the gateway holds every
     /// answer `answerTime` (nanoseconds) and nothing else bounds them, per second; nil
@@ -390,14 +424,14 @@ final class ConnectionGrowth: Sendable {
     static let unsaturatedJudgement: UInt64 = 8
 
     /// Steps from `current`, remembering the rate it carried (if measured) to judge the step by.
-    private func grow(_ state: inout State, from current: Int, rate: Double?, at now: UInt64) -> Change {
+    private func grow(_ state: inout State, from current: Int, rate: Double?, isBound: Bool = false, at now: UInt64) -> Change {
         let grown = min(ceiling, (rate == nil ? Self.saturatedGrowth : Self.judgedGrowth) * current)
         state.loadedSince = 0
         state.steppedAt = now
         state.rateFrom = nil
         state.judgedWindows = 0
         state.shortWindow = nil
-        state.beforeStep = rate.map { (current, $0) }
+        state.beforeStep = rate.map { (current, $0, isBound) }
         state.addedWhileSaturated += grown - current
         active.store(grown, ordering: .releasing)
         return .grew(from: current, to: grown, rate: rate)
@@ -426,6 +460,10 @@ final class ConnectionGrowth: Sendable {
                 reason += "; \(from - to) of them given back: \(from) connections carried \(Self.times(gain)) the rate "
                     + "of the \(to) before them (a step must bring \(Self.times(required))), so producers went back to \(to) "
                     + "and the others only drained what they held"
+            case let .streamsNoLongerBound(connections, share):
+                reason += "; no more: with the answers held, \(connections) connections carried \(Self.percent(share)) of "
+                    + "what their streams allow (another step needs \(Self.percent(Self.heldShare))), so the cores or the "
+                    + "path, not the streams, bound the rate"
             case nil:
                 if count == ceiling && count > initial {
                     reason += "; the ceiling, \(ceiling) (--max-connections × shards), was reached"
@@ -434,6 +472,8 @@ final class ConnectionGrowth: Sendable {
             return reason
         }
     }
+
+    private static func percent(_ ratio: Double) -> String { "\(Int((ratio * 100).rounded())) %" }
 
     private static func times(_ ratio: Double) -> String {
         let hundredths = Int((ratio * 100).rounded())
