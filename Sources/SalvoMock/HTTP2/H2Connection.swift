@@ -65,17 +65,18 @@ final class H2Connection: ServerConnection {
     private let counters: H2LoopCounters
     private let ordinal: Int
     private var session: OpaquePointer?
-    // The per-request state: touched several times per request from nghttp2's callbacks.
-    // Unchecked, because Swift's dynamic exclusivity checks on them cost about 5% of the
-    // mock's CPU, and nothing holds an access to them across a call into nghttp2 (the
-    // connection lives on its loop's thread, and callbacks only come from inside
-    // `nghttp2_session_mem_recv`/`mem_send`, which no access spans).
+    // The per-request state: touched several times per request from nghttp2's callbacks
+    // (so are `freeSlots`, `output` and the held answers below). Unchecked, because Swift's
+    // dynamic exclusivity checks on them cost about 5% of the mock's CPU, and nothing holds
+    // an access to them across a call into nghttp2 (the connection lives on its loop's
+    // thread, and callbacks only come from inside `nghttp2_session_mem_recv`/`mem_send`,
+    // which no access spans).
     @exclusivity(unchecked) private var slots: [Slot] = []
     /// With `recordRequests` only, beside `slots` (so that slots stay plain values): each
     /// stream's token and headers, kept if the request is accepted.
     private var recordings: [H2RecordedRequest?] = []
-    private var freeSlots: [Int32] = []
-    private var output = OutputBuffer(capacity: 1 << 16)
+    @exclusivity(unchecked) private var freeSlots: [Int32] = []
+    @exclusivity(unchecked) private var output = OutputBuffer(capacity: 1 << 16)
     @exclusivity(unchecked) private var tally = Tally()
     /// Valid requests on this connection, for the per-connection rules.
     private var validRequests = 0
@@ -101,13 +102,13 @@ final class H2Connection: ServerConnection {
     private var isDropping = false
     /// Answers waiting for their time, and the timer armed for the earliest of them:
     /// as bytes when they keep their order (`HeldOutput`), else as open streams.
-    private var held = HeldAnswers()
-    private var heldOutput = HeldOutput()
+    @exclusivity(unchecked) private var held = HeldAnswers()
+    @exclusivity(unchecked) private var heldOutput = HeldOutput()
     /// Streams still open in nghttp2 whose answers `heldOutput` holds (and counts).
     private var openWithFramesHeld = 0
     /// Streams with answers held as bytes that nghttp2 closed in the `mem_send` under way:
     /// it closes a stream when it packs the stream's last frame, before handing it out.
-    private var closedWithFramesHeld: [Int32] = []
+    @exclusivity(unchecked) private var closedWithFramesHeld: [Int32] = []
     private var releaseTimer: (id: TimerID, due: Instant)?
     /// What the timer runs: made once, so that arming it allocates nothing.
     private lazy var releaseAction = TimerAction { [weak self] in self?.releaseDueAnswers() }
@@ -448,7 +449,7 @@ final class H2Connection: ServerConnection {
             answer(streamID, index)
             return
         }
-        let due = readAt + .nanoseconds(Int64(holdTime))
+        let due = Instant(nanoseconds: readAt.nanoseconds &+ holdTime)
         if heldOutput.keepsOrder(due) && !state.recordRequests {
             heldOutput.hold(HeldOutput.Answer(due: due, reason: reason, digest: slots[index].digest.value))
             slots[index].framesHeld = true
