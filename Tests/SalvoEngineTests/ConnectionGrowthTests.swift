@@ -113,6 +113,27 @@ import Testing
         #expect(growth.count == grown)
     }
 
+    /// Held answers that queue once every connection is loaded (a quarter longer than the
+    /// run's shortest) say that the connections may already be more than the cores can
+    /// fill: the held-answers step waits for the shortest-answer rule, as a step on answers
+    /// not held does.
+    @Test func aHeldAnswersStepWaitsWhenTheAnswersQueue() {
+        let growth = ConnectionGrowth(initial: 2, ceiling: 64, interval: .zero)
+        let ms: UInt64 = 1_000_000
+        growth.connected(roundTrip: 50_000)
+        growth.saturationChanged(true)
+        growth.saturationChanged(true)
+        growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms)
+        growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms + ConnectionGrowth.unansweredStep)
+        #expect(growth.count == 8)
+        growth.considerGrowing(answerTime: 100 * ms, accepted: 100, streams: 1000, at: 101 * ms)
+        for _ in 0..<6 { growth.saturationChanged(true) }
+        growth.considerGrowing(answerTime: 130 * ms, accepted: 200, streams: 1000, at: 140 * ms)
+        #expect(growth.count == 8, "answers 130 ms long against the run's 100 ms: not at once")
+        growth.considerGrowing(answerTime: 130 * ms, accepted: 300, streams: 1000, at: 275 * ms)
+        #expect(growth.count == 16, "an answer time and a quarter on, under half as long again: taken")
+    }
+
     /// A held-answers step is judged by what the streams allow: thirty-two connections of
     /// 1000 streams answered in 100 ms, 320,000/s, the most they could carry, not what they
     /// did. So the sixty-four after it are not given back, and grow again only while they

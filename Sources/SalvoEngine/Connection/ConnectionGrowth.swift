@@ -283,12 +283,17 @@ final class ConnectionGrowth: Sendable {
                 return grow(&state, from: current, rate: nil, at: now)
             }
             guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
-            // Answers the gateway held: what the connections carry is known without counting,
-            // and the shortest answer of the run was long, so not queued behind a load.
+            // Answers the gateway held: what the connections carry is known without counting.
+            // The step is taken at once while the answers since every connection was loaded
+            // took no longer than the run's shortest, give or take a quarter: no queue grew
+            // (the shortest of the run, one of the first, was long, so held, not queued).
+            // Otherwise the connections may already be more than the cores can fill, and the
+            // shortest-answer rule is waited for.
             let heldRate = state.beforeStep == nil
                 ? Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip, network: state.networkRoundTrip)
                 : nil
-            guard heldRate != nil || now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
+            let heldUnqueued = heldRate != nil && state.shortestWhileLoaded < roundTrip + roundTrip / 4
+            guard heldUnqueued || now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
             // Counted, the rate is waited for: the step it judges next is taken on it, and
             // not while the last one is in doubt.
             if heldRate == nil && accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
