@@ -103,6 +103,8 @@ final class ConnectionGrowth: Sendable {
         /// Windows of rate since the step, and the rate of the last if it fell short.
         var judgedWindows = 0
         var shortWindow: Double?
+        /// The rate of the last window measured since the step (nil: none yet).
+        var lastWindow: Double?
         /// Why no more connections are added, once that is settled.
         var stop: Stop?
         /// Added because every ring was full, and because every connection was saturated.
@@ -257,6 +259,8 @@ final class ConnectionGrowth: Sendable {
             }
             let roundTrip = state.shortestOfRun
             let rate = measureRate(&state, accepted: accepted, roundTrip: roundTrip, at: now)
+            let windowBefore = rate == nil ? nil : state.lastWindow
+            if let rate { state.lastWindow = rate }
             if let before = state.beforeStep, judging, let rate {
                 let required = Self.requiredGain(from: before.count, to: current)
                 state.judgedWindows += 1
@@ -305,11 +309,13 @@ final class ConnectionGrowth: Sendable {
                 guard state.judgedWindows >= 2 else { return measured }
                 if before.isBound {
                     // After a step on held answers, another while the streams still bound
-                    // the rate.
+                    // the rate, two windows in a row: held answers come back in waves, and
+                    // one window can catch the crest.
                     let bound = Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip,
                                                      network: state.networkRoundTrip)
-                    if let bound, rate < bound * Self.heldShare {
-                        state.stop = .streamsNoLongerBound(connections: current, share: rate / bound)
+                    let sustained = min(rate, windowBefore ?? 0)
+                    if let bound, sustained < bound * Self.heldShare {
+                        state.stop = .streamsNoLongerBound(connections: current, share: sustained / bound)
                         return .streamsNoLongerBound(current)
                     }
                 } else {
@@ -405,6 +411,7 @@ final class ConnectionGrowth: Sendable {
         guard accepted > 0, roundTrip != .max,
               state.saturated >= state.beforeStep?.count ?? active.load(ordering: .relaxed) else {
             state.rateFrom = nil
+            state.lastWindow = nil
             return nil
         }
         guard let from = state.rateFrom else {
@@ -436,6 +443,7 @@ final class ConnectionGrowth: Sendable {
         state.rateFrom = nil
         state.judgedWindows = 0
         state.shortWindow = nil
+        state.lastWindow = nil
         state.beforeStep = rate.map { (current, $0, isBound) }
         state.addedWhileSaturated += grown - current
         active.store(grown, ordering: .releasing)
