@@ -71,6 +71,21 @@ import Testing
         #expect(statistics.accepted == 1 && statistics.rejectedByReason == ["BadDeviceToken": 1])
     }
 
+    /// Answers held a fixed time are held as the bytes nghttp2 made of them, their streams
+    /// closed in nghttp2: a client's reset of one still finds its answer, which counts as
+    /// unsent, not accepted, while the connection carries on.
+    @Test func aStreamResetWhileItsAnswerIsHeldIsCountedAsUnsent() throws {
+        let rig = try H2Rig { $0.failurePlan = H2FailurePlan(responseDelay: .milliseconds(300)) }
+        let client = try RawH2Client(port: rig.gateway.port)
+        try client.send(RawH2Client.preface + RawH2Client.frame(type: 4, flags: 0, stream: 0, []) + client.request(stream: 1))
+        _ = try #require(rig.statistics { $0.requests == 1 }, "the first request judged, its answer held")
+        try client.send(RawH2Client.cancel(stream: 1) + client.request(stream: 3))
+        let frames = try client.readFrames { $0.contains { $0.type == 1 && $0.stream == 3 } }
+        #expect(frames.contains { $0.type == 1 && $0.stream == 3 }, "the second answer, after the first was due")
+        let statistics = try #require(rig.statistics { $0.accepted + $0.unsentAnswers == 2 })
+        #expect(statistics.accepted == 1 && statistics.unsentAnswers == 1)
+    }
+
     @Test func anAnswerHeldPastItsClientsPatienceIsCountedAsUnsent() throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(responseDelay: .seconds(30)) }
         let response = try rig.curl(extra: ["--max-time", "1"])

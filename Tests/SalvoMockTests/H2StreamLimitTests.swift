@@ -80,6 +80,21 @@ struct RawH2Client {
         return Self.frame(type: 1, flags: 0x04, stream: id, block)
     }
 
+    /// A whole well-formed request: HEADERS (the topic and push type as new-name literals)
+    /// and a DATA frame with the alert payload that ends the stream.
+    func request(stream id: UInt32) -> [UInt8] {
+        func literal(_ name: String, _ value: String) -> [UInt8] {
+            [0x00, UInt8(name.utf8.count)] + Array(name.utf8) + [UInt8(value.utf8.count)] + Array(value.utf8)
+        }
+        var headers = openRequest(stream: id)
+        let block = Array(headers[9...]) + literal("apns-topic", "com.example.app") + literal("apns-push-type", "alert")
+        headers = Self.frame(type: 1, flags: 0x04, stream: id, block)
+        return headers + Self.frame(type: 0, flags: 0x01, stream: id, Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+    }
+
+    /// RST_STREAM with CANCEL.
+    static func cancel(stream id: UInt32) -> [UInt8] { frame(type: 3, flags: 0, stream: id, [0, 0, 0, 8]) }
+
     func send(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try stream.writeAll($0) } }
 
     /// Reads frames until `done` says so, the server closes, or 10 s pass.

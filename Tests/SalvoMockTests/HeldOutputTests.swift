@@ -16,11 +16,11 @@ import Testing
         var output = OutputBuffer(capacity: 16)
         let (empty, earliest, keepsOrder) = (held.isEmpty, held.earliest, held.keepsOrder(Instant(nanoseconds: 1)))
         #expect(empty && earliest == nil && keepsOrder)
-        held.hold(.init(due: Instant(nanoseconds: 10), reason: nil, digest: 1))
-        held.hold(.init(due: Instant(nanoseconds: 10), reason: .badDeviceToken, digest: 2))
+        held.hold(.init(due: Instant(nanoseconds: 10), digest: 1, streamID: 1, reason: nil))
+        held.hold(.init(due: Instant(nanoseconds: 10), digest: 2, streamID: 3, reason: .badDeviceToken))
         frame(1).withUnsafeBytes { held.holdFrame($0) }
         frame(2).withUnsafeBytes { held.holdFrame($0) }
-        held.hold(.init(due: Instant(nanoseconds: 20), reason: nil, digest: 3))
+        held.hold(.init(due: Instant(nanoseconds: 20), digest: 3, streamID: 5, reason: nil))
         let (tooEarly, onTime) = (held.keepsOrder(Instant(nanoseconds: 19)), held.keepsOrder(Instant(nanoseconds: 20)))
         #expect(!tooEarly && onTime)
         frame(3).withUnsafeBytes { held.holdFrame($0) }
@@ -60,8 +60,8 @@ import Testing
     @Test func aFrameMadeLateWaitsForTheLatestHeld() {
         var held = HeldOutput()
         var output = OutputBuffer(capacity: 16)
-        held.hold(.init(due: Instant(nanoseconds: 10), reason: nil, digest: 1))
-        held.hold(.init(due: Instant(nanoseconds: 30), reason: nil, digest: 2))
+        held.hold(.init(due: Instant(nanoseconds: 10), digest: 1, streamID: 1, reason: nil))
+        held.hold(.init(due: Instant(nanoseconds: 30), digest: 2, streamID: 3, reason: nil))
         frame(1).withUnsafeBytes { held.holdFrame($0) }
         held.releaseBytes(by: Instant(nanoseconds: 10), into: &output)
         let seen7 = bytes(output)
@@ -73,18 +73,43 @@ import Testing
         #expect(seen8 == frame(1))
     }
 
+    /// A client's reset finds the stream's held answer: it stops counting as held (against
+    /// the stream limit, or as unsent when the connection goes), and comes out marked when
+    /// due; its bytes still go.
+    @Test func aResetStreamsAnswerIsMarkedAndNoLongerCounts() {
+        var held = HeldOutput()
+        var output = OutputBuffer(capacity: 16)
+        held.hold(.init(due: Instant(nanoseconds: 10), digest: 1, streamID: 1, reason: nil))
+        held.hold(.init(due: Instant(nanoseconds: 10), digest: 2, streamID: 3, reason: nil))
+        held.hold(.init(due: Instant(nanoseconds: 20), digest: 3, streamID: 5, reason: nil))
+        frame(1).withUnsafeBytes { held.holdFrame($0) }
+        let (first, again, unknown) = (held.reset(streamID: 3), held.reset(streamID: 3), held.reset(streamID: 7))
+        #expect(first && !again && !unknown, "counted once, and only for an answer held")
+        let heldCount = held.count
+        #expect(heldCount == 2)
+        let answers = [held.popDueAnswer(by: Instant(nanoseconds: 10)), held.popDueAnswer(by: Instant(nanoseconds: 10))]
+        #expect(answers.map { $0?.streamID } == [1, 3] && answers.map { $0?.isReset } == [false, true])
+        held.releaseBytes(by: Instant(nanoseconds: 20), into: &output)
+        let seen = bytes(output)
+        #expect(seen == frame(1), "the bytes go all the same")
+        let last = held.reset(streamID: 5)
+        #expect(last)
+        let unsent = held.discard()
+        #expect(unsent == 0, "already counted when reset")
+    }
+
     @Test func aConnectionGoneDiscardsWhatIsHeldAndCountsTheAnswers() {
         var held = HeldOutput()
         var output = OutputBuffer(capacity: 16)
-        held.hold(.init(due: Instant(nanoseconds: 10), reason: nil, digest: 1))
-        held.hold(.init(due: Instant(nanoseconds: 10), reason: nil, digest: 2))
+        held.hold(.init(due: Instant(nanoseconds: 10), digest: 1, streamID: 1, reason: nil))
+        held.hold(.init(due: Instant(nanoseconds: 10), digest: 2, streamID: 3, reason: nil))
         frame(1, 40).withUnsafeBytes { held.holdFrame($0) }
         let unsent = held.discard()
         #expect(unsent == 2)
         let seen9 = heldState(held)
         #expect(seen9 == (0, nil))
         // Holding goes on from a clean slate.
-        held.hold(.init(due: Instant(nanoseconds: 50), reason: nil, digest: 3))
+        held.hold(.init(due: Instant(nanoseconds: 50), digest: 3, streamID: 5, reason: nil))
         frame(2).withUnsafeBytes { held.holdFrame($0) }
         held.releaseBytes(by: Instant(nanoseconds: 50), into: &output)
         let seen10 = bytes(output)

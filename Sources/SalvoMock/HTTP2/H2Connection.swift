@@ -400,6 +400,12 @@ final class H2Connection: ServerConnection {
         if isValid, let every = state.plan.stallEvery, validRequests % every == 0 { stall() }
     }
 
+    /// The client reset the stream. An answer held as bytes is found in `heldOutput`: its
+    /// stream may be closed in nghttp2 already (closed as its frames were made).
+    fileprivate func streamReset(streamID: Int32) {
+        if heldOutput.reset(streamID: streamID) { tally.unsentAnswers += 1 }
+    }
+
     fileprivate func streamClosed(streamID: Int32) {
         guard let index = slotIndex(streamID) else { return }
         if !slots[index].judged && !isDropping { tally.resetStreams += 1 }
@@ -451,7 +457,7 @@ final class H2Connection: ServerConnection {
         }
         let due = Instant(nanoseconds: readAt.nanoseconds &+ holdTime)
         if heldOutput.keepsOrder(due) && !state.recordRequests {
-            heldOutput.hold(HeldOutput.Answer(due: due, reason: reason, digest: slots[index].digest.value))
+            heldOutput.hold(HeldOutput.Answer(due: due, digest: slots[index].digest.value, streamID: streamID, reason: reason))
             slots[index].framesHeld = true
             openWithFramesHeld += 1
             submitAnswer(streamID, index)
@@ -536,6 +542,8 @@ final class H2Connection: ServerConnection {
             answer(entry.streamID, index)
         }
         while let due = heldOutput.popDueAnswer(by: now) {
+            // A reset stream's answer was counted as unsent when the client reset it.
+            guard !due.isReset else { continue }
             if let reason = due.reason { count(rejection: reason) } else { count(acceptedWithDigest: due.digest) }
         }
         heldOutput.releaseBytes(by: now, into: &output)
@@ -720,6 +728,9 @@ final class SessionCallbacks: @unchecked Sendable {
             let endsStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
             if endsStream && (header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue)) {
                 connection(user) { $0.requestComplete(streamID: header.stream_id) }
+            } else if header.type == UInt8(NGHTTP2_RST_STREAM.rawValue) {
+                // Called for a stream nghttp2 has closed too (not for an idle one).
+                connection(user) { $0.streamReset(streamID: header.stream_id) }
             }
             return 0
         }

@@ -16,9 +16,10 @@ import SalvoWire
 /// the sender's rate from 612,000 to 635,000/s (four runs each).
 ///
 /// The stream is closed in nghttp2 while the client still counts it open, so the
-/// connection counts held answers against the stream limit itself; and a client's reset
-/// of a stream whose answer is held here no longer finds it (the answer is counted and
-/// sent; the client ignores it).
+/// connection counts held answers against the stream limit itself, and finds here the
+/// answer to a stream the client resets (`reset(streamID:)`): it counts as unsent, not for
+/// what it says, and stops counting against the limit; its bytes still go out when due
+/// (they keep the HPACK state in step), and the client ignores them.
 ///
 /// An answer is counted when it falls due, before its bytes are written; its frames come
 /// out of nghttp2 after it is held, and are held until the latest due time held so far,
@@ -27,11 +28,16 @@ struct HeldOutput: ~Copyable {
     /// What an answer counts for, once due: accepted (with its digest) or rejected.
     struct Answer {
         var due: Instant
-        var reason: APNsReason?
         var digest: UInt64
+        var streamID: Int32
+        var reason: APNsReason?
+        /// The client reset the stream: the answer was counted as unsent then.
+        var isReset = false
     }
 
     private var answers: Deque<Answer> = []
+    /// Answers held whose streams the client reset.
+    private var resetCount = 0
     private var bytes = OutputBuffer(capacity: 1 << 12)
     /// Runs of held bytes due at the same time: each ends `end` bytes into the bytes ever
     /// held (`heldBytes`).
@@ -41,8 +47,8 @@ struct HeldOutput: ~Copyable {
     /// The latest due time held.
     private var latest: Instant?
 
-    /// Answers held and not yet due.
-    var count: Int { answers.count }
+    /// Answers held and not yet due, but for those whose streams the client reset.
+    var count: Int { answers.count - resetCount }
 
     /// Whether nothing, answer or byte, is held.
     var isEmpty: Bool { answers.isEmpty && runs.isEmpty }
@@ -72,10 +78,22 @@ struct HeldOutput: ~Copyable {
         }
     }
 
-    /// Removes and returns the earliest answer if it is due by `now`.
+    /// Removes and returns the earliest answer if it is due by `now` (one whose stream was
+    /// reset too: it counts for nothing more).
     mutating func popDueAnswer(by now: Instant) -> Answer? {
         guard let first = answers.first, first.due <= now else { return nil }
+        if first.isReset { resetCount -= 1 }
         return answers.removeFirst()
+    }
+
+    /// The client reset `streamID`: marks its answer reset if one is held (the last held
+    /// for that stream; resets are rare, so a search from the newest). Returns whether
+    /// one was, to be counted as unsent.
+    mutating func reset(streamID: Int32) -> Bool {
+        guard let index = answers.lastIndex(where: { $0.streamID == streamID }), !answers[index].isReset else { return false }
+        answers[index].isReset = true
+        resetCount += 1
+        return true
     }
 
     /// Moves the bytes due by `now` into `output`.
@@ -92,10 +110,12 @@ struct HeldOutput: ~Copyable {
         releasedBytes = end
     }
 
-    /// Forgets everything held (the connection is gone); returns how many answers were.
+    /// Forgets everything held (the connection is gone); returns how many answers were,
+    /// but for those already counted as unsent when their streams were reset.
     mutating func discard() -> Int {
-        let unsent = answers.count
+        let unsent = count
         answers.removeAll()
+        resetCount = 0
         runs.removeAll()
         bytes.consume(bytes.count)
         releasedBytes = heldBytes
