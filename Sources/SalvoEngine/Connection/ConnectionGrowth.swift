@@ -49,17 +49,20 @@ import Synchronization
 ///   is saturated, and they took far longer than the network's round trip (`heldAnswers`:
 ///   Apple taking 100–300 ms to answer over a path of a few), nothing but the streams
 ///   bounds what the connections carry: their streams ÷ the answer time. That rate is
-///   computed, not counted, and the step judged by it is taken at once: the shortest
-///   answer of the run is one of the first, sent before any queue built up (on a loaded
-///   loopback 0–2 ms), so a long one was held, not queued, and there is no queue for the
-///   shortest-answer rule to wait for. Waiting an answer time and a quarter for it, 96
-///   connections came 250 ms into a 1.65 s run at 100 ms, and 256 came 750 ms into a 2 s
-///   run at 300 ms; counting first took longer still. What the streams allowed is the
+///   computed, not counted, and the step judged by it is taken at once, while the answers
+///   show no queue: the run's shortest answer is one of the first, sent before any queue
+///   built up (on a loaded loopback 0–2 ms), so a long one was held, not queued, and the
+///   answers since every connection was loaded are within a quarter of it. (Answers that
+///   do queue say the connections may already be more than the cores fill: then the
+///   shortest-answer rule is waited for, as above.) Waiting for it every time, 96
+///   connections came 250–305 ms into a 1.65 s run at 100 ms, and 256 came 750 ms into a
+///   2 s run at 300 ms; now 120–150 ms and about 400 ms. What the streams allowed is the
 ///   most the connections before the step could carry, not what they did, so such a step
 ///   is not given back; another follows while the connections carry `heldShare` of what
-///   their streams allow (at 100 ms, 96 carried 73 %: the cores bound them, and 192
-///   carried 3–5 % less). Over a full path (answers about a round trip long) the rate is
-///   counted as before.
+///   their streams allow, two windows in a row (the answers come back in waves, and one
+///   window can catch a crest). At 100 ms, 96 carry about 73 %: the cores bound them, and
+///   192 carried 3–5 % less. Over a full path (answers about a round trip long) the rate
+///   is counted as before.
 ///
 /// Connections are never closed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
