@@ -152,7 +152,7 @@ private struct SentFrame {
 
 /// A session with a delegate that records what it hears and serves bodies of counting bytes.
 private final class Peer: ClientSessionDelegate {
-    var session: ClientSession!
+    var session: ClientSession<Peer>!
     var events: [String] = []
     var bodyTaken: [Int32: Int] = [:]
     private var bodyLength: [Int32: Int] = [:]

@@ -79,7 +79,7 @@ private func deviceToken(_ n: UInt8) -> DeviceToken {
 /// A client session whose requests are collected as bytes, with the gateway's SETTINGS
 /// received (so that every request goes out at once, not one stream at a time).
 private final class RequestWire: ClientSessionDelegate {
-    private var session: ClientSession!
+    private var session: ClientSession<RequestWire>!
     private var bodies: [Int32: [UInt8]] = [:]
     private var nextSlot: Int32 = 0
     private(set) var output: [UInt8] = []

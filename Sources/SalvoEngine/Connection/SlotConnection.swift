@@ -80,7 +80,10 @@ private protocol LinkOwner: AnyObject {
 /// which the write path touches for every record.
 class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     let lane: Lane
-    unowned let shard: Shard
+    /// The shard owns its connections and outlives them, so the reference is neither counted
+    /// nor checked: the write and answer paths read it for every request (`shard.loop.now`),
+    /// and a checked `unowned` took a strong retain and a release each time.
+    unowned(unsafe) let shard: Shard
     let index: Int
     final var machine: ConnectionMachine<Link, Window>
     /// The machine's window, held here too: the write path touches it for every record.

@@ -13,7 +13,7 @@ import SalvoWire
 final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDelegate {
     private let requests: RequestRecordBuilder
     private let options: HTTP2Options
-    private var session: ClientSession?
+    private var session: ClientSession<ProviderConnection>?
     /// The link the session runs on.
     private weak var sessionLink: Link?
     // Its per-request state (the fields marked below) skips Swift's dynamic exclusivity
@@ -179,7 +179,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     /// Submits requests while streams and arena space are free; returns how many.
-    private func openStreams(on session: ClientSession, flush: Bool) throws -> Int {
+    private func openStreams(on session: ClientSession<ProviderConnection>, flush: Bool) throws -> Int {
         refreshProviderToken()
         var budget = streamLimit(of: session) - window.openCount
         var opened = 0
@@ -223,7 +223,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     /// The most streams this connection may have open: the gateway's limit and ours.
-    private func streamLimit(of session: ClientSession) -> Int {
+    private func streamLimit(of session: ClientSession<ProviderConnection>) -> Int {
         min(options.maximumConcurrentStreams, session.remoteStreamLimit)
     }
 
@@ -260,7 +260,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     /// Reads a notification to try again from its source and submits it.
-    private func resubmit(_ retry: Retry, on session: ClientSession) throws {
+    private func resubmit(_ retry: Retry, on session: ClientSession<ProviderConnection>) throws {
         var length = 0
         do {
             try shard.replayer.read(retry.run, items: 0..<1, retained: lane.retained) { notification throws(ReplayError) in
@@ -285,7 +285,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     /// Opens a stream for `record`: its header fields, its body in the arena.
     private func submit(_ record: RequestRecord, index: UInt64, source: SourceID, position: SourcePosition,
-                        attempts: Attempts, on session: ClientSession) throws(HTTP2SessionError) {
+                        attempts: Attempts, on session: ClientSession<ProviderConnection>) throws(HTTP2SessionError) {
         let token = record.token
         let slot = window.open(OpenStream(index: index, source: source, position: position, token: token,
                                           attempts: attempts, tokenGeneration: tokenGeneration))
