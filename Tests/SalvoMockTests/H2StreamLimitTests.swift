@@ -70,15 +70,16 @@ struct RawH2Client {
             + withUnsafeBytes(of: stream.bigEndian, Array.init) + payload
     }
 
-    /// HEADERS of a POST that stays open (no END_STREAM): the stream counts against the limit.
-    func openRequest(stream id: UInt32) -> [UInt8] {
+    /// The pseudo-headers of a POST to the test token. Static table: 3 = :method POST,
+    /// 7 = :scheme https; literals with indexed names 1 (:authority) and 4 (:path), without
+    /// indexing.
+    private var pseudoHeaders: [UInt8] {
         func literal(nameIndex: UInt8, _ value: String) -> [UInt8] { [nameIndex, UInt8(value.utf8.count)] + Array(value.utf8) }
-        // Static table: 3 = :method POST, 7 = :scheme https; literals with indexed names
-        // 1 (:authority) and 4 (:path), without indexing.
-        let block: [UInt8] = [0x83, 0x87] + literal(nameIndex: 0x01, "127.0.0.1:\(port)")
-            + literal(nameIndex: 0x04, "/3/device/\(h2Token)")
-        return Self.frame(type: 1, flags: 0x04, stream: id, block)
+        return [0x83, 0x87] + literal(nameIndex: 0x01, "127.0.0.1:\(port)") + literal(nameIndex: 0x04, "/3/device/\(h2Token)")
     }
+
+    /// HEADERS of a POST that stays open (no END_STREAM): the stream counts against the limit.
+    func openRequest(stream id: UInt32) -> [UInt8] { Self.frame(type: 1, flags: 0x04, stream: id, pseudoHeaders) }
 
     /// A whole well-formed request: HEADERS (the topic and push type as new-name literals)
     /// and a DATA frame with the alert payload that ends the stream.
@@ -86,10 +87,9 @@ struct RawH2Client {
         func literal(_ name: String, _ value: String) -> [UInt8] {
             [0x00, UInt8(name.utf8.count)] + Array(name.utf8) + [UInt8(value.utf8.count)] + Array(value.utf8)
         }
-        var headers = openRequest(stream: id)
-        let block = Array(headers[9...]) + literal("apns-topic", "com.example.app") + literal("apns-push-type", "alert")
-        headers = Self.frame(type: 1, flags: 0x04, stream: id, block)
-        return headers + Self.frame(type: 0, flags: 0x01, stream: id, Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        let block = pseudoHeaders + literal("apns-topic", "com.example.app") + literal("apns-push-type", "alert")
+        return Self.frame(type: 1, flags: 0x04, stream: id, block)
+            + Self.frame(type: 0, flags: 0x01, stream: id, Array(#"{"aps":{"alert":"hi"}}"#.utf8))
     }
 
     /// RST_STREAM with CANCEL.
