@@ -83,7 +83,8 @@ public final class EventLoop: @unchecked Sendable {
     private var timerActions: [UInt64: TimerAction] = [:]
     private var nextTimerID: UInt64 = 1
 
-    private let tasks = Locked<[@Sendable () -> Void]>([])
+    /// Tasks for the loop thread; `isClosed` once `run()` has run its last ones.
+    private let tasks = Locked<(queued: [@Sendable () -> Void], isClosed: Bool)>(([], false))
     /// The other half of a double buffer with `tasks`, so draining allocates nothing.
     private var draining: [@Sendable () -> Void] = []
     private let wakePending = Atomic<Bool>(false)
@@ -233,10 +234,16 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Cross-thread
 
-    /// Runs `task` on the loop thread soon. Safe from any thread.
+    /// Runs `task` on the loop thread soon. Safe from any thread. Once `run()` has returned,
+    /// nothing runs it: it is dropped at once, so that what it captures is released (kept,
+    /// a task capturing a shard kept the shard and every connection of it alive).
     public func execute(_ task: @escaping @Sendable () -> Void) {
-        tasks.withLock { $0.append(task) }
-        wakeUp()
+        let queued = tasks.withLock { tasks in
+            guard !tasks.isClosed else { return false }
+            tasks.queued.append(task)
+            return true
+        }
+        if queued { wakeUp() }
     }
 
     /// Wakes the loop so that it runs queued tasks and `onWakeUp`. Safe from any thread;
@@ -267,7 +274,7 @@ public final class EventLoop: @unchecked Sendable {
         while !stopRequested.load(ordering: .acquiring) {
             try runOnce(timeoutMilliseconds: nextTimeoutMilliseconds())
         }
-        runQueuedTasks()
+        runQueuedTasks(closing: true)
     }
 
     /// Stops a debug build when called off the loop's thread while `run()` runs: the check
@@ -322,8 +329,12 @@ public final class EventLoop: @unchecked Sendable {
         onWakeUp?()
     }
 
-    private func runQueuedTasks() {
-        tasks.withLock { queued in swap(&queued, &draining) }
+    /// Runs what was queued; with `closing`, the last: later tasks are dropped (`execute`).
+    private func runQueuedTasks(closing: Bool = false) {
+        tasks.withLock { tasks in
+            swap(&tasks.queued, &draining)
+            if closing { tasks.isClosed = true }
+        }
         for task in draining { task() }
         draining.removeAll(keepingCapacity: true)
     }

@@ -32,6 +32,25 @@ import Testing
         #expect(counter.load(ordering: .relaxed) == 1000)
     }
 
+    /// A loop whose `run()` has returned runs nothing more: a task queued then is dropped at
+    /// once, and what it captures is released (kept, one that captured a shard kept the
+    /// shard and all its connections alive after the sender finished).
+    @Test func aTaskQueuedAfterTheLoopEndedIsDroppedAndWhatItCapturesReleased() throws {
+        final class Captured: Sendable {}
+        let thread = try LoopThread(name: "test-loop")
+        thread.stopAndJoin()
+        let ran = Atomic<Bool>(false)
+        weak var released: Captured?
+        do {
+            let captured = Captured()
+            released = captured
+            thread.loop.execute { withExtendedLifetime(captured) { ran.store(true, ordering: .relaxed) } }
+        }
+        let didRun = ran.load(ordering: .relaxed)
+        #expect(released == nil, "dropped at once, not kept for a loop that will not run it")
+        #expect(!didRun)
+    }
+
     @Test func readinessIsDispatchedToTheRegisteredHandler() throws {
         let loop = try EventLoop()
         let listener = try Socket.listen(host: "127.0.0.1", port: 0)
