@@ -258,16 +258,22 @@ final class H2Connection: ServerConnection {
     /// those still held are never sent.
     private func drop() {
         produce()
-        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld }) + heldOutput.discard()
+        tally.unsentAnswers += discardHeldAnswers()
         publish()
         state.count { $0.droppedConnections += 1 }
         respondAndClose(output.takeAll(), closeNotify: false)
     }
 
+    /// How many answers are still held, of both kinds (they are never sent now); forgets
+    /// those held as bytes.
+    private func discardHeldAnswers() -> Int {
+        slots.count(where: { $0.inUse && $0.isHeld }) + heldOutput.discard()
+    }
+
     /// The client closed (or its stream failed): its open streams are abandoned.
     private func clientWentAway() {
         tally.resetStreams += slots.count(where: { $0.inUse && !$0.judged })
-        tally.unsentAnswers += slots.count(where: { $0.inUse && $0.isHeld }) + heldOutput.discard()
+        tally.unsentAnswers += discardHeldAnswers()
         publish()
         close()
     }
@@ -461,11 +467,10 @@ final class H2Connection: ServerConnection {
             slots[index].framesHeld = true
             openWithFramesHeld += 1
             submitAnswer(streamID, index)
-            if releaseTimer.map({ due < $0.due }) ?? true { armReleaseTimer() }
-            return
+        } else {
+            slots[index].isHeld = true
+            held.insert(due: due, streamID: streamID, slot: Int32(index))
         }
-        slots[index].isHeld = true
-        held.insert(due: due, streamID: streamID, slot: Int32(index))
         // Answers held for a fixed time fall due after the one the timer waits for.
         if releaseTimer.map({ due < $0.due }) ?? true { armReleaseTimer() }
     }
