@@ -50,8 +50,8 @@ import Testing
         try peer.receive(frame(.goAway, stream: 0, [0, 0, 0, 5, 0, 0, 0, 0] + Array("bye".utf8)))
         try peer.submit(slot: 9, body: 3)
         #expect(peer.events == [
-            "header 0 :status 400", "header 0 apns-id X", "body 0 {\"re", "body 0 ason\"}", "closed 0 0",
-            "closed 1 refused 7", "header 2 :status 200", "closed 2 0",
+            "status 0 400", "body 0 {\"re", "body 0 ason\"}", "closed 0 0",
+            "closed 1 refused 7", "status 2 200", "closed 2 0",
             "goaway 5 0 bye", "closed 3 refused 7", "not sent 9",
         ])
         #expect(peer.sent().isEmpty)
@@ -90,6 +90,14 @@ import Testing
         #expect(error?.description.contains(saying) == true, "\(error.map(String.init(describing:)) ?? "")")
         #expect(peer.sent().last?.summary == "GOAWAY \(code)")
         #expect(throws: HTTP2SessionError.self) { try peer.receive(settings([])) }
+    }
+
+    /// An answer's `apns-id` differs every time: a header table would only make us decode
+    /// and keep each one (what the gateway's encoder does then: HPACKDecoderTests).
+    @Test func ourSettingsAskForNoHeaderTableNoPushAndAWideWindow() {
+        let peer = Peer()
+        _ = peer.sent()
+        #expect(peer.ourSettings.map { "\($0.0)=\($0.1)" } == ["1=0", "2=0", "4=\(1 << 30)"])
     }
 
     @Test func theFirstFrameMustBeSettings() throws {
@@ -158,6 +166,8 @@ private final class Peer: ClientSessionDelegate {
     private var bodyLength: [Int32: Int] = [:]
     private var parser = HTTP2FrameParser()
     private var prefaceSeen = false
+    /// Our SETTINGS, as the session first wrote them.
+    var ourSettings: [(UInt16, UInt32)] = []
     private var fields = HeaderFields(capacity: 4)
 
     init() { session = try! ClientSession(delegate: self) }
@@ -174,18 +184,26 @@ private final class Peer: ClientSessionDelegate {
         try session.submit(fields, bodyLength: body, slot: slot)
     }
 
-    /// The frames written since the last call (the preface and our SETTINGS left out).
+    /// The frames written since the last call (the preface, our SETTINGS and the
+    /// connection's WINDOW_UPDATE left out; the settings are kept in `ourSettings`).
     func sent() -> [SentFrame] {
         var output = OutputBuffer(capacity: 1 << 10)
         session.send(into: &output, limit: .max)
         var bytes = output.takeAll()
-        if !prefaceSeen {
-            prefaceSeen = true
-            bytes.removeFirst(HTTP2.clientPreface.utf8CodeUnitCount + 9 + 12 + 9 + 4)
-        }
+        if !prefaceSeen { bytes.removeFirst(HTTP2.clientPreface.utf8CodeUnitCount) }
         var frames: [SentFrame] = []
         try! bytes.withUnsafeBytes { bytes in
             try parser.parse(bytes) { header, payload in frames.append(SentFrame(header: header, payload: Array(payload))) }
+        }
+        if !prefaceSeen {
+            prefaceSeen = true
+            let payload = frames.removeFirst().payload
+            ourSettings = stride(from: 0, to: payload.count, by: 6).map { (offset: Int) -> (UInt16, UInt32) in
+                let identifier = UInt16(payload[offset]) << 8 | UInt16(payload[offset + 1])
+                let value = payload[(offset + 2)..<(offset + 6)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                return (identifier, value)
+            }
+            frames.removeFirst()
         }
         return frames
     }
@@ -198,8 +216,8 @@ private final class Peer: ClientSessionDelegate {
         return (count, taken + count == bodyLength[slot]!)
     }
 
-    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        events.append("header \(slot) \(String(decoding: name, as: UTF8.self)) \(String(decoding: value, as: UTF8.self))")
+    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {
+        events.append("status \(slot) \(String(decoding: value, as: UTF8.self))")
     }
     func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {
         events.append("body \(slot) \(String(decoding: chunk, as: UTF8.self))")

@@ -135,7 +135,7 @@ private final class RequestWire: ClientSessionDelegate {
         return (body.count, true)
     }
 
-    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {}
+    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {}
     func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {}
     func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {}
     func requestNotSent(slot: Int32) {}

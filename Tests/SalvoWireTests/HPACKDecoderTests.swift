@@ -165,6 +165,67 @@ import Testing
         }
     }
 
+    // MARK: Reading some fields only
+
+    /// The fields `reading` declines are left out, and the table still follows every
+    /// indexed one, read or not.
+    @Test(arguments: [4096, 0])
+    func fieldsNotReadAreLeftOutAndTheTableStillKeepsStep(tableSize: Int) throws {
+        var deflater: OpaquePointer?
+        try #require(nghttp2_hd_deflate_new(&deflater, 4096) == 0)
+        defer { nghttp2_hd_deflate_del(deflater) }
+        try #require(nghttp2_hd_deflate_change_table_size(deflater, tableSize) == 0)
+        var decoder = HPACKDecoder()
+        var random = SplitMix64(seed: 7)
+        let names = [":status", "apns-id", "apns-unique-id", "content-type", "x-custom"]
+        for n in 0..<500 {
+            let fields = (0..<Int(1 + random.next() % 4)).map { _ in
+                (name: Array(names[Int(random.next() % UInt64(names.count))].utf8),
+                 value: Array(String(random.next() % 1000).utf8), noIndex: random.next() % 4 == 0)
+            }
+            let block = try deflate(fields, with: deflater)
+            var read: [[UInt8]] = []
+            try block.withUnsafeBytes { buffer in
+                try decoder.decode(buffer, reading: { $0.first == UInt8(ascii: ":") }) { name, value in read.append(Array(name) + Array(value)) }
+            }
+            #expect(read == fields.filter { $0.name.first == UInt8(ascii: ":") }.map { $0.name + $0.value }, "block \(n)")
+            #expect(decoder.size == nghttp2_hd_deflate_get_dynamic_table_size(deflater), "block \(n)")
+        }
+    }
+
+    /// A value neither read nor indexed is not Huffman-decoded: one with bad padding passes.
+    @Test func aValueNeitherReadNorIndexedIsNotDecoded() throws {
+        // Without indexing, the name x, a 1-byte Huffman value: '0' (00000) then 000.
+        let block: [UInt8] = [0x00, 0x01, UInt8(ascii: "x"), 0x81, 0x00]
+        var decoder = HPACKDecoder()
+        #expect(throws: HPACKDecodingError(.huffmanPadding, at: 3)) { try Self.decode(block, with: &decoder) }
+        var read = 0
+        try block.withUnsafeBytes { buffer in try decoder.decode(buffer, reading: { _ in false }) { _, _ in read += 1 } }
+        #expect(read == 0)
+        // With incremental indexing (0x40) it enters the table, so it is decoded, and fails.
+        #expect(throws: HPACKDecodingError(.huffmanPadding, at: 3)) {
+            try ([0x40] + block.dropFirst()).withUnsafeBytes { buffer in try decoder.decode(buffer, reading: { _ in false }) { _, _ in } }
+        }
+    }
+
+    /// What the session's SETTINGS_HEADER_TABLE_SIZE 0 buys: nghttp2 (the mock's encoder)
+    /// then announces the empty table and sends each `apns-id` without indexing, with its
+    /// name spelled out, so a decoder reading `:status` only decodes no Huffman value.
+    @Test func withNoTableAnAnswersAPNsIDIsSentWithoutIndexing() throws {
+        var deflater: OpaquePointer?
+        try #require(nghttp2_hd_deflate_new(&deflater, 4096) == 0)
+        defer { nghttp2_hd_deflate_del(deflater) }
+        try #require(nghttp2_hd_deflate_change_table_size(deflater, 0) == 0)
+        for n in 0..<3 {
+            let answer = [(name: Array(":status".utf8), value: Array("200".utf8), noIndex: false),
+                          (name: Array("apns-id".utf8), value: Array("6E1A2F3C-55AB-4C3D-9E2F-00000000000\(n)".utf8), noIndex: false)]
+            let block = try deflate(answer, with: deflater)
+            // A size update to 0 in the first block only, :status 200 (static index 8), then
+            // a literal without indexing (0000) and a new name (index 0).
+            #expect(Array(block.prefix(n == 0 ? 3 : 2)) == (n == 0 ? [0x20, 0x88, 0x00] : [0x88, 0x00]), "answer \(n)")
+        }
+    }
+
     /// §4.4: a new entry may name an entry that its own insertion evicts.
     @Test func anEntryNamedByTheEntryItEvicts() throws {
         var decoder = HPACKDecoder()

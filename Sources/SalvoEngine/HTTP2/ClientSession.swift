@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import DequeModule
 import SalvoIO
 import SalvoWire
@@ -6,8 +9,9 @@ import SalvoWire
 /// frames. Streams are named by the slot the connection gave them when it submitted them
 /// (`StreamWindow`'s slot numbers). Public for the fuzz target only (`Tests/Fuzz`).
 @_spi(Fuzzing) public protocol ClientSessionDelegate: AnyObject {
-    /// A response header of a stream (`:status`, `apns-id`, …).
-    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
+    /// A stream's `:status`, as sent: the one response header the sender reads (a
+    /// notification is named by its stream, not by the `apns-id` echoed back).
+    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer)
     /// A piece of a response body.
     func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer)
     /// The stream ended: answered (its response is complete), reset by the gateway, or
@@ -150,13 +154,21 @@ import SalvoWire
     }
 
     /// Starts a session and queues the connection preface with our SETTINGS (no server
-    /// push, our receive window) and the connection's window to match.
+    /// push, our receive window, no header table) and the connection's window to match.
+    ///
+    /// No header table (SETTINGS_HEADER_TABLE_SIZE 0), because an answer repeats nothing
+    /// worth indexing: its `apns-id` differs every time. With a table, the gateway indexes
+    /// each one, and we must decode (Huffman) and store each to keep our copy of the table
+    /// in step, 14% of the sender's CPU at 0.1 µs per answer. Without, the gateway sends it
+    /// unindexed, and the decoder steps over what we do not read. The decoder still takes
+    /// a table up to the protocol's default: the gateway may use one until it has our SETTINGS.
     public init(delegate: Delegate) throws(HTTP2SessionError) {
         delegateReference = Unmanaged.passUnretained(delegate)
         write(upTo: 64) { writer in
             let preface = HTTP2.clientPreface
             writer.write(UnsafeRawBufferPointer(start: preface.utf8Start, count: preface.utf8CodeUnitCount))
-            HTTP2FrameWriter.settings([(HTTP2Setting.enablePush, 0), (HTTP2Setting.initialWindowSize, UInt32(Self.receiveWindow))],
+            HTTP2FrameWriter.settings([(HTTP2Setting.headerTableSize, 0), (HTTP2Setting.enablePush, 0),
+                                       (HTTP2Setting.initialWindowSize, UInt32(Self.receiveWindow))],
                                       into: &writer)
             HTTP2FrameWriter.windowUpdate(stream: 0, increment: UInt32(Self.receiveWindow - HTTP2.defaultWindowSize),
                                           into: &writer)
@@ -363,15 +375,16 @@ import SalvoWire
         if block.endStream, let place { close(at: place, errorCode: HTTP2ErrorCode.noError) }
     }
 
-    /// Decodes a whole block, handing its fields to the delegate if the stream is open.
+    /// Decodes a whole block, handing its `:status` to the delegate if the stream is open.
     private func decode(_ block: UnsafeRawBufferPointer, place: Int?) -> HPACKDecodingError? {
         do throws(HPACKDecodingError) {
-            try decoder.decode(block) { name, value in
-                if let place { withDelegate { $0.responseHeader(slot: streams[place].slot, name: name, value: value) } }
+            try decoder.decode(block, reading: isStatus) { _, value in
+                if let place { withDelegate { $0.responseStatus(slot: streams[place].slot, value: value) } }
             }
             return nil
         } catch { return error }
     }
+
 
     private func rstStream(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
         try requireLength(header, 4)
@@ -532,4 +545,10 @@ import SalvoWire
                      "WINDOW_UPDATE", "CONTINUATION"]
         return Int(type.rawValue) < names.count ? names[Int(type.rawValue)] : "a frame of type \(type.rawValue)"
     }
+}
+
+/// Whether a response header is `:status`.
+private func isStatus(_ name: UnsafeRawBufferPointer) -> Bool {
+    let status: StaticString = ":status"
+    return name.count == status.utf8CodeUnitCount && memcmp(name.baseAddress!, status.utf8Start, name.count) == 0
 }

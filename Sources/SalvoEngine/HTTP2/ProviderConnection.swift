@@ -406,8 +406,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     // MARK: Session callbacks (inside `ClientSession.receive` and `submit`)
 
-    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        answers[Int(slot)].header(name: name, value: value)
+    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {
+        answers[Int(slot)].status(value)
     }
 
     func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {

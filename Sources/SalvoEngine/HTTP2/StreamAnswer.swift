@@ -34,8 +34,9 @@ struct StreamAnswer {
         case credentialsRefused(Rejection)
     }
 
-    mutating func header(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        guard name.elementsEqual(":status".utf8), value.count == 3 else { return }
+    /// The `:status` header's value: three digits, or it is not taken.
+    mutating func status(_ value: UnsafeRawBufferPointer) {
+        guard value.count == 3 else { return }
         var code = 0
         for digit in value {
             guard digit &- UInt8(ascii: "0") < 10 else { return }

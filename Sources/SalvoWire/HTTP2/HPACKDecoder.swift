@@ -117,6 +117,19 @@ public struct HPACKDecoder: ~Copyable {
     public mutating func decode(_ block: UnsafeRawBufferPointer,
                                 field: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Void)
         throws(HPACKDecodingError) {
+        try decode(block, reading: { _ in true }, field: field)
+    }
+
+    /// Decodes one whole header block and hands `field` the fields whose name `reading`
+    /// accepts, in order. The value of a field it declines, sent without indexing, is not
+    /// even Huffman-decoded: nothing needs it, as it never enters the table. (So a bad
+    /// Huffman string there goes unnoticed; its length, in the clear, still delimits it.)
+    /// A client that reads one header of a response saves most of its decoding so, once the
+    /// peer indexes nothing (our SETTINGS_HEADER_TABLE_SIZE 0).
+    public mutating func decode(_ block: UnsafeRawBufferPointer,
+                                reading: (_ name: UnsafeRawBufferPointer) -> Bool,
+                                field: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Void)
+        throws(HPACKDecodingError) {
         // A Huffman code is 5 bits at least: 8 bytes decode to 12.8 at most.
         let scratchNeeded = block.count * 8 / 5 + 8
         if scratch.count < scratchNeeded {
@@ -132,7 +145,7 @@ public struct HPACKDecoder: ~Copyable {
                 // Indexed field (§6.1).
                 let index = try reader.integer(prefixBits: 7)
                 let (name, value) = try lookup(index, at: start)
-                field(name, value)
+                if reading(name) { field(name, value) }
                 seenField = true
             } else if first & 0xE0 == 0x20 {
                 // Dynamic table size update (§6.3): only before the first field.
@@ -152,13 +165,15 @@ public struct HPACKDecoder: ~Copyable {
                 let name = index == 0
                     ? try readString(&reader, scratchUsed: &scratchUsed)
                     : try lookup(index, at: start).name
-                let value = try readString(&reader, scratchUsed: &scratchUsed)
-                if indexing, let entry = insert(name: name, value: value) {
-                    field(entry.name, entry.value)
-                } else {
-                    field(name, value)
-                }
                 seenField = true
+                // The table needs an indexed field's value whether it is read or not.
+                guard indexing || reading(name) else {
+                    try reader.skipString()
+                    continue
+                }
+                let value = try readString(&reader, scratchUsed: &scratchUsed)
+                let (keptName, keptValue) = indexing ? insert(name: name, value: value) ?? (name, value) : (name, value)
+                if reading(keptName) { field(keptName, keptValue) }
             }
         }
     }
@@ -192,6 +207,20 @@ public struct HPACKDecoder: ~Copyable {
                 shift += 7
             }
         }
+
+        /// A string literal's bytes as sent (§5.2), and whether they are Huffman-coded.
+        mutating func string() throws(HPACKDecodingError) -> (bytes: UnsafeRawBufferPointer, huffman: Bool) {
+            let start = position
+            guard start < block.count else { throw HPACKDecodingError(.truncated, at: start) }
+            let huffman = block[start] & 0x80 != 0
+            let count = try integer(prefixBits: 7)
+            guard count <= block.count - position else { throw HPACKDecodingError(.truncated, at: start) }
+            defer { position += count }
+            return (UnsafeRawBufferPointer(rebasing: block[position ..< position + count]), huffman)
+        }
+
+        /// Steps over a string literal, leaving it undecoded.
+        mutating func skipString() throws(HPACKDecodingError) { _ = try string() }
     }
 
     /// A string literal (§5.2): a view of the block, or its Huffman decoding in `scratch`
@@ -199,12 +228,7 @@ public struct HPACKDecoder: ~Copyable {
     private func readString(_ reader: inout Reader,
                             scratchUsed: inout Int) throws(HPACKDecodingError) -> UnsafeRawBufferPointer {
         let start = reader.position
-        guard start < reader.block.count else { throw HPACKDecodingError(.truncated, at: start) }
-        let huffman = reader.block[start] & 0x80 != 0
-        let count = try reader.integer(prefixBits: 7)
-        guard count <= reader.block.count - reader.position else { throw HPACKDecodingError(.truncated, at: start) }
-        let encoded = UnsafeRawBufferPointer(rebasing: reader.block[reader.position ..< reader.position + count])
-        reader.position += count
+        let (encoded, huffman) = try reader.string()
         guard huffman else { return encoded }
         let output = UnsafeMutableRawBufferPointer(rebasing: scratch[scratchUsed...])
         let decodedCount = try HPACKHuffman.decode(encoded, into: output, at: start)

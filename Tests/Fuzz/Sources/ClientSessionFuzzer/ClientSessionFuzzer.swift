@@ -28,7 +28,7 @@ struct Outcome: Equatable {
 }
 
 enum Event: Equatable {
-    case header(slot: Int32, name: [UInt8], value: [UInt8])
+    case status(slot: Int32, value: [UInt8])
     case body(slot: Int32, chunk: [UInt8])
     case bodyTaken(slot: Int32, count: Int)
     case closed(slot: Int32, refused: Bool, errorCode: UInt32)
@@ -73,9 +73,9 @@ final class Recorder: ClientSessionDelegate {
         require(open.contains(slot), "\(what) for slot \(slot), which is not open")
     }
 
-    func responseHeader(slot: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        requireOpen(slot, "a response header")
-        outcome.events.append(.header(slot: slot, name: Array(name), value: Array(value)))
+    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {
+        requireOpen(slot, "a response status")
+        outcome.events.append(.status(slot: slot, value: Array(value)))
     }
 
     func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {

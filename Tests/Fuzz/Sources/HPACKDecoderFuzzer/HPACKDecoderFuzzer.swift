@@ -5,7 +5,10 @@
 // 4,096), take the blocks in turn until one rejects a block. Properties:
 // - no trap, and no out-of-bounds access (AddressSanitizer);
 // - a block is accepted by both or rejected by both;
-// - an accepted block gives the same fields, in order, and leaves tables of the same size.
+// - an accepted block gives the same fields, in order, and leaves tables of the same size;
+// - a third decoder, reading only the fields whose name starts with ':' (as the sender
+//   reads `:status` only), gives those fields and the same table size, or rejects the
+//   block where the others do (it may accept one whose only fault is in a value it steps over).
 
 import CNghttp2Fuzz
 import FuzzSupport
@@ -14,6 +17,7 @@ import SalvoWire
 /// One input: libFuzzer's call, through runFuzzer in main.swift.
 func fuzzOne(_ input: UnsafeRawBufferPointer) {
     var decoder = HPACKDecoder()
+    var reader = HPACKDecoder()
     var inflater: OpaquePointer?
     require(nghttp2_hd_inflate_new(&inflater) == 0, "nghttp2_hd_inflate_new failed")
     defer { nghttp2_hd_inflate_del(inflater) }
@@ -31,6 +35,18 @@ func fuzzOne(_ input: UnsafeRawBufferPointer) {
             try decoder.decode(block) { name, value in ours.append(Field(name: Array(name), value: Array(value))) }
         } catch { failure = error }
         let theirs = inflate(block, with: inflater)
+        var read: [Field] = []
+        var readFailure: HPACKDecodingError?
+        do throws(HPACKDecodingError) {
+            try reader.decode(block, reading: { $0.first == UInt8(ascii: ":") }) { name, value in
+                read.append(Field(name: Array(name), value: Array(value)))
+            }
+        } catch { readFailure = error }
+        if failure == nil {
+            require(readFailure == nil, "block \(number): reading some fields fails (\(readFailure!)), all of them does not")
+            require(read == ours.filter { $0.name.first == UInt8(ascii: ":") }, "block \(number): read \(read) of \(ours)")
+            require(reader.size == decoder.size, "block \(number): reading some fields leaves \(reader.size) table bytes, all \(decoder.size)")
+        }
         switch (failure, theirs) {
         case (nil, let fields?):
             require(ours == fields, "block \(number): our fields \(ours), nghttp2's \(fields)")
