@@ -48,7 +48,9 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private var tokenGeneration: UInt32 = 0
     private var random: SplitMix64
     private var lastStreamLimit = 0
-    private var lastHeard: Instant = .now()
+    /// When the gateway's bytes were last read: for the idle PING, and the time of the
+    /// answers read with them.
+    @exclusivity(unchecked) private var lastHeard: Instant = .now()
     private var pingOutstanding = false
     private var flushTimer: TimerID?
     private var pingTimer: TimerID?
@@ -185,7 +187,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         var opened = 0
         let now = shard.loop.now.nanoseconds
         while budget > 0, bodies.hasRoom(for: requests.maximumLength), let retry = window.nextRetry(now: now) {
-            try resubmit(retry, on: session)
+            try resubmit(retry, at: now, on: session)
             budget -= 1
             opened += 1
         }
@@ -210,7 +212,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
                 if wasEmpty { publishOldestSequence() }
                 do {
                     try submit(RequestRecord(slice), index: index, source: origin.source, position: origin.position,
-                               attempts: Attempts(), on: session)
+                               attempts: Attempts(), at: now, on: session)
                 } catch {
                     failure = error
                 }
@@ -260,7 +262,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     /// Reads a notification to try again from its source and submits it.
-    private func resubmit(_ retry: Retry, on session: ClientSession<ProviderConnection>) throws {
+    private func resubmit(_ retry: Retry, at now: UInt64, on session: ClientSession<ProviderConnection>) throws {
         var length = 0
         do {
             try shard.replayer.read(retry.run, items: 0..<1, retained: lane.retained) { notification throws(ReplayError) in
@@ -280,12 +282,13 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             return
         }
         try submit(RequestRecord(UnsafeRawBufferPointer(rebasing: rebuilt[..<length])), index: retry.index,
-                   source: retry.source, position: retry.position, attempts: retry.attempts, on: session)
+                   source: retry.source, position: retry.position, attempts: retry.attempts, at: now, on: session)
     }
 
-    /// Opens a stream for `record`: its header fields, its body in the arena.
+    /// Opens a stream for `record`: its header fields, its body in the arena. `now` is the
+    /// loop's time, read once per batch (reading it per request retained the loop each time).
     private func submit(_ record: RequestRecord, index: UInt64, source: SourceID, position: SourcePosition,
-                        attempts: Attempts, on session: ClientSession<ProviderConnection>) throws(HTTP2SessionError) {
+                        attempts: Attempts, at now: UInt64, on session: ClientSession<ProviderConnection>) throws(HTTP2SessionError) {
         let token = record.token
         let slot = window.open(OpenStream(index: index, source: source, position: position, token: token,
                                           attempts: attempts, tokenGeneration: tokenGeneration))
@@ -293,7 +296,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         // The arena has room: the caller checked.
         bodyNumbers[Int(slot)] = bodies.store(record.payload)!
         answers[Int(slot)] = StreamAnswer()
-        openedAt[Int(slot)] = shard.loop.now.nanoseconds
+        openedAt[Int(slot)] = now
         headers.make(for: record, position: position, source: source)
         _ = try session.submit(headers.fields, bodyLength: record.payload.count, slot: slot)
     }
@@ -428,7 +431,9 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {
         guard window.stream(slot) != nil else { return }
         bodies.done(bodyNumbers[Int(slot)])
-        let now = shard.loop.now.nanoseconds
+        // Streams close only inside `session.receive`, so this is when the answer was read
+        // (and not `shard.loop.now`, which retained the loop on every answer).
+        let now = lastHeard.nanoseconds
         let answer = answers[Int(slot)]
         guard answer.status != 0 else {
             // No answer: never processed (refused), or reset midway with its fate unknown.
