@@ -173,11 +173,9 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     public func writeHex(into destination: UnsafeMutableRawBufferPointer) {
         precondition(destination.count >= 2 * Self.byteCount, "a token's hex needs \(2 * Self.byteCount) bytes")
         withUnsafeBytes { bytes in
-            let digits: StaticString = "0123456789abcdef"
-            let table = digits.utf8Start
-            for (i, byte) in bytes.enumerated() {
-                destination[2 * i] = table[Int(byte >> 4)]
-                destination[2 * i + 1] = table[Int(byte & 0x0F)]
+            for offset in stride(from: 0, to: Self.byteCount, by: 4) {
+                LowercaseHex.write(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).bigEndian,
+                                   to: destination.baseAddress! + 2 * offset)
             }
         }
     }

@@ -66,17 +66,20 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     /// Writes the lowercase canonical text into the first `textLength` bytes of `destination`.
     public func write(into destination: UnsafeMutableRawBufferPointer) {
         precondition(destination.count >= Self.textLength, "an apns-id needs \(Self.textLength) bytes")
-        var at = 0
-        for digit in 0..<32 {
-            // Hyphens before hex digits 8, 12, 16 and 20.
-            if digit == 8 || digit == 12 || digit == 16 || digit == 20 {
-                destination[at] = UInt8(ascii: "-")
-                at += 1
-            }
-            let value = digit < 16 ? high : low
-            destination[at] = Self.hexDigits.utf8Start[Int(value >> UInt64(60 - 4 * (digit % 16)) & 0xF)]
-            at += 1
-        }
+        let text = destination.baseAddress!
+        // 8-4-4-4-12: the middle groups are halves of 8 digits; the last 12 overlap by 4.
+        let second = LowercaseHex.digits(UInt32(truncatingIfNeeded: high)).littleEndian
+        let fourth = LowercaseHex.digits(UInt32(truncatingIfNeeded: low >> 32)).littleEndian
+        LowercaseHex.write(UInt32(truncatingIfNeeded: high >> 32), to: text)
+        text.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
+        text.storeBytes(of: UInt32(truncatingIfNeeded: second), toByteOffset: 9, as: UInt32.self)
+        text.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
+        text.storeBytes(of: UInt32(truncatingIfNeeded: second >> 32), toByteOffset: 14, as: UInt32.self)
+        text.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
+        text.storeBytes(of: UInt32(truncatingIfNeeded: fourth), toByteOffset: 19, as: UInt32.self)
+        text.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
+        text.storeBytes(of: UInt32(truncatingIfNeeded: fourth >> 32), toByteOffset: 24, as: UInt32.self)
+        LowercaseHex.write(UInt32(truncatingIfNeeded: low), to: text + 28)
     }
 
     /// The canonical lowercase text.
@@ -86,6 +89,4 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
             return Self.textLength
         }
     }
-
-    private static let hexDigits: StaticString = "0123456789abcdef"
 }
