@@ -110,7 +110,8 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     private static func parseSWAR(_ text: UnsafeRawPointer) -> (UInt64, UInt64, UInt64, UInt64)? {
         var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         for word in 0..<4 {
-            guard let low = parseEight(text + word * 16), let high = parseEight(text + word * 16 + 8) else { return nil }
+            guard let low = HexText.parseEight(text + word * 16), let high = HexText.parseEight(text + word * 16 + 8)
+            else { return nil }
             let value = UInt64(low) | UInt64(high) << 32
             switch word {
             case 0: words.0 = value
@@ -122,29 +123,6 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         return words
     }
 
-    /// Eight hex characters to four bytes (first character in the lowest byte's high
-    /// nibble, so the result's little-endian bytes are in text order), or nil.
-    @inline(__always)
-    private static func parseEight(_ text: UnsafeRawPointer) -> UInt32? {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        let v = text.loadUnaligned(as: UInt64.self)
-        guard v & highBits == 0 else { return nil }  // non-ASCII
-        // A lane's high bit says "byte in [lo, hi]" (no carries: every byte is below 0x80).
-        func within(_ x: UInt64, _ lo: UInt64, _ hi: UInt64) -> UInt64 {
-            (x &+ (0x80 - lo) &* ones) & ~(x &+ (0x7F - hi) &* ones) & highBits
-        }
-        let isDigit = within(v, 0x30, 0x39)
-        let isLetter = within(v | 0x2020_2020_2020_2020, 0x61, 0x66)
-        guard isDigit | isLetter == highBits else { return nil }
-        // '0'...'9' -> low nibble; 'a'...'f' and 'A'...'F' -> low nibble + 9.
-        let nibbles = (v & 0x0F0F_0F0F_0F0F_0F0F) &+ (isLetter >> 7) &* 9
-        // Pair the nibbles into bytes, then gather the four bytes into the low 32 bits.
-        var x = ((nibbles << 4) | (nibbles >> 8)) & 0x00FF_00FF_00FF_00FF
-        x = (x | (x >> 8)) & 0x0000_FFFF_0000_FFFF
-        x = (x | (x >> 16)) & 0x0000_0000_FFFF_FFFF
-        return UInt32(truncatingIfNeeded: x)
-    }
     #endif
 
     /// Creates a token from its 32 raw bytes.
@@ -174,7 +152,7 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         precondition(destination.count >= 2 * Self.byteCount, "a token's hex needs \(2 * Self.byteCount) bytes")
         withUnsafeBytes { bytes in
             for offset in stride(from: 0, to: Self.byteCount, by: 4) {
-                LowercaseHex.write(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).bigEndian,
+                HexText.write(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).bigEndian,
                                    to: destination.baseAddress! + 2 * offset)
             }
         }

@@ -3,6 +3,7 @@ import Testing
 @testable import SalvoWire
 
 /// Runs `body` over the UTF-8 of `text` (or raw bytes).
+@discardableResult
 private func withJSON<R>(_ text: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     try Array(text.utf8).withUnsafeBytes { try body($0) }
 }

@@ -27,33 +27,23 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
         let dash = UInt8(ascii: "-")
         guard text.count == Self.textLength, text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash
         else { return nil }
-        // The digits are read without a branch each (a mock parses one per request); a
-        // character that is not one sets a bit `invalid` keeps.
-        var invalid: UInt8 = 0
-        func read(_ digits: Range<Int>, into value: inout UInt64) {
-            for offset in digits {
-                let nibble = Self.hexValue(text[offset])
-                invalid |= nibble
-                value = value << 4 | UInt64(nibble & 0xF)
-            }
+        // The 32 digits without their hyphens, then read eight at a time (`HexText`): a
+        // mock parses one per request.
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        let groups = withUnsafeMutableBytes(of: &digits) { digits -> (UInt32, UInt32, UInt32, UInt32)? in
+            let from = text.baseAddress!, to = digits.baseAddress!
+            to.copyMemory(from: from, byteCount: 8)
+            (to + 8).copyMemory(from: from + 9, byteCount: 4)
+            (to + 12).copyMemory(from: from + 14, byteCount: 4)
+            (to + 16).copyMemory(from: from + 19, byteCount: 4)
+            (to + 20).copyMemory(from: from + 24, byteCount: 12)
+            guard let a = HexText.parseEight(to), let b = HexText.parseEight(to + 8),
+                  let c = HexText.parseEight(to + 16), let d = HexText.parseEight(to + 24) else { return nil }
+            return (a.byteSwapped, b.byteSwapped, c.byteSwapped, d.byteSwapped)
         }
-        var high: UInt64 = 0, low: UInt64 = 0
-        read(0..<8, into: &high)
-        read(9..<13, into: &high)
-        read(14..<18, into: &high)
-        read(19..<23, into: &low)
-        read(24..<36, into: &low)
-        guard invalid & 0x10 == 0 else { return nil }
+        guard let (a, b, c, d) = groups else { return nil }
+        let high = UInt64(a) << 32 | UInt64(b), low = UInt64(c) << 32 | UInt64(d)
         self.init(high: high, low: low)
-    }
-
-    /// A hex digit's value, or 0x10 for any other byte.
-    @inline(__always)
-    private static func hexValue(_ byte: UInt8) -> UInt8 {
-        let digit = byte &- 0x30  // "0"
-        if digit < 10 { return digit }
-        let letter = (byte | 0x20) &- 0x61  // "a", after folding "A"..."F" to lowercase
-        return letter < 6 ? letter + 10 : 0x10
     }
 
     /// Parses the canonical form; nil when `text` is not a UUID.
@@ -68,9 +58,9 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
         precondition(destination.count >= Self.textLength, "an apns-id needs \(Self.textLength) bytes")
         let text = destination.baseAddress!
         // 8-4-4-4-12: the middle groups are halves of 8 digits; the last 12 overlap by 4.
-        let second = LowercaseHex.digits(UInt32(truncatingIfNeeded: high)).littleEndian
-        let fourth = LowercaseHex.digits(UInt32(truncatingIfNeeded: low >> 32)).littleEndian
-        LowercaseHex.write(UInt32(truncatingIfNeeded: high >> 32), to: text)
+        let second = HexText.digits(UInt32(truncatingIfNeeded: high)).littleEndian
+        let fourth = HexText.digits(UInt32(truncatingIfNeeded: low >> 32)).littleEndian
+        HexText.write(UInt32(truncatingIfNeeded: high >> 32), to: text)
         text.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
         text.storeBytes(of: UInt32(truncatingIfNeeded: second), toByteOffset: 9, as: UInt32.self)
         text.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
@@ -79,7 +69,7 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
         text.storeBytes(of: UInt32(truncatingIfNeeded: fourth), toByteOffset: 19, as: UInt32.self)
         text.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
         text.storeBytes(of: UInt32(truncatingIfNeeded: fourth >> 32), toByteOffset: 24, as: UInt32.self)
-        LowercaseHex.write(UInt32(truncatingIfNeeded: low), to: text + 28)
+        HexText.write(UInt32(truncatingIfNeeded: low), to: text + 28)
     }
 
     /// The canonical lowercase text.
