@@ -58,7 +58,7 @@ struct RequestValidation {
         seen |= bit
         switch header {
         case .method:
-            if !value.elementsEqual("POST".utf8) { fail(.methodNotAllowed) }
+            if !("POST" as StaticString).isSpelled(by: value) { fail(.methodNotAllowed) }
         case .path:
             checkPath(value)
         case .authorization:
@@ -75,7 +75,7 @@ struct RequestValidation {
         case .expiration:
             if !(1...19).contains(value.count) || !value.allSatisfy(Self.isDigit) { fail(.badExpirationDate) }
         case .priority:
-            if !APNsRequestHeader.priorities.contains(where: { $0.bytes.elementsEqual(value) }) { fail(.badPriority) }
+            if !APNsRequestHeader.priorities.contains(where: { $0.isSpelled(by: value) }) { fail(.badPriority) }
         case .collapseId:
             if value.count > APNsRequestHeader.collapseIdLimit { fail(.badCollapseId) }
         }
@@ -114,12 +114,12 @@ struct RequestValidation {
     // MARK: Checks
 
     private mutating func checkPath(_ path: UnsafeRawBufferPointer) {
-        let prefix = APNsRequestHeader.devicePathPrefix.bytes
-        guard path.count >= prefix.count, path.prefix(prefix.count).elementsEqual(prefix) else {
+        let prefix = APNsRequestHeader.devicePathPrefix
+        guard prefix.isSpelled(by: UnsafeRawBufferPointer(rebasing: path.prefix(prefix.utf8CodeUnitCount))) else {
             fail(.badPath)
             return
         }
-        let hex = UnsafeRawBufferPointer(rebasing: path[prefix.count...])
+        let hex = UnsafeRawBufferPointer(rebasing: path[prefix.utf8CodeUnitCount...])
         if hex.isEmpty {
             fail(.missingDeviceToken)
         } else if hex.count == 2 * DeviceToken.byteCount, let parsed = try? DeviceToken(hex: hex) {
@@ -184,9 +184,4 @@ struct MessageID {
     func withText<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[..<Self.length])) }
     }
-}
-
-extension StaticString {
-    /// The string's UTF-8 bytes, without a copy.
-    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: utf8Start, count: utf8CodeUnitCount) }
 }

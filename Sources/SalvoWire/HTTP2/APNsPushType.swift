@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The `apns-push-type` of a request, and what it asks of the topic and the payload.
 public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringConvertible {
     /// A notification the user sees or hears: an alert, a sound, a badge.
@@ -24,7 +28,15 @@ public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringC
     case controls
 
     /// The header value.
-    public var name: String {
+    public var name: String { nameText.description }
+
+    /// What `apns-topic` must end with for this type (after the bundle id); nil when the
+    /// topic is the bare bundle id (or, for `mdm`, the MDM push topic).
+    public var topicSuffix: String? { topicSuffixText?.description }
+
+    // The texts as static strings, which requests' bytes are matched against without
+    // making a String (the mock does so for every request).
+    private var nameText: StaticString {
         switch self {
         case .alert: "alert"
         case .background: "background"
@@ -40,9 +52,7 @@ public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringC
         }
     }
 
-    /// What `apns-topic` must end with for this type (after the bundle id); nil when the
-    /// topic is the bare bundle id (or, for `mdm`, the MDM push topic).
-    public var topicSuffix: String? {
+    private var topicSuffixText: StaticString? {
         switch self {
         case .voip: ".voip"
         case .complication: ".complication"
@@ -61,18 +71,26 @@ public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringC
 
     /// The type whose header value is `bytes` (exact, lowercase), if any.
     public init?(name bytes: UnsafeRawBufferPointer) {
-        guard let type = Self.allCases.first(where: { $0.name.utf8.elementsEqual(bytes) }) else { return nil }
+        guard let type = Self.allCases.first(where: { $0.nameText.isSpelled(by: bytes) }) else { return nil }
         self = type
     }
 
     /// The type whose topic suffix ends `topic` (after at least one byte of bundle id), if any.
     public static func owningSuffix(of topic: UnsafeRawBufferPointer) -> APNsPushType? {
         allCases.first { type in
-            guard let suffix = type.topicSuffix?.utf8 else { return false }
-            return topic.count > suffix.count && topic.suffix(suffix.count).elementsEqual(suffix)
+            guard let suffix = type.topicSuffixText, topic.count > suffix.utf8CodeUnitCount else { return false }
+            return suffix.isSpelled(by: UnsafeRawBufferPointer(rebasing: topic.suffix(suffix.utf8CodeUnitCount)))
         }
     }
 
     /// The header value, as `name` gives it.
     public var description: String { name }
+}
+
+extension StaticString {
+    /// Whether `bytes` are this string's UTF-8, byte for byte: one `memcmp`, where a
+    /// String's `utf8.elementsEqual` walks both a byte at a time through generic code.
+    public func isSpelled(by bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.count == utf8CodeUnitCount && (bytes.isEmpty || memcmp(utf8Start, bytes.baseAddress!, bytes.count) == 0)
+    }
 }
