@@ -58,11 +58,10 @@ import Synchronization
 ///   connections came 250–305 ms into a 1.65 s run at 100 ms, and 256 came 750 ms into a
 ///   2 s run at 300 ms; now 120–150 ms and about 400 ms. What the streams allowed is the
 ///   most the connections before the step could carry, not what they did, so such a step
-///   is not given back; another follows while the connections carry `heldShare` of what
-///   their streams allow, two windows in a row (the answers come back in waves, and one
-///   window can catch a crest). At 100 ms, 96 carry about 73 %: the cores bound them, and
-///   192 carried 3–5 % less. Over a full path (answers about a round trip long) the rate
-///   is counted as before.
+///   is not given back; another, of a third more (`afterHeldStep`), follows while the
+///   connections carry `heldShare` of what their streams allow, two windows in a row (the
+///   answers come back in waves, and one window can catch a crest). Over a full path
+///   (answers about a round trip long) the rate is counted as before.
 ///
 /// Connections are never closed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
@@ -149,6 +148,15 @@ final class ConnectionGrowth: Sendable {
 
     /// What a step multiplies the connections by while every one is saturated.
     static let saturatedGrowth = 4
+    /// The count after `current` for a step that follows one taken on held answers: a
+    /// third more, not double. The connections still carry `heldShare` of what their
+    /// streams allow, but no longer all of it: the cores are close. A third more lifts the
+    /// streams' bound to 1.5× the rate carried or more (4/3 ÷ 0.85), beyond what cores that
+    /// already bite can add; further connections only cost them. At 100 ms on two cores,
+    /// a fixed 128 carried 6–9 % more than 96, and 4–6 % more than the 192 a doubling
+    /// reached. The step is then judged by its counted rate, as any other.
+    static func afterHeldStep(_ current: Int) -> Int { current + (current + 2) / 3 }
+
     /// What a step judged by the rate of the connections before it multiplies them by. A
     /// step given back cannot take back what producers staged for the added connections
     /// meanwhile (a ring each), and over a full path these connect late: at 50 ms, 144
@@ -240,8 +248,9 @@ final class ConnectionGrowth: Sendable {
     /// Before the run's first answer, once they have all been saturated for `unansweredStep`.
     /// When the gateway holds its answers (`heldAnswers`), the first step after the first
     /// answer is taken at once, judged by the rate the streams allow, not waiting for it to
-    /// be counted; it is not given back, and grows again only while the connections carry
-    /// `heldShare` of what their streams allow. Returns whether it added connections.
+    /// be counted; it is not given back, and grows again, by a third (`afterHeldStep`), only
+    /// while the connections carry `heldShare` of what their streams allow. Returns whether
+    /// it added connections.
     @discardableResult
     func considerGrowing(answerTime: UInt64, accepted: Int = 0, streams: Int = 0, at time: UInt64) -> Bool {
         let change = state.withLock { state -> Change? in
@@ -333,7 +342,8 @@ final class ConnectionGrowth: Sendable {
                 state.stop = .gatewayBound
                 return .gatewayBound(current)
             }
-            return grow(&state, from: current, rate: heldRate ?? rate, isBound: heldRate != nil, at: now)
+            return grow(&state, from: current, rate: heldRate ?? rate, isBound: heldRate != nil,
+                        afterHeldStep: state.beforeStep?.isBound == true, at: now)
         }
         switch change {
         case nil:
@@ -439,8 +449,10 @@ final class ConnectionGrowth: Sendable {
     static let unsaturatedJudgement: UInt64 = 8
 
     /// Steps from `current`, remembering the rate it carried (if measured) to judge the step by.
-    private func grow(_ state: inout State, from current: Int, rate: Double?, isBound: Bool = false, at now: UInt64) -> Change {
-        let grown = min(ceiling, (rate == nil ? Self.saturatedGrowth : Self.judgedGrowth) * current)
+    private func grow(_ state: inout State, from current: Int, rate: Double?, isBound: Bool = false,
+                      afterHeldStep: Bool = false, at now: UInt64) -> Change {
+        let grown = min(ceiling, afterHeldStep ? Self.afterHeldStep(current)
+                                               : (rate == nil ? Self.saturatedGrowth : Self.judgedGrowth) * current)
         state.loadedSince = 0
         state.steppedAt = now
         state.rateFrom = nil
