@@ -153,7 +153,7 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         withUnsafeBytes { bytes in
             for offset in stride(from: 0, to: Self.byteCount, by: 4) {
                 HexText.write(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).bigEndian,
-                                   to: destination.baseAddress! + 2 * offset)
+                              to: destination.baseAddress! + 2 * offset)
             }
         }
     }

@@ -93,11 +93,7 @@ import Testing
     /// where asked) over random header lists: every field comes back, and the tables agree.
     @Test(arguments: [4096, 256, 0])
     func nghttp2DeflaterOutputDecodesToItsInput(tableSize: Int) throws {
-        var deflater: OpaquePointer?
-        try #require(nghttp2_hd_deflate_new(&deflater, 4096) == 0)
-        defer { nghttp2_hd_deflate_del(deflater) }
-        // Announced in the first block, as a peer whose decoder allows less would have it.
-        try #require(nghttp2_hd_deflate_change_table_size(deflater, tableSize) == 0)
+        let deflater = try Deflater(tableSize: tableSize)
         var decoder = HPACKDecoder()
         var random = SplitMix64(seed: UInt64(tableSize) + 1)
         let names = [":status", "content-type", "apns-id", "apns-unique-id", "date", "x-custom", "set-cookie", "server"]
@@ -115,7 +111,7 @@ import Testing
                 // Repeats, which the deflater indexes.
                 if random.next() % 3 == 0, let last = fields.last { fields.append(last) }
             }
-            let block = try deflate(fields, with: deflater)
+            let block = try deflater.deflate(fields)
             var decoded: [(name: [UInt8], value: [UInt8])] = []
             try block.withUnsafeBytes { buffer in
                 try decoder.decode(buffer) { name, value in decoded.append((Array(name), Array(value))) }
@@ -124,30 +120,9 @@ import Testing
             for (got, sent) in zip(decoded, fields) {
                 #expect(got.name == sent.name && got.value == sent.value, "block \(n)")
             }
-            #expect(decoder.size == nghttp2_hd_deflate_get_dynamic_table_size(deflater), "block \(n)")
+            #expect(decoder.size == deflater.tableSize, "block \(n)")
         }
         #expect(decoder.capacity == tableSize)
-    }
-
-    func deflate(_ fields: [(name: [UInt8], value: [UInt8], noIndex: Bool)], with deflater: OpaquePointer?) throws -> [UInt8] {
-        var names = fields.map(\.name), values = fields.map(\.value)
-        var list: [nghttp2_nv] = []
-        for index in fields.indices {
-            names[index].withUnsafeMutableBufferPointer { name in
-                values[index].withUnsafeMutableBufferPointer { value in
-                    // The arrays outlive the call below (they are not moved meanwhile).
-                    list.append(nghttp2_nv(name: name.baseAddress ?? UnsafeMutablePointer(bitPattern: 1)!, value: value.baseAddress ?? UnsafeMutablePointer(bitPattern: 1)!,
-                                           namelen: name.count, valuelen: value.count,
-                                           flags: UInt8(fields[index].noIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : 0)))
-                }
-            }
-        }
-        let bound = nghttp2_hd_deflate_bound(deflater, list, list.count)
-        var block = [UInt8](repeating: 0, count: bound)
-        let used = nghttp2_hd_deflate_hd(deflater, &block, bound, list, list.count)
-        try #require(used >= 0)
-        withExtendedLifetime((names, values)) {}
-        return Array(block[..<used])
     }
 
     @Test(arguments: [4096, 150, 0])
@@ -171,10 +146,7 @@ import Testing
     /// indexed one, read or not.
     @Test(arguments: [4096, 0])
     func fieldsNotReadAreLeftOutAndTheTableStillKeepsStep(tableSize: Int) throws {
-        var deflater: OpaquePointer?
-        try #require(nghttp2_hd_deflate_new(&deflater, 4096) == 0)
-        defer { nghttp2_hd_deflate_del(deflater) }
-        try #require(nghttp2_hd_deflate_change_table_size(deflater, tableSize) == 0)
+        let deflater = try Deflater(tableSize: tableSize)
         var decoder = HPACKDecoder()
         var random = SplitMix64(seed: 7)
         let names = [":status", "apns-id", "apns-unique-id", "content-type", "x-custom"]
@@ -183,13 +155,13 @@ import Testing
                 (name: Array(names[Int(random.next() % UInt64(names.count))].utf8),
                  value: Array(String(random.next() % 1000).utf8), noIndex: random.next() % 4 == 0)
             }
-            let block = try deflate(fields, with: deflater)
+            let block = try deflater.deflate(fields)
             var read: [[UInt8]] = []
             try block.withUnsafeBytes { buffer in
                 try decoder.decode(buffer, reading: { $0.first == UInt8(ascii: ":") }) { name, value in read.append(Array(name) + Array(value)) }
             }
             #expect(read == fields.filter { $0.name.first == UInt8(ascii: ":") }.map { $0.name + $0.value }, "block \(n)")
-            #expect(decoder.size == nghttp2_hd_deflate_get_dynamic_table_size(deflater), "block \(n)")
+            #expect(decoder.size == deflater.tableSize, "block \(n)")
         }
     }
 
@@ -212,14 +184,11 @@ import Testing
     /// then announces the empty table and sends each `apns-id` without indexing, with its
     /// name spelled out, so a decoder reading `:status` only decodes no Huffman value.
     @Test func withNoTableAnAnswersAPNsIDIsSentWithoutIndexing() throws {
-        var deflater: OpaquePointer?
-        try #require(nghttp2_hd_deflate_new(&deflater, 4096) == 0)
-        defer { nghttp2_hd_deflate_del(deflater) }
-        try #require(nghttp2_hd_deflate_change_table_size(deflater, 0) == 0)
+        let deflater = try Deflater(tableSize: 0)
         for n in 0..<3 {
             let answer = [(name: Array(":status".utf8), value: Array("200".utf8), noIndex: false),
                           (name: Array("apns-id".utf8), value: Array("6E1A2F3C-55AB-4C3D-9E2F-00000000000\(n)".utf8), noIndex: false)]
-            let block = try deflate(answer, with: deflater)
+            let block = try deflater.deflate(answer)
             // A size update to 0 in the first block only, :status 200 (static index 8), then
             // a literal without indexing (0000) and a new name (index 0).
             #expect(Array(block.prefix(n == 0 ? 3 : 2)) == (n == 0 ? [0x20, 0x88, 0x00] : [0x88, 0x00]), "answer \(n)")
@@ -285,5 +254,46 @@ import Testing
             let theirs = Inflater().decodeIfValid(block)
             #expect(ours == theirs, "block \(n): \(block)")
         }
+    }
+}
+
+/// nghttp2's HPACK deflater (the mock's encoder), told that its peer's table is
+/// `tableSize`: it announces that in its first block, as a peer whose decoder allows less
+/// would have it.
+private final class Deflater {
+    let pointer: OpaquePointer
+
+    init(tableSize: Int) throws {
+        var deflater: OpaquePointer?
+        try #require(nghttp2_hd_deflate_new(&deflater, 4096) == 0)
+        pointer = try #require(deflater)
+        try #require(nghttp2_hd_deflate_change_table_size(pointer, tableSize) == 0)
+    }
+
+    deinit { nghttp2_hd_deflate_del(pointer) }
+
+    /// Its dynamic table's size.
+    var tableSize: Int { nghttp2_hd_deflate_get_dynamic_table_size(pointer) }
+
+    /// The block nghttp2 makes of `fields` (`noIndex`: never indexed).
+    func deflate(_ fields: [(name: [UInt8], value: [UInt8], noIndex: Bool)]) throws -> [UInt8] {
+        var names = fields.map(\.name), values = fields.map(\.value)
+        var list: [nghttp2_nv] = []
+        for index in fields.indices {
+            names[index].withUnsafeMutableBufferPointer { name in
+                values[index].withUnsafeMutableBufferPointer { value in
+                    // The arrays outlive the call below (they are not moved meanwhile).
+                    list.append(nghttp2_nv(name: name.baseAddress ?? UnsafeMutablePointer(bitPattern: 1)!, value: value.baseAddress ?? UnsafeMutablePointer(bitPattern: 1)!,
+                                           namelen: name.count, valuelen: value.count,
+                                           flags: UInt8(fields[index].noIndex ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : 0)))
+                }
+            }
+        }
+        let bound = nghttp2_hd_deflate_bound(pointer, list, list.count)
+        var block = [UInt8](repeating: 0, count: bound)
+        let used = nghttp2_hd_deflate_hd(pointer, &block, bound, list, list.count)
+        try #require(used >= 0)
+        withExtendedLifetime((names, values)) {}
+        return Array(block[..<used])
     }
 }

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import DequeModule
 import SalvoIO
 import SalvoWire
@@ -378,13 +375,12 @@ import SalvoWire
     /// Decodes a whole block, handing its `:status` to the delegate if the stream is open.
     private func decode(_ block: UnsafeRawBufferPointer, place: Int?) -> HPACKDecodingError? {
         do throws(HPACKDecodingError) {
-            try decoder.decode(block, reading: isStatus) { _, value in
+            try decoder.decode(block, reading: { (":status" as StaticString).isSpelled(by: $0) }) { _, value in
                 if let place { withDelegate { $0.responseStatus(slot: streams[place].slot, value: value) } }
             }
             return nil
         } catch { return error }
     }
-
 
     private func rstStream(_ header: HTTP2FrameHeader, _ payload: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
         try requireLength(header, 4)
@@ -545,10 +541,4 @@ import SalvoWire
                      "WINDOW_UPDATE", "CONTINUATION"]
         return Int(type.rawValue) < names.count ? names[Int(type.rawValue)] : "a frame of type \(type.rawValue)"
     }
-}
-
-/// Whether a response header is `:status`.
-private func isStatus(_ name: UnsafeRawBufferPointer) -> Bool {
-    let status: StaticString = ":status"
-    return name.count == status.utf8CodeUnitCount && memcmp(name.baseAddress!, status.utf8Start, name.count) == 0
 }

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The `apns-push-type` of a request, and what it asks of the topic and the payload.
 public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringConvertible {
     /// A notification the user sees or hears: an alert, a sound, a badge.
@@ -85,12 +81,4 @@ public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringC
 
     /// The header value, as `name` gives it.
     public var description: String { name }
-}
-
-extension StaticString {
-    /// Whether `bytes` are this string's UTF-8, byte for byte: one `memcmp`, where a
-    /// String's `utf8.elementsEqual` walks both a byte at a time through generic code.
-    public func isSpelled(by bytes: UnsafeRawBufferPointer) -> Bool {
-        bytes.count == utf8CodeUnitCount && (bytes.isEmpty || memcmp(utf8Start, bytes.baseAddress!, bytes.count) == 0)
-    }
 }

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The request header fields the HTTP/2 provider API reads, with their names on the wire
 /// (HTTP/2 names are lowercase). Apple's rules for their values:
 ///
@@ -66,8 +62,7 @@ public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
         case 16: candidate = .collapseId
         default: return nil
         }
-        let name = candidate.name
-        guard memcmp(name.utf8Start, bytes.baseAddress!, bytes.count) == 0 else { return nil }
+        guard candidate.name.isSpelled(by: bytes) else { return nil }
         self = candidate
     }
 

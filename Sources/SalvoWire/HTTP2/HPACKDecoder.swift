@@ -168,7 +168,7 @@ public struct HPACKDecoder: ~Copyable {
                 seenField = true
                 // The table needs an indexed field's value whether it is read or not.
                 guard indexing || reading(name) else {
-                    try reader.skipString()
+                    _ = try reader.string()  // Stepped over, undecoded.
                     continue
                 }
                 let value = try readString(&reader, scratchUsed: &scratchUsed)
@@ -218,9 +218,6 @@ public struct HPACKDecoder: ~Copyable {
             defer { position += count }
             return (UnsafeRawBufferPointer(rebasing: block[position ..< position + count]), huffman)
         }
-
-        /// Steps over a string literal, leaving it undecoded.
-        mutating func skipString() throws(HPACKDecodingError) { _ = try string() }
     }
 
     /// A string literal (§5.2): a view of the block, or its Huffman decoding in `scratch`
