@@ -58,10 +58,11 @@ import Synchronization
 ///   connections came 250–305 ms into a 1.65 s run at 100 ms, and 256 came 750 ms into a
 ///   2 s run at 300 ms; now 120–150 ms and about 400 ms. What the streams allowed is the
 ///   most the connections before the step could carry, not what they did, so such a step
-///   is not given back; another, of a third more (`afterHeldStep`), follows while the
-///   connections carry `heldShare` of what their streams allow, two windows in a row (the
-///   answers come back in waves, and one window can catch a crest). Over a full path
-///   (answers about a round trip long) the rate is counted as before.
+///   is not given back; another follows while the connections carry `heldShare` of what
+///   their streams allow, two windows in a row (the answers come back in waves, and one
+///   window can catch a crest): a doubling if they carry all of it, else a third more
+///   (`afterHeldStep`). Over a full path (answers about a round trip long) the rate is
+///   counted as before.
 ///
 /// Connections are never closed: one nobody publishes to costs nothing, and one in use
 /// until the end loses nothing. Any thread.
@@ -148,13 +149,16 @@ final class ConnectionGrowth: Sendable {
 
     /// What a step multiplies the connections by while every one is saturated.
     static let saturatedGrowth = 4
-    /// The count after `current` for a step that follows one taken on held answers: a
-    /// third more, not double. The connections still carry `heldShare` of what their
-    /// streams allow, but no longer all of it: the cores are close. A third more lifts the
+    /// The count after `current` for a step that follows one taken on held answers while
+    /// the connections carry `heldShare` of what their streams allow but not all of it: a
+    /// third more, not double, for then the cores are close. A third more lifts the
     /// streams' bound to 1.5× the rate carried or more (4/3 ÷ 0.85), beyond what cores that
     /// already bite can add; further connections only cost them. At 100 ms on two cores,
     /// a fixed 128 carried 6–9 % more than 96, and 4–6 % more than the 192 a doubling
-    /// reached. The step is then judged by its counted rate, as any other.
+    /// reached. Carrying all of it (two windows at the bound or above), the streams alone
+    /// bind, and the step doubles as any judged step: at 50 ms, 24 connections carried
+    /// 108 % of their bound, and adding a third at a time took two steps more to 64 and lost
+    /// 3 %. The step is then judged by its counted rate, as any other.
     static func afterHeldStep(_ current: Int) -> Int { current + (current + 2) / 3 }
 
     /// What a step judged by the rate of the connections before it multiplies them by. A
@@ -248,9 +252,9 @@ final class ConnectionGrowth: Sendable {
     /// Before the run's first answer, once they have all been saturated for `unansweredStep`.
     /// When the gateway holds its answers (`heldAnswers`), the first step after the first
     /// answer is taken at once, judged by the rate the streams allow, not waiting for it to
-    /// be counted; it is not given back, and grows again, by a third (`afterHeldStep`), only
-    /// while the connections carry `heldShare` of what their streams allow. Returns whether
-    /// it added connections.
+    /// be counted; it is not given back, and grows again only while the connections carry
+    /// `heldShare` of what their streams allow, by a third unless they carry all of it
+    /// (`afterHeldStep`). Returns whether it added connections.
     @discardableResult
     func considerGrowing(answerTime: UInt64, accepted: Int = 0, streams: Int = 0, at time: UInt64) -> Bool {
         let change = state.withLock { state -> Change? in
@@ -313,6 +317,8 @@ final class ConnectionGrowth: Sendable {
             // Counted, the rate is waited for: the step it judges next is taken on it, and
             // not while the last one is in doubt.
             if heldRate == nil && accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
+            // After a step on held answers: whether the cores are close (see `afterHeldStep`).
+            var coresClose = false
             if let before = state.beforeStep, let rate {
                 // The first window after a step still has the added connections' ramp in it
                 // (over a path, their slow start), so a count reached by a judged step is
@@ -330,6 +336,7 @@ final class ConnectionGrowth: Sendable {
                         state.stop = .streamsNoLongerBound(connections: current, share: sustained / bound)
                         return .streamsNoLongerBound(current)
                     }
+                    coresClose = bound.map { sustained < $0 } ?? false
                 } else {
                     let wanted = Self.continuingGain(from: before.count, to: current)
                     if rate < before.rate * wanted {
@@ -343,7 +350,7 @@ final class ConnectionGrowth: Sendable {
                 return .gatewayBound(current)
             }
             return grow(&state, from: current, rate: heldRate ?? rate, isBound: heldRate != nil,
-                        afterHeldStep: state.beforeStep?.isBound == true, at: now)
+                        afterHeldStep: coresClose, at: now)
         }
         switch change {
         case nil:
