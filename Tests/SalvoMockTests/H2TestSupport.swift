@@ -174,8 +174,14 @@ struct NghttpLog {
         }
     }
 
-    /// How long the answer took after its request went out.
+    /// How long the answer took after its request went out. nghttp prints its times to the
+    /// millisecond, so this may read up to a millisecond short of the true time (and the
+    /// subtraction of two such decimals can land a hair below a whole millisecond: a hold
+    /// of 1000 ms read 0.9999999999999999 s).
     func latency(of answer: Answer) -> Double { answer.time - (sent[answer.stream] ?? .infinity) }
+
+    /// The resolution of nghttp's times, in seconds.
+    static let resolution = 0.001
 }
 
 /// The headers of a well-formed alert request.
