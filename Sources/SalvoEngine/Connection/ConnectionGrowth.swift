@@ -158,7 +158,8 @@ final class ConnectionGrowth: Sendable {
     /// reached. Carrying all of it (two windows at the bound or above), the streams alone
     /// bind, and the step doubles as any judged step: at 50 ms, 24 connections carried
     /// 108 % of their bound, and adding a third at a time took two steps more to 64 and lost
-    /// 3 %. The step is then judged by its counted rate, as any other.
+    /// 3–7 % (medians of three interleaved pairs, twice). The step is then judged by its
+    /// counted rate, as any other.
     static func afterHeldStep(_ current: Int) -> Int { current + (current + 2) / 3 }
 
     /// What a step judged by the rate of the connections before it multiplies them by. A
