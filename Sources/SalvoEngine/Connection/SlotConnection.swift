@@ -81,8 +81,8 @@ private protocol LinkOwner: AnyObject {
 class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     let lane: Lane
     /// The shard owns its connections and outlives them, so the reference is neither counted
-    /// nor checked: the write and answer paths read it for every request (`shard.loop.now`),
-    /// and a checked `unowned` took a strong retain and a release each time.
+    /// nor checked: the write path reads it for every write (`shard.loop.now`), and a
+    /// checked `unowned` took a strong retain and a release each time.
     unowned(unsafe) let shard: Shard
     let index: Int
     final var machine: ConnectionMachine<Link, Window>

@@ -57,7 +57,9 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     public func write(into destination: UnsafeMutableRawBufferPointer) {
         precondition(destination.count >= Self.textLength, "an apns-id needs \(Self.textLength) bytes")
         let text = destination.baseAddress!
-        // 8-4-4-4-12: the middle groups are halves of 8 digits; the last 12 overlap by 4.
+        // 8-4-4-4-12 from four runs of eight digits: the second and third groups are the
+        // halves of the second run, the fourth is half the third run, and the last twelve
+        // are its other half and the fourth run.
         let second = HexText.digits(UInt32(truncatingIfNeeded: high)).littleEndian
         let fourth = HexText.digits(UInt32(truncatingIfNeeded: low >> 32)).littleEndian
         HexText.write(UInt32(truncatingIfNeeded: high >> 32), to: text)
