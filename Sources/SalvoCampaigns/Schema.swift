@@ -141,5 +141,18 @@ enum Schema {
             PRIMARY KEY (token, topic, environment)
         )
         """,
+        // One provider token per team and key, shared by every worker (PostgresTokenStore).
+        // A row is locked while a worker decides whether to sign a new one.
+        """
+        CREATE TABLE IF NOT EXISTS salvo_provider_tokens (
+            team_id text NOT NULL,
+            key_id text NOT NULL,
+            key_fingerprint text NOT NULL DEFAULT '',
+            issued_at bigint NOT NULL DEFAULT 0,
+            token text NOT NULL DEFAULT '',
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (team_id, key_id)
+        )
+        """,
     ]
 }

@@ -36,6 +36,11 @@ public struct HTTP2Options: Sendable {
     /// How the provider proves who it is: the TLS client certificate in
     /// `SenderConfiguration.tls`, or a provider token signed with a `.p8` key.
     public var authentication: HTTP2Authentication
+    /// With token authentication: where the team's provider token is shared with the
+    /// team's other processes and later runs (``ProviderTokenCache``, or a PostgreSQL table),
+    /// so that they all send one token. Nil: this sender signs its own, and another process
+    /// of the team that signed one within 20 minutes makes the gateway refuse it.
+    public var tokenStore: (any ProviderTokenStore)?
     /// The most streams one connection keeps open, whatever more the gateway's SETTINGS
     /// allow (APNs: 1000; one until it has seen a valid provider token).
     public var maximumConcurrentStreams = 1000
@@ -46,10 +51,20 @@ public struct HTTP2Options: Sendable {
     /// 429 TooManyRequests (too many for one device): a notification is tried again after
     /// this backoff, at most `throttleRetries` times, and then fails as `throttled`.
     public var throttleBackoff = Backoff(initial: .seconds(1), maximum: .seconds(60), jitter: 0.5)
+    /// How long a stream may wait for its answer, and work for a stream the gateway does
+    /// not allow. A connection with a stream waiting longer, or allowed no stream that long,
+    /// has stalled: it is dropped, its open streams follow the drop policy, and it counts as
+    /// a failed attempt (a gateway that stalls three connections in a row is given up on).
+    /// A retired connection (after GOAWAY or a 503) waits this long for its streams'
+    /// answers. Apple answers in milliseconds to seconds.
+    public var answerTimeout: Duration = .seconds(15)
+    /// How long after the TLS handshake the gateway's SETTINGS may take; later, the
+    /// connection counts as a failed connect.
+    public var settingsTimeout: Duration = .seconds(3)
     /// How many times a notification answered 429 TooManyRequests is tried again.
     public var throttleRetries = 5
-    /// 500 and 503: a notification is tried again on another connection at most this many
-    /// times, and then fails as `server_error`.
+    /// 500 and 503: a notification is tried again at most this many times (after a 503 on
+    /// another connection), and then fails as `server_error`.
     public var serverErrorRetries = 3
 
     /// Options for the app `topic` (its bundle id; nil only with a certificate that names it),
@@ -167,6 +182,11 @@ public struct SenderConfiguration: Sendable {
     /// Consecutive failed connection attempts (refused, timed out, stalled, or dropped
     /// without an error response) after which a connection gives up.
     public var connectAttempts = 8
+    /// After a graceful shutdown (SIGTERM, when run as a `Service`), how long what is in
+    /// flight may take to become final; then what is still open fails (as
+    /// `deliveryUnknown` under at-most-once, else as `cancelled`, to be sent again by a
+    /// resume), and the sender finishes. Cancelling the service ends it at once.
+    public var drainTimeout: Duration = .seconds(30)
     /// How many silent drops a notification may be in flight for before it fails.
     public var retryBudget = 3
     /// At-least-once (resend) or at-most-once (report) after a silent drop.

@@ -99,6 +99,8 @@ public final class Sender: Sendable {
     private let hub: EventHub
     private let cursor = Atomic<Int>(0)
     private let isFinished = Atomic<Bool>(false)
+    /// What is not final is to fail now, whatever the finish timeout (`abandonUnsettled`).
+    private let isAbandoning = Atomic<Bool>(false)
     /// The sequence of the last notification `send(contentsOf:)` published, plus one (0: none yet).
     private let submittedSequenceEnd = Atomic<UInt64>(0)
     private let started = Instant.now()
@@ -184,7 +186,7 @@ public final class Sender: Sendable {
             do {
                 tokens = try ProviderTokenSigner(credentials: credentials,
                                                  clock: configuration.tokenClock ?? ProviderTokenSigner.systemClock,
-                                                 logger: logger)
+                                                 logger: logger, store: configuration.http2?.tokenStore)
             } catch {
                 throw SenderError(description: error.description)
             }
@@ -217,6 +219,9 @@ public final class Sender: Sendable {
         }
         self.lanes = lanes
         self.shards = shards
+        // Connections wait for a token from the store; its arrival wakes them. Cleared in
+        // `deinit`, which ends the cycle it makes.
+        tokens?.setWaker { [shards] in for shard in shards { shard.wake() } }
         // Shards alternate, so connections added one at a time spread over the threads.
         slots = (0..<lanesPerShard).flatMap { laneIndex in
             shards.indices.map { Slot(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
@@ -224,6 +229,7 @@ public final class Sender: Sendable {
     }
 
     deinit {
+        tokens?.setWaker(nil)
         shards.forEach { $0.stop() }
         hub.finish()
     }
@@ -495,7 +501,8 @@ public final class Sender: Sendable {
     /// returns the final report. Later calls (and `run()`'s graceful shutdown) return the
     /// same report.
     ///
-    /// - Parameter timeout: after this long, what is still not final fails as `cancelled`
+    /// - Parameter timeout: after this long, what is still not final fails: as
+    ///   `deliveryUnknown` under at-most-once (it may have arrived), else as `cancelled`
     ///   (the first call's timeout counts).
     public func finish(timeout: Duration = .seconds(300)) async -> SenderReport {
         let drain = finishing.withLock { drain in
@@ -516,7 +523,7 @@ public final class Sender: Sendable {
         let deadline = Instant.now() + timeout
         var cancelled = false
         while ledger.settledCount < submittedCount {
-            if !cancelled && Instant.now() >= deadline {
+            if !cancelled && (Instant.now() >= deadline || isAbandoning.load(ordering: .relaxed)) {
                 cancelled = true
                 logger.error("giving up: notifications still not final after the finish timeout fail as cancelled",
                              metadata: ["timeout": "\(timeout)", "unsettled": "\(submittedCount - ledger.settledCount)"])
@@ -537,14 +544,22 @@ public final class Sender: Sendable {
             lane.openStreams.store(0, ordering: .relaxed)
         }
         hub.finish()
-        let report = ledger.report(submitted: submittedCount, connections: growth.count, connectionsReason: growth.reason,
+        var report = ledger.report(submitted: submittedCount, connections: growth.count, connectionsReason: growth.reason,
                                    started: started.nanoseconds, now: Instant.now().nanoseconds)
+        report.failureCause = hub.failureCause(report.failedByReason)
         reportMetrics(of: report)
         logger.info("finished", metadata: [
             "submitted": "\(report.submitted)", "accepted": "\(report.accepted)", "rejected": "\(report.rejected)",
             "failed": "\(report.failed)", "resent": "\(report.resent)", "reconnects": "\(report.reconnects)",
         ])
         return report
+    }
+
+    /// Ends a `finish` under way (or the next one) at once: what is not final fails as
+    /// after its timeout. What a second SIGTERM does.
+    package func abandonUnsettled() {
+        isAbandoning.store(true, ordering: .relaxed)
+        hub.progress()
     }
 
     /// Whether `finish()` was called (by the host, or by a graceful shutdown).
@@ -568,6 +583,8 @@ final class EventHub: SenderObserver {
     private let waiting = Atomic<Int>(0)
     private let state = Locked<(generation: UInt64, waiters: [UnsafeContinuation<Void, Never>], givenUp: SendError?)>(
         (0, [], nil))
+    /// Why a connection was last lost (a drop, a stall, a protocol error).
+    private let lastLoss = Locked<String?>(nil)
 
     init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?,
          logger: Logger) {
@@ -580,6 +597,17 @@ final class EventHub: SenderObserver {
     /// Why connections gave up, for the sender to throw once all have: refused credentials
     /// if any connection saw that (it is what the user must fix), else the last reason.
     var givenUp: SendError? { state.withLock { $0.givenUp } }
+
+    func connectionLost(_ reason: String) { lastLoss.withLock { $0 = reason } }
+
+    /// What made notifications fail for the gateway's sake, for the report: why the
+    /// connections gave up, or else, when some failed after the drops of their connections
+    /// (their retries used up, or their fate unknown), why the last connection was lost.
+    func failureCause(_ failedByReason: [String: Int]) -> String? {
+        if let givenUp { return givenUp.description }
+        let afterDrops = [FailureReason.retryBudgetExhausted, .deliveryUnknown].contains { failedByReason[$0.rawValue] != nil }
+        return afterDrops ? lastLoss.withLock { $0 }.map { "the last connection lost: \($0)" } : nil
+    }
 
     func emit(_ event: SenderEvent) {
         switch event {

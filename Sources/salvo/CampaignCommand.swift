@@ -223,8 +223,11 @@ extension CampaignCommand {
         }
 
         func run() async throws {
+            // The workers of a campaign share the team's provider token through its database.
+            let database = try? DatabaseURL(target.db)
             let (configuration, _) = try SendCommand.senderConfiguration(
-                gateway, wireProtocol, http2: http2, tls: tls, engine: engine, command: "campaign run")
+                gateway, wireProtocol, http2: http2, tls: tls, engine: engine, command: "campaign run",
+                tokenStore: database.map(PostgresTokenStore.init))
             let name = worker ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
             let settings = CampaignWorker.Settings(name: name, leaseDuration: .milliseconds(Int(leaseSeconds * 1000)))
             let summary: CampaignWorker.Summary

@@ -4,6 +4,7 @@ import SalvoEngine
 import SalvoIO
 import SalvoWire
 import ServiceLifecycle
+import UnixSignals
 
 /// One campaign through one sender, as the CLI runs it: the rejected-token CSV, the
 /// progress line, periodic checkpoints, and the summary and JSON report at the end.
@@ -75,6 +76,18 @@ final class CampaignRun: Sendable {
 
     private func startBackgroundWork() {
         var tasks: [Task<Void, Never>] = [Task { [sender] in await reportSenderEvents(sender) }]
+        // The service group drains on the first SIGTERM or SIGINT (at most --drain-timeout);
+        // a second one ends the drain at once.
+        tasks.append(Task { [sender] in
+            var signals = 0
+            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                signals += 1
+                guard signals == 2 else { continue }
+                printError("\nsalvo: a second signal: stopping now; what is not final fails and is accounted for")
+                sender.abandonUnsettled()
+                return
+            }
+        })
         if isatty(STDERR_FILENO) == 1 {
             tasks.append(Task { [sender, total] in
                 // At most 10 refreshes a second, on one line.
@@ -165,8 +178,9 @@ final class CampaignRun: Sendable {
             counts.isEmpty ? "" : "  (" + counts.sorted { $0.key < $1.key }.map { "\($0.key): \(number($0.value))" }
                 .joined(separator: ", ") + ")"
         }
+        let notifications = report.submitted == 1 ? "notification" : "notifications"
         var lines = [
-            "sent \(number(report.submitted)) notifications in \(String(format: "%.2f", report.sendingSeconds)) s "
+            "handed \(number(report.submitted)) \(notifications) to the gateway in \(String(format: "%.2f", report.sendingSeconds)) s "
                 + "(\(number(Int(report.sendRatePerSecond.rounded()))) /s); all final "
                 + "\(String(format: "%.2f", max(0, report.seconds - report.sendingSeconds))) s later "
                 + (http2 ? "(the last answers)" : "(the error wait, then the gateway's answer to close_notify)"),
@@ -198,6 +212,7 @@ final class CampaignRun: Sendable {
             lines.append("  resumed after line \(number(resumedAfter)): notifications written within the record retention "
                          + "before the interruption may have been sent twice")
         }
+        if let cause = report.failureCause { lines.append("  why they failed: \(cause)") }
         lines.append(report.isComplete ? "  accounting: complete (submitted = accepted + rejected + failed)"
                                        : "  accounting: INCOMPLETE — \(report.submitted - report.accepted - report.rejected - report.failed) unsettled")
         return lines.joined(separator: "\n")

@@ -41,6 +41,11 @@ struct EngineOptions: ParsableArguments {
                                valueName: "KiB"))
     var socketBufferKiB: Int?
 
+    @Option(name: .customLong("drain-timeout"),
+            help: ArgumentHelp("After SIGTERM or SIGINT, how long what is in flight may take to finish (default 30); then what is still open follows --on-drop and the run ends. A second signal ends it at once.",
+                               valueName: "s"))
+    var drainTimeoutSeconds: Double = 30
+
     @Flag(name: .customLong("ktls"), help: "Ask OpenSSL to let the kernel encrypt records (kTLS); says whether it engaged.")
     var kernelTLS = false
 
@@ -65,6 +70,7 @@ struct EngineOptions: ParsableArguments {
         if let retentionMilliseconds, retentionMilliseconds < 1 { throw ValidationError("--retention-ms must be at least 1") }
         if let ringMiB, !(1...1024).contains(ringMiB) { throw ValidationError("--ring-mib must be 1...1024") }
         if let socketBufferKiB, !(0...65536).contains(socketBufferKiB) { throw ValidationError("--socket-buffer-kib must be 0...65536") }
+        if !(0...3600).contains(drainTimeoutSeconds) { throw ValidationError("--drain-timeout must be 0...3600 seconds") }
     }
 
     func apply(to configuration: inout SenderConfiguration) {
@@ -77,6 +83,7 @@ struct EngineOptions: ParsableArguments {
         if let ringMiB { configuration.ringCapacity = ringMiB << 20 }
         configuration.tls.kernelTLS = kernelTLS
         if let socketBufferKiB { configuration.socketSendBuffer = socketBufferKiB > 0 ? socketBufferKiB << 10 : nil }
+        configuration.drainTimeout = .milliseconds(Int(drainTimeoutSeconds * 1000))
     }
 }
 

@@ -2,6 +2,8 @@ import ArgumentParser
 import SalvoMock
 import SalvoWire
 
+extension H2Misbehaviour: ExpressibleByArgument {}
+
 /// What a mock gateway does wrong on purpose: the failure-plan flags of `salvo mock` (both
 /// protocols) and of `salvo demo`'s in-process mock. Each makes one field of `FailurePlan`
 /// (binary), of `H2FailurePlan` (h2), or of both; `binaryOnlyFlag` and `h2OnlyFlag` name
@@ -71,6 +73,14 @@ struct FailurePlanOptions: ParsableArguments {
             help: ArgumentHelp("h2: the connection taking every Nth valid request, gateway-wide, sends GOAWAY (Shutdown).", valueName: "n"))
     var goawayEvery: Int?
 
+    @Flag(name: .customLong("silent-after-client-goaway"),
+          help: "h2: once a client sends GOAWAY, answer nothing more on that connection (as servers built on python's h2 do).")
+    var silentAfterClientGoAway = false
+
+    @Option(help: ArgumentHelp("h2: break the protocol on every connection: "
+                               + H2Misbehaviour.allCases.map(\.rawValue).joined(separator: ", ") + ".", valueName: "mode"))
+    var misbehave: H2Misbehaviour?
+
     // Unconditional, as --error-delay-ms.
     @Option(name: .customLong("response-delay-ms"), parsing: .unconditional,
             help: ArgumentHelp("h2: hold each answer D ms plus a seeded uniform jitter of 0...JITTER ms (each 0...600000).", valueName: "D[:JITTER]"))
@@ -119,7 +129,7 @@ struct FailurePlanOptions: ParsableArguments {
             seed: seed, rejectEvery: rejectEvery, throttleEvery: throttleEvery, unavailableEvery: unavailableEvery,
             internalErrorEvery: internalErrorEvery, goawayEvery: goawayEvery, dropEvery: dropEvery, stallEvery: stallEvery,
             stallDuration: .milliseconds(stallMilliseconds), responseDelay: delay, responseJitter: jitter,
-            errorDelay: try errorDelay())
+            errorDelay: try errorDelay(), silentAfterClientGoAway: silentAfterClientGoAway, misbehaviour: misbehave)
         try Self.validate { () throws(FailurePlanError) in try plan.validate() }
         return plan
     }
@@ -179,7 +189,8 @@ struct FailurePlanOptions: ParsableArguments {
         firstGivenFlag([
             ("--throttle-every", throttleEvery != nil), ("--unavailable-every", unavailableEvery != nil),
             ("--internal-error-every", internalErrorEvery != nil), ("--goaway-every", goawayEvery != nil),
-            ("--response-delay-ms", responseDelay != nil),
+            ("--response-delay-ms", responseDelay != nil), ("--silent-after-client-goaway", silentAfterClientGoAway),
+            ("--misbehave", misbehave != nil),
         ])
     }
 

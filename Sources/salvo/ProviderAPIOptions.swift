@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import SalvoCampaigns
 import SalvoEngine
 import SalvoWire
 
@@ -51,6 +53,26 @@ struct ProviderAPIOptions: ParsableArguments {
     @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: your team id (10 characters).", valueName: "id"))
     var teamID: String?
 
+    @Option(name: .customLong("token-cache"),
+            help: ArgumentHelp("Token authentication: the file this machine's runs share the team's provider token in "
+                               + "(default: $XDG_STATE_HOME/salvo/provider-tokens, or ~/.local/state/salvo/provider-tokens).",
+                               valueName: "file"))
+    var tokenCache: String?
+
+    @Flag(name: .customLong("no-token-cache"),
+          help: "Token authentication: sign this run's own provider token, shared with no other run.")
+    var noTokenCache = false
+
+    @Option(name: .customLong("token-store"),
+            help: ArgumentHelp("Token authentication: share the team's provider token through PostgreSQL with senders on "
+                               + "other machines (campaign run: its --db unless told otherwise).", valueName: "postgres://…"))
+    var tokenStore: String?
+
+    @Option(name: .customLong("answer-timeout"),
+            help: ArgumentHelp("How long a stream may wait for its answer (default 15): a connection with one waiting longer, or allowed no stream that long, is dropped; three in a row without an answer end the run.",
+                               valueName: "s"))
+    var answerTimeoutSeconds: Double?
+
     @Option(name: .customLong("max-streams"),
             help: ArgumentHelp("The most streams open per connection (default 1000, Apple's limit).", valueName: "n"))
     var maximumStreams: Int?
@@ -61,7 +83,15 @@ struct ProviderAPIOptions: ParsableArguments {
             ("--topic", topic != nil), ("--push-type", pushType != .alert), ("--priority", priority != nil),
             ("--expiration", expiration != nil), ("--collapse-id", collapseID != nil), ("--auth-key", authKey != nil),
             ("--key-id", keyID != nil), ("--team-id", teamID != nil), ("--max-streams", maximumStreams != nil),
+            ("--token-cache", tokenCache != nil), ("--no-token-cache", noTokenCache), ("--token-store", tokenStore != nil),
+            ("--answer-timeout", answerTimeoutSeconds != nil),
         ])
+    }
+
+    /// The first of the token store's flags given, if any.
+    private var tokenStoreFlag: String? {
+        firstGivenFlag([("--token-cache", tokenCache != nil), ("--no-token-cache", noTokenCache),
+                        ("--token-store", tokenStore != nil)])
     }
 
     func validate() throws {
@@ -71,6 +101,33 @@ struct ProviderAPIOptions: ParsableArguments {
         case (nil, _, _): throw ValidationError("--key-id and --team-id go with --auth-key AuthKey_<KEYID>.p8")
         }
         if let maximumStreams, maximumStreams < 1 { throw ValidationError("--max-streams must be at least 1") }
+        if let answerTimeoutSeconds, !(0.1...3600).contains(answerTimeoutSeconds) {
+            throw ValidationError("--answer-timeout must be 0.1...3600 seconds")
+        }
+        let storeFlags = [tokenCache != nil, noTokenCache, tokenStore != nil].filter { $0 }.count
+        if storeFlags > 1 { throw ValidationError("give one of --token-cache, --no-token-cache and --token-store") }
+        if let flag = tokenStoreFlag, authKey == nil { throw ValidationError("\(flag) goes with --auth-key (token authentication)") }
+    }
+
+    /// Where the team's provider token is shared: `--token-store`, `--token-cache`, the
+    /// `fallback` when neither is given (campaign run: its database), else the default
+    /// cache; nil with `--no-token-cache` or without token authentication. A cache that
+    /// cannot be used is refused here, before anything is sent.
+    func providerTokenStore(fallback: (any ProviderTokenStore)? = nil) throws -> (any ProviderTokenStore)? {
+        guard authKey != nil, !noTokenCache else { return nil }
+        if let tokenStore {
+            do { return PostgresTokenStore(url: try DatabaseURL(tokenStore)) } catch {
+                throw ValidationError(error.description.replacingOccurrences(of: "--db", with: "--token-store"))
+            }
+        }
+        if tokenCache == nil, let fallback { return fallback }
+        guard let path = tokenCache ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment) else {
+            throw ValidationError("no place for the token cache: neither XDG_STATE_HOME nor HOME is set; give --token-cache FILE "
+                                  + "or --no-token-cache")
+        }
+        let cache = ProviderTokenCache(path: path)
+        do { try cache.check() } catch { throw ValidationError(error.description) }
+        return cache
     }
 
     /// The protocol `gateway` is spoken in: as `--protocol` says, else HTTP/2 for Apple's
@@ -88,16 +145,19 @@ struct ProviderAPIOptions: ParsableArguments {
 
     /// The HTTP/2 transport these flags describe, with the campaign-wide header defaults
     /// set on `configuration`. Reads the `.p8` key (refusing one every user may read unless
-    /// `allowWorldReadableKey`).
-    func apply(to configuration: inout SenderConfiguration, allowWorldReadableKey: Bool) throws {
+    /// `allowWorldReadableKey`); tokens are shared through `tokenStore`.
+    func apply(to configuration: inout SenderConfiguration, allowWorldReadableKey: Bool,
+               tokenStore: (any ProviderTokenStore)?) throws {
         var authentication = HTTP2Authentication.certificate
         if let authKey, let keyID, let teamID {
             authentication = .token(try ProviderCredentials(keyFile: authKey, keyID: keyID, teamID: teamID,
                                                             allowWorldReadable: allowWorldReadableKey))
         }
         var options = HTTP2Options(topic: topic, pushType: pushType, authentication: authentication)
+        options.tokenStore = tokenStore
         options.collapseID = collapseID
         if let maximumStreams { options.maximumConcurrentStreams = maximumStreams }
+        if let answerTimeoutSeconds { options.answerTimeout = .milliseconds(Int(answerTimeoutSeconds * 1000)) }
         configuration.transport = .http2(options)
         configuration.defaultPriority = priority
         configuration.defaultExpiry = expiration

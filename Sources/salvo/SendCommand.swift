@@ -140,7 +140,8 @@ extension SendCommand {
     /// The sender's configuration from the gateway, TLS, HTTP/2 and engine flags, and the
     /// protocol a campaign is read for; shared with `salvo campaign run`.
     static func senderConfiguration(_ gateway: String, _ wireProtocol: WireProtocol?, http2: ProviderAPIOptions, tls: TLSOptions,
-                                    engine: EngineOptions, command: String) throws -> (SenderConfiguration, CampaignProtocol) {
+                                    engine: EngineOptions, command: String,
+                                    tokenStore: (any ProviderTokenStore)? = nil) throws -> (SenderConfiguration, CampaignProtocol) {
         let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
         let endpoint = try Endpoint(parsing: gateway, service: spoken.service)
         var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
@@ -152,7 +153,8 @@ extension SendCommand {
             return (configuration, .binary(maximumPayloadLength: configuration.maximumPayloadLength))
         case .h2:
             do {
-                try http2.apply(to: &configuration, allowWorldReadableKey: tls.allowWorldReadableKey)
+                try http2.apply(to: &configuration, allowWorldReadableKey: tls.allowWorldReadableKey,
+                                tokenStore: try http2.providerTokenStore(fallback: tokenStore))
             } catch {
                 printError("salvo \(command): \(error)")
                 throw ExitCode(2)

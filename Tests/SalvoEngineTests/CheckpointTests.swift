@@ -57,10 +57,10 @@ import Testing
 
     @Test func theDirectoryToSyncIsTheFilesParent() {
         // Not tested by changing the working directory: tests run in parallel in one process.
-        #expect(Checkpoint.directory(of: "run.checkpoint") == ".")
-        #expect(Checkpoint.directory(of: "state/run.checkpoint") == "state")
-        #expect(Checkpoint.directory(of: "/run.checkpoint") == "/")
-        #expect(Checkpoint.directory(of: "/var/lib/salvo/run.checkpoint") == "/var/lib/salvo")
+        #expect(SalvoIO.directory(of: "run.checkpoint") == ".")
+        #expect(SalvoIO.directory(of: "state/run.checkpoint") == "state")
+        #expect(SalvoIO.directory(of: "/run.checkpoint") == "/")
+        #expect(SalvoIO.directory(of: "/var/lib/salvo/run.checkpoint") == "/var/lib/salvo")
     }
 
     @Test func textAndParseAreInversesForSeededPoints() throws {

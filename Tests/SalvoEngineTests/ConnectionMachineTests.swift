@@ -22,7 +22,7 @@ import Testing
     /// Actions as words: `connect`, `standby`, `close a` (silently, or before it opened),
     /// `close_notify a` (closes telling the gateway), `finish a` (finishes writing),
     /// `reconnect 10ms`, `retry standby`, `activate b`, `settle`, `give up`.
-    static func words(_ actions: [Machine.Action]) -> [String] {
+    static func words<Window>(_ actions: [ConnectionMachine<FakeLink, Window>.Action]) -> [String] {
         actions.map { action in
             switch action {
             case .connect: "connect"
@@ -39,7 +39,7 @@ import Testing
     }
 
     /// The settlement among `actions`, if any.
-    static func settlement(in actions: [Machine.Action]) -> Settlement? {
+    static func settlement<Window>(in actions: [ConnectionMachine<FakeLink, Window>.Action]) -> Settlement? {
         for case .settle(let settlement) in actions { return settlement }
         return nil
     }
@@ -343,5 +343,64 @@ import Testing
         let delays = (1...8).map { backoff.delay(attempt: $0, random: &first) }
         #expect(delays == (1...8).map { backoff.delay(attempt: $0, random: &second) })
         #expect(delays.allSatisfy { $0 <= .seconds(1) && $0 >= .milliseconds(50) })
+    }
+}
+
+/// HTTP/2: a connection that must go retires while the slot goes on with a new one.
+extension ConnectionMachineTests {
+    typealias StreamMachine = ConnectionMachine<FakeLink, StreamWindow>
+
+    /// A machine whose connection `a` is open with `streams` open streams.
+    static func openWithStreams(_ streams: Int) -> (StreamMachine, StreamWindow, FakeLink) {
+        let window = StreamWindow(limits: .init(throttled: 2, serverErrors: 2))
+        var machine = StreamMachine(window: window, dropPolicy: .init(atMostOnce: false, retryBudget: 3), usesStandby: false,
+                                    maximumAttempts: 3, backoff: Backoff(initial: .milliseconds(10), jitter: 0), seed: 1)
+        let a = FakeLink("a")
+        _ = machine.start()
+        machine.connectStarted(a)
+        #expect(words(machine.handshakeCompleted(a)) == ["activate a"])
+        for n in 0..<streams {
+            let position = SourcePosition(offset: UInt64(n), sequence: UInt64(n))
+            window.recordNew(index: UInt64(n), origin: Origin(position: position, source: 1, continuesRun: true))
+            _ = window.open(OpenStream(index: UInt64(n), source: 1, position: position, token: StreamWindowTests.token,
+                                       attempts: Attempts(), tokenGeneration: 0))
+        }
+        return (machine, window, a)
+    }
+
+    @Test func aRetiredConnectionClosesOnlyOnceItsStreamsAreAnsweredWhileANewOneConnects() {
+        var (machine, window, a) = Self.openWithStreams(2)
+        #expect(Self.words(machine.retire(a, "503")).isEmpty, "no GOAWAY, no close: two streams wait for answers")
+        #expect(machine.isRetiring(a) && machine.openTransport == nil)
+        #expect(Self.words(machine.start()) == ["connect"], "the slot goes on with a new connection")
+        var settlement = Settlement()
+        window.accepted(0, into: &settlement)
+        #expect(Self.words(machine.retiredStreamsAnswered(a, "503")).isEmpty)
+        window.accepted(1, into: &settlement)
+        #expect(Self.words(machine.retiredStreamsAnswered(a, "503")) == ["close_notify a"])
+        #expect(!machine.isRetiring(a) && settlement.accepted == 2)
+    }
+
+    @Test func aRetiredConnectionWithNothingOpenClosesAtOnce() {
+        var (machine, _, a) = Self.openWithStreams(0)
+        #expect(Self.words(machine.retire(a, "GOAWAY")) == ["close_notify a"])
+    }
+
+    @Test func aRetiredConnectionLostWithStreamsOpenLeavesThemToTheDropPolicyAndNotTheSlot() {
+        var (machine, _, a) = Self.openWithStreams(3)
+        _ = machine.retire(a, "503")
+        let actions = machine.retiredConnectionLost(a, "no answer within 15 s")
+        #expect(Self.words(actions) == ["settle", "close a"])
+        let settlement = Self.settlement(in: actions)
+        #expect(settlement?.resent == 3 && settlement?.possibleDuplicates == 3)
+        #expect(machine.consecutiveFailures == 0, "the slot's own connection is not at fault")
+    }
+
+    @Test func cancellingClosesRetiredConnectionsToo() {
+        var (machine, _, a) = Self.openWithStreams(1)
+        _ = machine.retire(a, "503")
+        let actions = machine.cancel()
+        #expect(Self.words(actions) == ["settle", "close_notify a"])
+        #expect(Self.settlement(in: actions)?.failures.count == 1 && !machine.isRetiring(a))
     }
 }

@@ -60,7 +60,7 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
     // MARK: Renewal by time
 
     @Test func theFirstTokenIsSignedAtTheClocksTimeAndVerifies() throws {
-        let token = signer.token()
+        let token = signer.token()!
         #expect(token.generation == 1)
         #expect(signer.generation == 1)
         #expect(token.issuedAt == start)
@@ -87,17 +87,17 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
     }
 
     @Test func theSameTokenServesUntilFiftyMinutesThenANewOneThatVerifies() throws {
-        let first = signer.token()
+        let first = signer.token()!
         for age in [0, 1, 600, 1199, 1200, 2400, 2999] as [Int64] {
             clock.set(start + age)
             try signer.refreshIfDue()
             #expect(signer.generation == 1, "renewed at \(age) s")
-            #expect(signer.token().text == first.text)
+            #expect(signer.token()!.text == first.text)
         }
 
         clock.set(start + 3000)
         try signer.refreshIfDue()
-        let second = signer.token()
+        let second = signer.token()!
         #expect(signer.generation == 2)
         #expect(second.generation == 2 && second.issuedAt == start + 3000)
         #expect(second.text != first.text)
@@ -107,7 +107,7 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
 
         clock.set(start + 6000)
         try signer.refreshIfDue()
-        #expect(signer.token().generation == 3 && signer.token().issuedAt == start + 6000)
+        #expect(signer.token()!.generation == 3 && signer.token()!.issuedAt == start + 6000)
     }
 
     @Test func refreshIfDueNeverRenewsWithinTwentyMinutesOfTheLastRenewal() throws {
@@ -146,7 +146,7 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
             #expect(signer.generation == UInt32(round + 1))
         }
         #expect(failures.load(ordering: .relaxed) == 0)
-        #expect(AuthKey.verify(signer.token(), now: clock.now) == .valid(issuedAt: clock.now))
+        #expect(AuthKey.verify(signer.token()!, now: clock.now) == .valid(issuedAt: clock.now))
     }
 
     @Test func tokensReadFromManyThreadsWhileItIsRenewedAreWholeAndInOrder() throws {
@@ -165,7 +165,7 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
                 while cached <= renewals {
                     let generation = signer.generation
                     guard generation != cached else { continue }
-                    let token = signer.token()
+                    let token = signer.token()!
                     tokens.append((generation, token))
                     cached = token.generation
                 }
@@ -199,18 +199,18 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
     @Test func anExpiredOlderTokenIsRetriedWithTheCurrentOneWithoutSigning() throws {
         clock.set(start + 3000)
         try signer.refreshIfDue()
-        let current = signer.token()
+        let current = signer.token()!
 
         clock.set(start + 3001)
         #expect(try signer.expired(generation: 1) == .retry)
         #expect(signer.generation == 2)
-        #expect(signer.token().text == current.text)
+        #expect(signer.token()!.text == current.text)
     }
 
     @Test func anExpiredCurrentTokenTwentyMinutesOldIsRenewedAndRetried() throws {
         clock.set(start + ProviderToken.minimumRefreshInterval)
         #expect(try signer.expired(generation: 1) == .retry)
-        let renewed = signer.token()
+        let renewed = signer.token()!
         #expect(renewed.generation == 2 && renewed.issuedAt == start + 1200)
         #expect(AuthKey.verify(renewed, now: clock.now) == .valid(issuedAt: start + 1200))
     }
@@ -240,7 +240,7 @@ func expectNoKeyMaterial(_ text: String, from pem: String, sourceLocation: Sourc
     }
 
     @Test func aTokenDoesNotPrintItself() {
-        let token = signer.token()
+        let token = signer.token()!
         var dumped = "", dumpedSigner = ""
         dump(token, to: &dumped)
         dump(signer, to: &dumpedSigner)
@@ -295,7 +295,7 @@ extension ProviderTokenSignerTests {
             #expect(credentials.source == path)
             #expect(credentials.warnings.isEmpty)
             let signer = try ProviderTokenSigner(credentials: credentials, clock: { 1_700_000_000 })
-            #expect(AuthKey.verify(signer.token(), now: 1_700_000_000) == .valid(issuedAt: 1_700_000_000))
+            #expect(AuthKey.verify(signer.token()!, now: 1_700_000_000) == .valid(issuedAt: 1_700_000_000))
         }
 
         @Test func aWorldReadableKeyFileIsRefusedWithTheChmodHintUnlessAllowed() throws {
@@ -411,7 +411,7 @@ extension ProviderTokenSignerTests {
             #expect(pem.hasPrefix("-----BEGIN EC PRIVATE KEY-----"))
             let credentials = try ProviderCredentials(keyFile: try keyFile(pem), keyID: AuthKey.keyID, teamID: AuthKey.teamID)
             let verifier = try ProviderTokenVerifier(authKeyPEM: pem, keyID: AuthKey.keyID, teamID: AuthKey.teamID)
-            let token = try ProviderTokenSigner(credentials: credentials, clock: { 1_700_000_000 }).token()
+            let token = try ProviderTokenSigner(credentials: credentials, clock: { 1_700_000_000 }).token()!
             #expect(Array(token.text.utf8).withUnsafeBytes { verifier.verify($0, now: 1_700_000_000) } == .valid(issuedAt: 1_700_000_000))
         }
 

@@ -62,8 +62,17 @@ import Testing
     /// Starts `salvo` with `arguments`; both of its pipes are drained as it writes.
     static func launch(_ arguments: [String]) throws -> ChildProcess {
         #expect(FileManager.default.isExecutableFile(atPath: salvo), "build the salvo executable first: \(salvo)")
-        return try ChildProcess(salvo, arguments)
+        return try ChildProcess(salvo, arguments, environment: ["XDG_STATE_HOME": stateHome])
     }
+
+    /// Where the processes of these tests keep their state (the provider-token cache), not
+    /// the user's own: made once per test process, mode 0700 as a state directory is.
+    static let stateHome: String = {
+        let path = NSTemporaryDirectory() + "salvo-tests-state-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o700])
+        return path
+    }()
 
     /// Runs to completion (bounded: killed after `timeout`); returns exit status, stdout and stderr.
     static func run(_ arguments: [String], timeout: Duration = .seconds(100)) throws -> (Int32, String, String) {

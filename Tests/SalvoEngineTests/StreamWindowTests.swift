@@ -84,17 +84,49 @@ import Testing
         #expect(window.isEmpty && !window.hasRetries)
     }
 
-    @Test func aServerErrorIsRetriedOnAnotherConnectionOnly() {
+    @Test func aServiceUnavailableIsRetriedOnAnotherConnectionOnly() {
         let (window, slots) = Self.window(opening: 2)
         var settlement = Settlement()
-        window.retry(slots[0], .serverError, now: 0, into: &settlement)
+        window.retry(slots[0], .unavailable, now: 0, into: &settlement)
         window.retry(slots[1], .refused, now: 0, into: &settlement)
-        // The refused one may go again here; the 500's waits for the next connection.
+        // The refused one may go again here; the 503's waits for the next connection.
         #expect(window.nextRetry(now: 0)?.index == 1)
         #expect(window.nextRetry(now: 0) == nil)
         window.connectionOpened()
         #expect(window.nextRetry(now: 0)?.index == 0)
         #expect(settlement.resent == 2 && settlement.possibleDuplicates == 0)
+    }
+
+    @Test func anInternalServerErrorIsRetriedAtOnceOnTheSameConnection() {
+        let (window, slots) = Self.window(opening: 1)
+        var settlement = Settlement()
+        window.retry(slots[0], .serverError, now: 0, into: &settlement)
+        #expect(window.nextRetry(now: 0)?.attempts.serverErrors == 1)
+        #expect(settlement.resent == 1 && settlement.possibleDuplicates == 0)
+    }
+
+    /// A retired connection's streams count apart from the next connection's (whose stream
+    /// limit they must not take), are answered on it, and, if it drops, only they follow
+    /// the drop policy.
+    @Test func aRetiredConnectionsStreamsCountApartAndOnlyTheyAreLostWithIt() {
+        let (window, slots) = Self.window(opening: 3)
+        var settlement = Settlement()
+        let retired = window.retireConnection()
+        #expect(window.openCount == 0 && window.openCount(onRetired: retired) == 3 && window.openOnAllConnections == 3)
+        window.connectionOpened()
+        let position = SourcePosition(offset: 300, sequence: 3)
+        window.recordNew(index: 3, origin: Origin(position: position, source: 1, continuesRun: true))
+        let fresh = window.open(OpenStream(index: 3, source: 1, position: position, token: Self.token,
+                                           attempts: Attempts(), tokenGeneration: 0))
+        #expect(window.openCount == 1 && window.openOnAllConnections == 4)
+        window.accepted(slots[0], into: &settlement)
+        #expect(window.openCount(onRetired: retired) == 2 && window.openCount == 1)
+        let lost = window.connectionLost(DropHandling(atMostOnce: false, retryBudget: 3), number: retired)
+        #expect(lost.resent == 2 && lost.possibleDuplicates == 2)
+        #expect(window.openCount(onRetired: retired) == 0 && window.openCount == 1)
+        window.retiredConnectionClosed(retired)
+        window.accepted(fresh, into: &settlement)
+        #expect(window.openOnAllConnections == 0 && window.waitingRetryCount == 2)
     }
 
     @Test func aDropResendsOpenStreamsAsPossibleDuplicatesOrReportsThemUnknown() {

@@ -22,10 +22,14 @@ public final class ChildProcess: @unchecked Sendable {
     private var openPipes = 2
     private var status: Int32?
 
-    /// Starts `executable` with `arguments`; standard input is /dev/null.
-    public init(_ executable: String, _ arguments: [String]) throws {
+    /// Starts `executable` with `arguments` and this process's environment changed by
+    /// `environment`; standard input is /dev/null.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors

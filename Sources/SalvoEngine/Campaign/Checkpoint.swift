@@ -34,39 +34,13 @@ public struct Checkpoint: Sendable, Hashable {
         self.path = path
     }
 
-    /// Numbers this process's temporary files, so that no two saves share one.
-    private static let temporaryFiles = Atomic<UInt64>(0)
-
     /// Records `point`.
     ///
     /// - Throws: `CheckpointError.io` when the file cannot be written; the previous
     ///   checkpoint is then left as it was.
     public func save(_ point: ResumePoint) throws(CheckpointError) {
-        let directory = Self.directory(of: path)
-        let temporary = "\(path).tmp-\(getpid())-\(Self.temporaryFiles.wrappingAdd(1, ordering: .relaxed).newValue)"
-
         do throws(IOError) {
-            let fd = try FileDescriptor.open(path: temporary, .writeOnly, options: [.create, .exclusiveCreate],
-                                             permissions: [.ownerReadWrite, .groupRead, .otherRead], operation: "create")
-            do throws(IOError) {
-                defer { try? fd.close() }
-                try fd.writeAll(point.text, target: temporary)
-                // Without this, a rename can reach the disk before the data it names.
-                try fd.synchronize(target: temporary)
-            } catch {
-                unlink(temporary)
-                throw error
-            }
-            do throws(IOError) {
-                try syscallOrThrow("rename to \(path)", target: temporary) { rename(temporary, path) }
-            } catch {
-                unlink(temporary)
-                throw error
-            }
-            // The rename lives in the directory: sync it too, or it may be lost on power failure.
-            let directoryFD = try FileDescriptor.open(path: directory, .readOnly, options: .directory)
-            defer { try? directoryFD.close() }
-            try directoryFD.synchronize(target: directory)
+            try replaceFileAtomically(path, with: point.text, permissions: [.ownerReadWrite, .groupRead, .otherRead])
         } catch {
             throw .io(error)
         }
@@ -106,13 +80,6 @@ public struct Checkpoint: Sendable, Hashable {
             throw .corrupt(path: path, reason: error.reason)
         }
     }
-
-    /// The directory whose entry `rename` changes, to be fsynced after it.
-    static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
 }
 
 /// What a checkpoint holds: the line through which a campaign is done, and what those

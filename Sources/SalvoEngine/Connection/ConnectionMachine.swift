@@ -101,6 +101,10 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
 
     private(set) var state: State = .idle
     private(set) var standby: Standby = .none
+    /// HTTP/2: connections retired (`retire`): they open no new streams and close once
+    /// their open ones are answered, while the slot goes on with a new connection. Each
+    /// with its number in the window.
+    private(set) var retiring: [(transport: Transport, number: UInt32)] = []
     let window: Window
     let dropPolicy: DropHandling
     let usesStandby: Bool
@@ -139,6 +143,11 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         case .open(let transport), .draining(let transport): transport
         default: nil
         }
+    }
+
+    /// Whether `transport` is a retired connection waiting for its answers.
+    func isRetiring(_ transport: Transport) -> Bool {
+        retiring.contains { $0.transport === transport }
     }
 
     /// Whether `transport` is still connecting, as the active connection or the standby.
@@ -232,12 +241,16 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
     /// A transport ended without an error response. For the active connection that is a
     /// silent drop: what was within its error wait has an unknown fate (the drop policy
     /// decides), and the slot backs off like after a failed attempt, so that a gateway
-    /// that drops every connection is not hammered; a ready standby still takes over. A
-    /// connection the gateway `stalled` (stopped taking bytes) counts as a failed attempt
-    /// after those before it opened: a gateway that stalls every connection is given up
-    /// on. A standby that ends is made again after a backoff.
+    /// that drops every connection is not hammered; a ready standby still takes over.
+    ///
+    /// A connection that proved nothing counts as one more failed attempt after those
+    /// before it opened, as if it had never opened: one the gateway `stalled` (stopped
+    /// taking bytes, or left every stream unanswered too long), and one that ended
+    /// `unanswered` (HTTP/2: not one stream answered, e.g. a protocol error right after
+    /// SETTINGS). A gateway that does either on every connection is given up on. A standby
+    /// that ends is made again after a backoff.
     mutating func connectionLost(_ transport: Transport, _ reason: String, permanentReason: String?,
-                                 stalled: Bool = false) -> [Action] {
+                                 stalled: Bool = false, unanswered: Bool = false) -> [Action] {
         switch standby {
         case .connecting(let spare) where spare === transport:
             return standbyEnded(closing: spare, reason: reason, how: .unopened)
@@ -251,7 +264,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         state = .idle
         var actions: [Action] = [.settle(settlement), .close(transport, reason: reason, how: .silently)]
         if let permanentReason { return actions + giveUp(permanentReason) }
-        consecutiveFailures = (stalled ? failuresBeforeOpen : consecutiveFailures) + 1
+        consecutiveFailures = (stalled || unanswered ? failuresBeforeOpen : consecutiveFailures) + 1
         if consecutiveFailures >= maximumAttempts {
             return actions + giveUp("\(reason) (gave up after \(consecutiveFailures) attempts)")
         }
@@ -266,9 +279,11 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         standbyEnded(closing: nil, reason: reason, how: .unopened)
     }
 
-    /// The sender gives up on everything not final (finish timed out): fail it all.
+    /// The sender gives up on everything not final (finish timed out): fail it all, as
+    /// the drop policy has it (under at-most-once what was sent may have arrived: unknown).
     mutating func cancel() -> [Action] {
-        let actions: [Action] = [.settle(window.failAll(reason: .cancelled))] + closeAll(reason: "cancelled")
+        let reason: FailureReason = dropPolicy.atMostOnce ? .deliveryUnknown : .cancelled
+        let actions: [Action] = [.settle(window.failAll(reason: reason))] + closeAll(reason: "cancelled")
         state = .gaveUp(reason: "cancelled", failing: .gatewayUnreachable)
         return actions
     }
@@ -333,6 +348,9 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         case .none, .waiting: break
         }
         standby = .none
+        // Their streams are settled with the window's (`failAll`).
+        actions += retiring.map { .close($0.transport, reason: reason, how: .withCloseNotify) }
+        retiring.removeAll()
         return actions
     }
 
@@ -406,21 +424,39 @@ extension ConnectionMachine where Window == InFlightWindow {
 // MARK: - HTTP/2 settling
 
 extension ConnectionMachine where Window == StreamWindow {
-    /// The open connection goes away: the gateway said GOAWAY, or the sender makes way for
-    /// another connection (after a 500 or 503). No new streams start on it; the open ones
-    /// are answered (or refused), and then it closes (`streamsAnswered`).
-    mutating func goingAway(_ transport: Transport) -> [Action] {
+    /// The open connection retires: the gateway said GOAWAY, or the sender makes way for a
+    /// new connection after a 503. It opens no new streams; its open ones are answered (or
+    /// refused by its GOAWAY) and then it closes (`retiredStreamsAnswered`), or, if they
+    /// are not answered in time, it is dropped (`retiredConnectionLost`). Meanwhile the
+    /// slot goes on: it connects anew when it has work (`start`).
+    ///
+    /// Closing at once, with GOAWAY, would leave the open streams to the gateway's goodwill:
+    /// some servers stop answering a connection once the client says GOAWAY, and every
+    /// stream still open would end unanswered, a possible duplicate.
+    mutating func retire(_ transport: Transport, _ reason: String) -> [Action] {
         guard case .open(let open) = state, open === transport else { return [] }
-        state = .draining(transport)
-        return streamsAnswered("went away")
+        state = .idle
+        retiring.append((transport, window.retireConnection()))
+        return retiredStreamsAnswered(transport, reason)
     }
 
-    /// A stream was answered: a connection going away closes once it has no open stream,
-    /// and the next work connects anew.
-    mutating func streamsAnswered(_ reason: String) -> [Action] {
-        guard case .draining(let transport) = state, window.openCount == 0 else { return [] }
-        state = .idle
+    /// Streams of a retired connection were answered: once none is open, it closes.
+    mutating func retiredStreamsAnswered(_ transport: Transport, _ reason: String) -> [Action] {
+        guard let place = retiring.firstIndex(where: { $0.transport === transport }),
+              window.openCount(onRetired: retiring[place].number) == 0 else { return [] }
+        window.retiredConnectionClosed(retiring.remove(at: place).number)
         return [.close(transport, reason: "\(reason): every stream answered", how: .withCloseNotify)]
+    }
+
+    /// A retired connection ended (or was given up on) with streams still open: as for any
+    /// drop, the drop policy decides their fate. The slot's own connection goes on.
+    mutating func retiredConnectionLost(_ transport: Transport, _ reason: String) -> [Action] {
+        guard let place = retiring.firstIndex(where: { $0.transport === transport }) else { return [] }
+        let number = retiring.remove(at: place).number
+        let unanswered = window.openCount(onRetired: number)
+        let settlement = window.connectionLost(dropPolicy, number: number)
+        window.retiredConnectionClosed(number)
+        return [.settle(settlement), .close(transport, reason: "\(reason) (\(unanswered) stream(s) unanswered)", how: .silently)]
     }
 
     /// The gateway refuses the provider's credentials (a 403 other than an expired token):

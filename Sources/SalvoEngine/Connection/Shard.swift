@@ -122,6 +122,10 @@ final class Shard: @unchecked Sendable {
         observer.emit(event)
     }
 
+    /// A connection ended without the gateway's word on what it held: the report names the
+    /// last such reason when notifications failed for it.
+    func noteConnectionLost(_ reason: String) { observer.connectionLost(reason) }
+
     func reportRejection(token: DeviceToken, rejection: Rejection, sequence: UInt64) {
         observer.rejected(token: token, rejection: rejection, sequence: sequence)
     }
@@ -132,6 +136,7 @@ final class Shard: @unchecked Sendable {
 /// Where shards report to the sender (any thread).
 protocol SenderObserver: AnyObject, Sendable {
     func emit(_ event: SenderEvent)
+    func connectionLost(_ reason: String)
     func rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64)
     func progress()
 }

@@ -135,8 +135,9 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     /// Send the gateway the end of what this connection writes (binary: TLS close_notify).
     func finishWriting(on link: Link) {}
 
-    /// `link` is about to close: let go of what belongs to it.
-    func willClose(_ link: Link) {}
+    /// `link` is about to close (`notifying`: the sender ends it, with TLS close_notify):
+    /// let go of what belongs to it.
+    func willClose(_ link: Link, notifying: Bool) {}
 
     func armSettleTimer(again: Bool = false) {}
     func finishWritingIfDone() {}
@@ -152,7 +153,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             } catch {
                 perform(machine.connectFailed(link, "\(error)", permanent: false))
             }
-        } else if machine.activeTransport === link {
+        } else if machine.activeTransport === link || machine.isRetiring(link) {
             linkEvents(events, on: link)
         } else {
             watchStandby(link)
@@ -205,8 +206,10 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         perform(machine.connectionLost(link, "the standby connection ended", permanentReason: nil))
     }
 
-    final func connectionLost(_ link: Link, _ reason: String, permanent: String?) {
-        perform(machine.connectionLost(link, reason, permanentReason: permanent))
+    final func connectionLost(_ link: Link, _ reason: String, permanent: String?, stalled: Bool = false,
+                              unanswered: Bool = false) {
+        shard.noteConnectionLost(reason)
+        perform(machine.connectionLost(link, reason, permanentReason: permanent, stalled: stalled, unanswered: unanswered))
     }
 
     // MARK: Actions
@@ -285,7 +288,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             activeLink = nil
             lane.isConnected.store(false, ordering: .relaxed)
         }
-        willClose(link)
+        willClose(link, notifying: how == .withCloseNotify)
         if let registration = link.registration { shard.loop.deregister(registration) }
         link.registration = nil
         cancelConnectTimer(link)
@@ -443,8 +446,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         let acknowledged = socket.acknowledgedBytes
         let timeout = shard.configuration.stallTimeout
         if waiting > 0, stallCheck.waiting, let acknowledged, acknowledged == stallCheck.acknowledged {
-            perform(machine.connectionLost(link, "the gateway took no bytes for \(timeout) (\(waiting) waiting)",
-                                           permanentReason: nil, stalled: true))
+            connectionLost(link, "the gateway took no bytes for \(timeout) (\(waiting) waiting)", permanent: nil, stalled: true)
             return
         }
         stallCheck = (acknowledged, waiting > 0)

@@ -238,6 +238,11 @@ public struct SenderReport: Sendable, Hashable, Codable {
     public var rejectedByReason: [String: Int]
     /// Failures by reason (`gateway_unreachable`: 3).
     public var failedByReason: [String: Int]
+    /// What made notifications fail for the gateway's sake, if anything did: why the
+    /// connections gave up (what the gateway did: refused every connection, broke the
+    /// protocol, answered nothing in time; or that it refused the credentials), or why the
+    /// last connection was lost when notifications failed after their connections' drops.
+    public var failureCause: String?
 
     /// Final notifications per second over the whole run.
     public var ratePerSecond: Double { seconds > 0 ? Double(accepted + rejected + failed) / seconds : 0 }
@@ -265,6 +270,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         /// What reports written before HTTP/2 called `rejected_by_reason` (status names only).
         case rejectedByStatus = "rejected_by_status"
         case failedByReason = "failed_by_reason"
+        case failureCause = "failure_cause"
     }
 
     /// A report with these counts; what is not given is zero (or its neutral value).
@@ -320,6 +326,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         rejectedByReason = try container.decodeIfPresent([String: Int].self, forKey: .rejectedByReason)
             ?? container.decodeIfPresent([String: Int].self, forKey: .rejectedByStatus) ?? [:]
         failedByReason = try container.decodeIfPresent([String: Int].self, forKey: .failedByReason) ?? [:]
+        failureCause = try container.decodeIfPresent(String.self, forKey: .failureCause)
     }
 
     /// Writes the report JSON of `--report`: snake_case keys, durations in milliseconds,
@@ -343,6 +350,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         try container.encode(errorWait.secondsDouble * 1000, forKey: .errorWaitMilliseconds)
         try container.encode(errorWaitRaises, forKey: .errorWaitRaises)
         try container.encodeIfPresent(errorLatency, forKey: .errorLatency)
+        try container.encodeIfPresent(failureCause, forKey: .failureCause)
         try container.encode(ratePerSecond, forKey: .ratePerSecond)
         try container.encode(sendRatePerSecond, forKey: .sendRatePerSecond)
         try container.encode(rejectedByReason, forKey: .rejectedByReason)

@@ -25,10 +25,13 @@ enum RetryCause: Equatable {
     case dropped(DropHandling)
     /// 429 TooManyRequests: again after `after` nanoseconds.
     case throttled(after: UInt64)
-    /// 500 InternalServerError or 503 ServiceUnavailable: again on another connection.
+    /// 500 InternalServerError: again at once, on any connection (the error is the request's).
     case serverError
-    /// 403 ExpiredProviderToken: again with a newer provider token.
-    case expiredToken
+    /// 503 ServiceUnavailable or Shutdown: again on another connection (that one retires).
+    case unavailable
+    /// 403 ExpiredProviderToken: again with a newer provider token, after `after`
+    /// nanoseconds (the time a token store takes to give one; 0 when it is signed here).
+    case expiredToken(after: UInt64)
 }
 
 /// A notification waiting to be sent again, one at a time: read again from `position`.
@@ -39,7 +42,7 @@ struct Retry: Equatable {
     var attempts: Attempts
     /// Not before this time (ns): a throttled notification waits out its backoff.
     var notBefore: UInt64 = 0
-    /// Not on this connection (its number): one that answered 500 or 503.
+    /// Not on this connection (its number): one that answered 503.
     var avoiding: UInt32?
 
     /// The one-notification run the `Replayer` reads it from.
@@ -55,6 +58,8 @@ struct OpenStream {
     var attempts: Attempts
     /// The provider token it was sent with (`ProviderTokenSigner.generation`), 0 for none.
     var tokenGeneration: UInt32
+    /// The connection it is open on (the window's number for it); `open` sets it.
+    var connection: UInt32 = 0
 }
 
 /// The HTTP/2 settling of a connection slot's window. Every stream gets its own answer,
@@ -111,8 +116,11 @@ final class StreamWindow: SlotWindow {
     @exclusivity(unchecked) private(set) var end: UInt64 = 0
     @exclusivity(unchecked) private var streams: [OpenStream?] = []
     @exclusivity(unchecked) private var freeSlots: [Int32] = []
-    /// Streams open now.
+    /// Streams open now on the current connection: what its stream limit counts.
     @exclusivity(unchecked) private(set) var openCount = 0
+    /// Retired connections (they open no new streams) and how many of their streams are
+    /// still open: each closes once its count is 0. Rarely more than one.
+    private var retired: [(connection: UInt32, open: Int)] = []
     /// Retries due now, oldest first.
     private var ready: Deque<Retry> = []
     /// Throttled retries, each due at its `notBefore`.
@@ -168,6 +176,8 @@ final class StreamWindow: SlotWindow {
     /// A stream opens for the notification at `index` (new, or a retry): returns its slot.
     func open(_ stream: OpenStream) -> Int32 {
         openCount += 1
+        var stream = stream
+        stream.connection = connection
         if let slot = freeSlots.popLast() {
             streams[Int(slot)] = stream
             return slot
@@ -176,7 +186,33 @@ final class StreamWindow: SlotWindow {
         return Int32(streams.count - 1)
     }
 
+    /// Streams open on every connection, retired ones included.
+    var openOnAllConnections: Int { retired.reduce(openCount) { $0 + $1.open } }
+
+    /// The current connection opens no more streams: its open ones count apart from the
+    /// next connection's until they are answered. Returns its number.
+    func retireConnection() -> UInt32 {
+        retired.append((connection, openCount))
+        openCount = 0
+        return connection
+    }
+
+    /// Streams still open on the retired connection `number`.
+    func openCount(onRetired number: UInt32) -> Int {
+        retired.first(where: { $0.connection == number })?.open ?? 0
+    }
+
+    /// The retired connection `number` closed: it is no longer counted.
+    func retiredConnectionClosed(_ number: UInt32) {
+        retired.removeAll { $0.connection == number }
+    }
+
     func stream(_ slot: Int32) -> OpenStream? { streams[Int(slot)] }
+
+    /// The slots of the streams open on connection `number`.
+    func openSlots(on number: UInt32) -> [Int32] {
+        streams.indices.filter { streams[$0]?.connection == number }.map { Int32($0) }
+    }
 
     /// The gateway answered 200.
     func accepted(_ slot: Int32, into settlement: inout Settlement) {
@@ -223,13 +259,14 @@ final class StreamWindow: SlotWindow {
             attempts.throttled &+= 1
             failure = Int(attempts.throttled) > limits.throttled ? .throttled : nil
             retry.notBefore = now &+ delay
-        case .serverError:
+        case .serverError, .unavailable:
             attempts.serverErrors &+= 1
             failure = Int(attempts.serverErrors) > limits.serverErrors ? .serverError : nil
-            retry.avoiding = connection
-        case .expiredToken:
+            if cause == .unavailable { retry.avoiding = stream.connection }
+        case .expiredToken(let delay):
             attempts.expiredTokens &+= 1
             failure = Int(attempts.expiredTokens) > limits.expiredTokens ? .authenticationFailed : nil
+            retry.notBefore = now &+ delay
         }
         if let failure {
             fail(stream.index, source: stream.source, position: stream.position, failure, into: &settlement)
@@ -271,11 +308,16 @@ final class StreamWindow: SlotWindow {
 
     // MARK: Connection ends
 
-    /// The connection ended without answering its open streams: each one's fate is unknown,
-    /// and the drop handling decides (sent again, or failed as `deliveryUnknown`).
+    /// The current connection ended without answering its open streams: each one's fate is
+    /// unknown, and the drop handling decides (sent again, or failed as `deliveryUnknown`).
     func connectionLost(_ drops: DropHandling) -> Settlement {
+        connectionLost(drops, number: connection)
+    }
+
+    /// The connection `number` (current or retired) ended without answering its open streams.
+    func connectionLost(_ drops: DropHandling, number: UInt32) -> Settlement {
         var settlement = Settlement()
-        for slot in streams.indices where streams[slot] != nil {
+        for slot in streams.indices where streams[slot]?.connection == number {
             retry(Int32(slot), .dropped(drops), now: 0, into: &settlement)
         }
         return settlement
@@ -292,6 +334,7 @@ final class StreamWindow: SlotWindow {
         ready.removeAll()
         delayed.removeAll()
         earliestDelayed = .max
+        retired.removeAll()
         return settlement
     }
 
@@ -301,7 +344,11 @@ final class StreamWindow: SlotWindow {
         guard let stream = streams[Int(slot)] else { preconditionFailure("stream slot \(slot) is not open") }
         streams[Int(slot)] = nil
         freeSlots.append(slot)
-        openCount -= 1
+        if !retired.isEmpty, let place = retired.firstIndex(where: { $0.connection == stream.connection }) {
+            retired[place].open -= 1
+        } else {
+            openCount -= 1
+        }
         return stream
     }
 

@@ -126,7 +126,8 @@ import SalvoWire
     /// Until the gateway's first SETTINGS, one stream at a time (APNs allows one until it
     /// has seen a valid provider token); after, unlimited unless they say otherwise.
     public private(set) var remoteStreamLimit = 1
-    private var peerSettingsSeen = false
+    /// Whether the gateway's first SETTINGS arrived (it must open the connection with them).
+    public private(set) var peerSettingsSeen = false
     private var peerInitialWindow = HTTP2.defaultWindowSize
     private var peerMaxFrameSize = HTTP2.defaultMaxFrameSize
     @exclusivity(unchecked) private var connectionSendWindow = HTTP2.defaultWindowSize
@@ -261,6 +262,9 @@ import SalvoWire
 
     /// Whether frames wait for `send`.
     public var wantsToWrite: Bool { !queued.isEmpty }
+
+    /// Whether a request was ever submitted on this session.
+    public var hasOpenedStreams: Bool { nextStreamID > 1 }
 
     /// Lets `body` write at most `maximum` bytes of frames at the end of the queue.
     private func write(upTo maximum: Int, _ body: (inout ByteWriter) -> Void) {

@@ -8,20 +8,21 @@ import SalvoWire
 ///
 /// In flight per connection: at most the gateway's SETTINGS_MAX_CONCURRENT_STREAMS (one
 /// until APNs has seen a valid provider token) and `HTTP2Options.maximumConcurrentStreams`.
+/// A connection that must go (GOAWAY, a 503) retires: it opens no new streams, its open
+/// ones are still answered, and a new connection takes the slot's work meanwhile.
 /// The slot's connections themselves (connect, close, stalls, backoff, giving up) and the
 /// effects of settling are `SlotConnection`'s; how the window settles is `StreamWindow`'s.
 final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDelegate {
     private let requests: RequestRecordBuilder
     private let options: HTTP2Options
-    private var session: ClientSession<ProviderConnection>?
-    /// The link the session runs on.
-    private weak var sessionLink: Link?
+    /// The session of the connection new streams open on.
+    private var current: ProviderSession?
+    /// Retired connections' sessions, until their streams are answered.
+    private var retired: [ProviderSession] = []
     // Its per-request state (the fields marked below) skips Swift's dynamic exclusivity
     // checks: the connection lives on its loop's thread, and no access to those fields spans a
     // call that could come back to them. With the checks, they were 16% of the HTTP/2
     // sender's CPU (results/h2-codec-2026-11-25.md).
-    /// Frames the session produced, waiting for `SSL_write`.
-    @exclusivity(unchecked) private var output = OutputBuffer(capacity: 1 << 16)
     @exclusivity(unchecked) private var bodies: BodyArena
     @exclusivity(unchecked) private var headers: RequestHeaders
     /// Per stream slot (`StreamWindow`'s): the answer so far, and its body in the arena.
@@ -48,12 +49,12 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private var tokenGeneration: UInt32 = 0
     private var random: SplitMix64
     private var lastStreamLimit = 0
-    /// When the gateway's bytes were last read: for the idle PING, and the time of the
-    /// answers read with them.
-    @exclusivity(unchecked) private var lastHeard: Instant = .now()
-    private var pingOutstanding = false
+    /// When the bytes being read were read (loop nanoseconds): the time of their answers.
+    @exclusivity(unchecked) private var readAt: UInt64 = 0
     private var flushTimer: TimerID?
     private var pingTimer: TimerID?
+    /// Checks the current connection for answers that do not come (`answerCheckFired`).
+    private var answerTimer: TimerID?
     private var retryTimer: TimerID?
     private var retryDeadline: UInt64 = .max
     /// Whether `ConnectionGrowth` counts this connection as saturated: every stream the
@@ -62,12 +63,13 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private var lastGrowthCheck: UInt64 = 0
     /// Asks again while saturated: a connection waiting for its answers hears nothing.
     private var growthTimer: TimerID?
+    /// Connections in a row that stalled without being answered.
+    private var stallsInARow = 0
 
     private struct PendingActions {
-        var goAway = false
-        var retire = false
+        /// Why the connection read retires (the gateway's GOAWAY, or a 503), if it does.
+        var retirement: String?
         var credentialsFault: String?
-        var goAwayReason = "the gateway sent GOAWAY"
     }
 
     /// The most bytes of frames gathered before they are written: a few TLS records.
@@ -78,6 +80,12 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private static let growthCheckInterval: UInt64 = 10_000_000
     /// Reads per readiness event before the loop's other connections get a turn.
     private static let readBudget = 16
+    /// Connections in a row that stall without an answer before the slot gives up: each
+    /// costs `HTTP2Options.answerTimeout`, so a gateway that answers nothing ends a run
+    /// within a minute (the connect attempts' limit would take several).
+    private static let maximumStalls = 3
+    /// How long a request refused for an expired token waits for the token store's renewal.
+    private static let storeRenewalWait: UInt64 = 1_000_000_000
 
     init(shard: Shard, index: Int, lane: Lane, requests: RequestRecordBuilder) {
         let configuration = shard.configuration
@@ -113,33 +121,45 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     override func didActivate(_ link: Link) {
         do {
-            session = try ClientSession(delegate: self)
+            current = ProviderSession(link: link, session: try ClientSession(delegate: self), at: shard.loop.now)
         } catch {
             connectionLost(link, "\(error)", permanent: nil)
             return
         }
-        sessionLink = link
         // The network's round trip, beside which growth tells answers the gateway held.
         if let roundTrip = link.stream.socket.smoothedRoundTrip, roundTrip > .zero {
             shard.growth.connected(roundTrip: roundTrip.nanosecondsClamped)
         }
-        output.consume(output.count)
-        bodies = BodyArena(capacity: bodies.capacity)
         pending = PendingActions()
         lastStreamLimit = 0
-        lastHeard = shard.loop.now
-        pingOutstanding = false
         if pingTimer == nil { pingTimer = shard.loop.schedule(at: shard.loop.now + options.pingInterval, pingAction) }
+        // A gateway opens the connection with its SETTINGS: one that has not within
+        // `settingsTimeout` of the handshake is as good as a failed connect.
+        let timeout = options.settingsTimeout
+        shard.loop.schedule(after: timeout) { [unowned self, weak link] in
+            guard let link, let current, current.link === link, !current.session.peerSettingsSeen else { return }
+            connectionLost(link, "the gateway sent no SETTINGS within \(timeout) of the TLS handshake", permanent: nil,
+                           unanswered: true)
+        }
+        if answerTimer == nil { answerTimer = shard.loop.schedule(at: shard.loop.now + answerCheckInterval, answerAction) }
     }
 
-    override func willClose(_ link: Link) {
-        guard link === sessionLink else { return }
-        noteSaturation(false)
-        lane.openStreams.store(0, ordering: .relaxed)
-        // The window settled the open streams already (the machine's connection-lost), or
-        // none were open; what the session still held goes with it.
-        session = nil
-        sessionLink = nil
+    override func willClose(_ link: Link, notifying: Bool) {
+        if let current, current.link === link {
+            noteSaturation(false)
+            // The window settled the open streams already (the machine's connection-lost),
+            // or none were open; what the session still held goes with it.
+            self.current = nil
+        } else if let place = retired.firstIndex(where: { $0.link === link }) {
+            let session = retired.remove(at: place)
+            if let timer = session.retirementTimer { shard.loop.cancel(timer) }
+            // Every stream answered: now the gateway may hear that no more are coming.
+            if notifying {
+                session.session.goAway()
+                _ = try? writeOutput(session)
+            }
+        }
+        lane.openStreams.store(window.openOnAllConnections, ordering: .relaxed)
     }
 
     // MARK: Writing
@@ -153,22 +173,28 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             failUnwritten(failing)
             return
         }
-        guard let link = machine.activeTransport, link === sessionLink, let session else {
+        // Until the first token: a token store that could not give one stops the run.
+        if tokenGeneration == 0, let failure = shard.tokens?.failure {
+            perform(machine.credentialsRefused(failure))
+            return
+        }
+        guard let current, let link = machine.openTransport, link === current.link else {
             if hasWork { perform(machine.start()) }
             return
         }
+        let session = current.session
         var written = 0
         defer { if written > 0 && lane.staging.hasRoomForProducers { shard.notifyProgress() } }
         do {
             while true {
-                if machine.openTransport === link { written += try openStreams(on: session, flush: flush) }
-                session.send(into: &output, limit: Self.outputBatch)
-                guard !output.isEmpty else { break }
-                guard try writeOutput(link) else { return }
+                written += try openStreams(on: session, flush: flush)
+                session.send(into: &current.output, limit: Self.outputBatch)
+                guard !current.output.isEmpty else { break }
+                guard try writeOutput(current) else { return }
             }
             setInterest(link, .read)
             noteSaturation(hasWork && window.openCount + window.waitingRetryCount >= streamLimit(of: session))
-            lane.openStreams.store(window.openCount, ordering: .relaxed)
+            lane.openStreams.store(window.openOnAllConnections, ordering: .relaxed)
             armRetryTimer()
             // A request the session could not send is settled as it found out.
             if !settlement.isEmpty {
@@ -182,7 +208,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     /// Submits requests while streams and arena space are free; returns how many.
     private func openStreams(on session: ClientSession<ProviderConnection>, flush: Bool) throws -> Int {
-        refreshProviderToken()
+        guard refreshProviderToken() else { return 0 }
         var budget = streamLimit(of: session) - window.openCount
         var opened = 0
         let now = shard.loop.now.nanoseconds
@@ -195,7 +221,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         budget -= window.waitingRetryCount
         // A partial record waits (at most `coalescingDelay`) for more requests.
         if !flush && lane.staging.unwrittenBytes < GatewayConnection.recordSize && lane.staging.hasUnwritten
-            && budget > 0 && output.isEmpty {
+            && budget > 0 && current?.output.isEmpty != false {
             if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
             return opened
         }
@@ -301,21 +327,36 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         _ = try session.submit(headers.fields, bodyLength: record.payload.count, slot: slot)
     }
 
-    /// Writes what the session produced; false when the socket is full (write interest armed).
-    private func writeOutput(_ link: Link) throws -> Bool {
-        while !output.isEmpty {
-            let chunk = UnsafeRawBufferPointer(rebasing: output.readable.prefix(GatewayConnection.recordSize))
-            switch try link.stream.write(chunk) {
+    /// Writes what `connection`'s session produced; false when the socket is full (write
+    /// interest armed).
+    private func writeOutput(_ connection: ProviderSession) throws -> Bool {
+        while !connection.output.isEmpty {
+            let chunk = UnsafeRawBufferPointer(rebasing: connection.output.readable.prefix(GatewayConnection.recordSize))
+            switch try connection.link.stream.write(chunk) {
             case .wrote(let count):
                 ledger.instruments.writeBatch.record(count)
-                output.consume(count)
+                connection.output.consume(count)
                 ledger.noteWrite(at: shard.loop.now.nanoseconds)
             case .wouldBlock:
-                setInterest(link, [.read, .write])
+                setInterest(connection.link, [.read, .write])
                 return false
             }
         }
         return true
+    }
+
+    /// Writes what a retired connection's session has to say (SETTINGS and PING answers,
+    /// WINDOW_UPDATEs): it sends no requests, but must stay a good peer while it is answered.
+    private func flushRetired(_ connection: ProviderSession) {
+        do {
+            repeat {
+                connection.session.send(into: &connection.output, limit: Self.outputBatch)
+                guard !connection.output.isEmpty else { break }
+            } while try writeOutput(connection)
+            if connection.output.isEmpty { setInterest(connection.link, .read) }
+        } catch {
+            perform(machine.retiredConnectionLost(connection.link, "\(error)"))
+        }
     }
 
     private func prepareSlot(_ slot: Int32) {
@@ -327,30 +368,36 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     /// With token authentication: the team's current token, refreshed when it is due.
-    private func refreshProviderToken() {
-        guard let tokens = shard.tokens else { return }
+    /// False while there is none yet (a token store is being asked for the first).
+    private func refreshProviderToken() -> Bool {
+        guard let tokens = shard.tokens else { return true }
         // A renewal that could not be signed keeps the current token (good for ten more
         // minutes); the next turn tries again.
         try? tokens.refreshIfDue()
-        guard tokens.generation != tokenGeneration else { return }
-        let current = tokens.token()
+        guard tokens.generation != tokenGeneration, let current = tokens.token() else { return tokenGeneration != 0 }
         headers.authorization = current.authorization
         tokenGeneration = current.generation
+        return true
     }
 
     // MARK: Reading
 
     override func linkEvents(_ events: IOEvents, on link: Link) {
-        guard link === sessionLink else { return }
-        if events.contains(.read) || events.contains(.hangup) { readAnswers(link) }
+        guard let connection = current?.link === link ? current : retired.first(where: { $0.link === link }) else { return }
+        if events.contains(.read) || events.contains(.hangup) { readAnswers(connection) }
+        // Retired (maybe by this read) and not yet closed: it still writes its own frames.
+        if connection.retirement != nil, retired.contains(where: { $0 === connection }) { flushRetired(connection) }
         pump()
     }
 
-    /// Feeds what the gateway sent to the session and settles its answers.
-    private func readAnswers(_ link: Link) {
-        guard let session else { return }
+    /// Feeds what the gateway sent on `connection` to its session and settles its answers.
+    private func readAnswers(_ connection: ProviderSession) {
+        let link = connection.link
+        let session = connection.session
+        let answeredBefore = answered
         var reads = 0
         var ended: String?
+        var protocolError = false
         reading: while true {
             let result: TLSReadResult
             do {
@@ -361,11 +408,13 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             }
             switch result {
             case .bytes(let count):
-                lastHeard = shard.loop.now
+                connection.lastHeard = shard.loop.now
+                readAt = connection.lastHeard.nanoseconds
                 do {
                     try session.receive(UnsafeRawBufferPointer(rebasing: readBuffer[..<count]))
                 } catch {
                     ended = "\(error)"
+                    protocolError = true
                     break reading
                 }
                 reads += 1
@@ -375,36 +424,59 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             case .wouldBlock:
                 break reading
             case .closed(let clean):
-                ended = window.openCount == 0 && machine.activeTransport === link && machineIsDraining
-                    ? nil : "the gateway closed the connection" + (clean ? "" : " (no TLS close_notify)")
-                    + " with \(window.openCount) stream(s) unanswered"
+                ended = "the gateway closed the connection" + (clean ? "" : " (no TLS close_notify)")
                 break reading
             }
         }
-        settleAnswers(link)
-        if let ended, machine.activeTransport === link { connectionLost(link, ended, permanent: nil) }
+        if answered != answeredBefore {
+            connection.isAnswered = true
+            stallsInARow = 0
+        }
+        settleAnswers(connection)
+        guard let ended else { return }
+        if connection === current, machine.activeTransport === link {
+            // Not one answer, though it was asked or broke the protocol: it proved nothing.
+            let unanswered = !connection.isAnswered && (session.hasOpenedStreams || protocolError)
+            connectionLost(link, ended + " with \(window.openCount) stream(s) unanswered", permanent: nil, unanswered: unanswered)
+        } else {
+            shard.noteConnectionLost(ended)
+            perform(machine.retiredConnectionLost(link, ended + " while it retired"))
+        }
     }
 
-    private var machineIsDraining: Bool { machine.activeTransport != nil && machine.openTransport == nil }
-
-    /// Applies what the answers of a read decided, then what they asked of the connection.
-    private func settleAnswers(_ link: Link) {
+    /// Applies what the answers of a read on `connection` decided, then what they asked of
+    /// the connection.
+    private func settleAnswers(_ connection: ProviderSession) {
         if !settlement.isEmpty {
             apply(settlement)
             settlement.reset()
         }
-        lane.openStreams.store(window.openCount, ordering: .relaxed)
         let actions = pending
         pending = PendingActions()
         if let fault = actions.credentialsFault {
             perform(machine.credentialsRefused(fault))
             return
         }
-        if actions.retire || actions.goAway {
-            if actions.retire, !actions.goAway { session?.goAway() }
-            perform(machine.goingAway(link))
+        if let reason = actions.retirement, connection === current { retire(connection, reason) }
+        if let reason = connection.retirement {
+            perform(machine.retiredStreamsAnswered(connection.link, reason))
         }
-        perform(machine.streamsAnswered(actions.goAway ? actions.goAwayReason : "made way after a server error"))
+        lane.openStreams.store(window.openOnAllConnections, ordering: .relaxed)
+    }
+
+    /// The open connection retires (see `ConnectionMachine.retire`); its streams get
+    /// `HTTP2Options.answerTimeout` to be answered, then it is dropped.
+    private func retire(_ connection: ProviderSession, _ reason: String) {
+        noteSaturation(false)
+        current = nil
+        connection.retirement = reason
+        retired.append(connection)
+        let timeout = options.answerTimeout
+        connection.retirementTimer = shard.loop.schedule(after: timeout) { [unowned self, unowned connection] in
+            connection.retirementTimer = nil
+            perform(machine.retiredConnectionLost(connection.link, "\(reason), and no answer within \(timeout)"))
+        }
+        perform(machine.retire(connection.link, reason))
     }
 
     // MARK: Session callbacks (inside `ClientSession.receive` and `submit`)
@@ -433,7 +505,7 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         bodies.done(bodyNumbers[Int(slot)])
         // Streams close only inside `session.receive`, so this is when the answer was read
         // (and not `shard.loop.now`, which retained the loop on every answer).
-        let now = lastHeard.nanoseconds
+        let now = readAt
         let answer = answers[Int(slot)]
         guard answer.status != 0 else {
             // No answer: never processed (refused), or reset midway with its fate unknown.
@@ -454,16 +526,23 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         case .throttled:
             throttled(slot, now: now)
         case .tokenUpdateRefused:
-            // Past the retries, the run stops: the token is refused for every notification.
-            guard Int(window.stream(slot)!.attempts.throttled) < options.throttleRetries else {
+            // Before anything was accepted the gateway never took this run's token: another
+            // process holds the team's, and retrying would only wait out its 20 minutes.
+            // Later, ours was taken and then replaced: a few retries may see it back.
+            let anyAccepted = settlement.accepted > 0 || ledger.accepted.load(ordering: .relaxed) > 0
+            guard anyAccepted, Int(window.stream(slot)!.attempts.throttled) < options.throttleRetries else {
                 // Left open: giving up fails it with everything else not final.
-                pending.credentialsFault = pending.credentialsFault ?? tokenUpdatesFault()
+                pending.credentialsFault = pending.credentialsFault ?? tokenUpdatesFault(beforeAnyAcceptance: !anyAccepted)
                 return
             }
             throttled(slot, now: now)
         case .serverError:
+            // A 500 is the request's: the connection stays.
             window.retry(slot, .serverError, now: now, into: &settlement)
-            pending.retire = true
+        case .unavailable(let rejection):
+            // The server behind this connection is overloaded or shutting down: try another.
+            window.retry(slot, .unavailable, now: now, into: &settlement)
+            pending.retirement = pending.retirement ?? "retired after \(rejection)"
         case .expiredProviderToken:
             expiredProviderToken(slot, now: now)
         case .credentialsRefused(let rejection):
@@ -473,15 +552,14 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
-        pending.goAway = true
         var answer = StreamAnswer()
         answer.body(debugData)
         let reason = answer.reason
-        pending.goAwayReason = "the gateway sent GOAWAY (last stream \(lastStreamID), error \(errorCode)"
+        pending.retirement = "the gateway sent GOAWAY (last stream \(lastStreamID), error \(errorCode)"
             + (reason.isEmpty ? ")" : ", \(reason))")
     }
 
-    func pingAcknowledged() { pingOutstanding = false }
+    func pingAcknowledged() { current?.pingOutstanding = false }
 
     func settingsReceived(streamLimit: Int) {
         guard streamLimit != lastStreamLimit else { return }
@@ -507,7 +585,9 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             let verdict = try tokens.expired(generation: stream.tokenGeneration)
             switch verdict {
             case .retry:
-                window.retry(slot, .expiredToken, now: now, into: &settlement)
+                window.retry(slot, .expiredToken(after: 0), now: now, into: &settlement)
+            case .retryWhenRenewed:
+                window.retry(slot, .expiredToken(after: Self.storeRenewalWait), now: now, into: &settlement)
             case .clockSkew:
                 pending.credentialsFault = "\(verdict) (key id \(tokens.credentials.keyID), team \(tokens.credentials.teamID))"
             }
@@ -516,13 +596,18 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
         }
     }
 
-    /// APNs keeps refusing our provider token as an update that came too soon: another
-    /// sender (or an earlier run) signed one for the same team less than 20 minutes before.
-    private func tokenUpdatesFault() -> String {
-        let team = shard.tokens.map { "team \($0.credentials.teamID), key id \($0.credentials.keyID)" } ?? "this team"
-        return "the gateway keeps refusing this sender's provider token (429 TooManyProviderTokenUpdates, "
-            + "\(options.throttleRetries + 1) times for one notification): another sender signed a token for \(team) "
-            + "less than 20 minutes before it; let the senders of a team share one token, or send again later"
+    /// APNs refuses our provider token as an update that came too soon: another sender (or
+    /// an earlier run) signed one for the same team less than 20 minutes before.
+    private func tokenUpdatesFault(beforeAnyAcceptance: Bool) -> String {
+        guard let tokens = shard.tokens else { return "the gateway answered 429 TooManyProviderTokenUpdates" }
+        let team = "team \(tokens.credentials.teamID) (key id \(tokens.credentials.keyID))"
+        let store = tokens.store.map { "the \($0) did not have it" } ?? "no token store was used (--no-token-cache)"
+        let refused = beforeAnyAcceptance
+            ? "the gateway refused this run's provider token before accepting anything"
+            : "the gateway kept refusing this run's provider token (\(options.throttleRetries + 1) times for one notification)"
+        return refused + " (429 TooManyProviderTokenUpdates): another process signed a token for \(team) less than "
+            + "20 minutes ago, and \(store). Let every sender of the team share one token (the same --token-cache "
+            + "on one machine, --token-store postgres://… across machines), or send again in 20 minutes"
     }
 
     /// What the user reads when the gateway refuses the credentials.
@@ -550,6 +635,50 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     private lazy var pingAction = TimerAction { [unowned self] in self.pingTimerFired() }
 
+    private lazy var answerAction = TimerAction { [unowned self] in self.answerCheckFired() }
+
+    /// How often the current connection is checked for answers that do not come.
+    private var answerCheckInterval: Duration { options.answerTimeout / 4 }
+
+    /// Every `answerCheckInterval`: a connection whose oldest open stream has waited
+    /// `answerTimeout` for its answer (none, or one begun and not finished), or on which the
+    /// gateway has allowed no stream for that long while work waits, has stalled: it is
+    /// dropped (its streams follow the drop policy) and counts as a failed attempt.
+    private func answerCheckFired() {
+        answerTimer = nil
+        guard let current, machine.activeTransport === current.link else { return }  // the next connection arms it again
+        let now = shard.loop.now
+        if let stall = stall(of: current, at: now) {
+            stallsInARow = current.isAnswered ? 0 : stallsInARow + 1
+            let giveUp = stallsInARow >= Self.maximumStalls
+                ? "\(stall) (gave up after \(stallsInARow) connections in a row without an answer)" : nil
+            connectionLost(current.link, stall, permanent: giveUp, stalled: true, unanswered: !current.isAnswered)
+            return
+        }
+        answerTimer = shard.loop.schedule(at: now + answerCheckInterval, answerAction)
+    }
+
+    /// What `connection` has been waiting for longer than `answerTimeout`, if anything.
+    private func stall(of connection: ProviderSession, at now: Instant) -> String? {
+        let timeout = options.answerTimeout
+        let limit = now.nanoseconds &- timeout.nanosecondsClamped
+        if hasWork && connection.session.remoteStreamLimit == 0 {
+            let since = connection.blockedSince ?? now
+            connection.blockedSince = since
+            if since.nanoseconds <= limit {
+                return "the gateway allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(timeout) while notifications waited"
+            }
+        } else {
+            connection.blockedSince = nil
+        }
+        let open = window.openSlots(on: window.connection)
+        guard let oldest = open.min(by: { openedAt[Int($0)] < openedAt[Int($1)] }), openedAt[Int(oldest)] <= limit else { return nil }
+        let begun = open.count(where: { answers[Int($0)].status != 0 })
+        return begun > 0
+            ? "\(begun) of \(open.count) open stream(s) had an answer begun and not finished after \(timeout)"
+            : "no answer in \(timeout) (\(open.count) stream(s) open)"
+    }
+
     private lazy var growthAction = TimerAction { [unowned self] in
         self.growthTimer = nil
         if self.isSaturated { self.noteSaturation(true) }
@@ -559,16 +688,16 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     /// PING; one that did not answer the last PING within the interval is dropped.
     private func pingTimerFired() {
         pingTimer = nil
-        guard let link = sessionLink, machine.activeTransport === link else { return }
+        guard let current, machine.activeTransport === current.link else { return }
         let now = shard.loop.now
-        let quiet = now.since(lastHeard)
-        if pingOutstanding && quiet >= options.pingInterval {
-            connectionLost(link, "no answer to PING for \(options.pingInterval)", permanent: nil)
+        let quiet = now.since(current.lastHeard)
+        if current.pingOutstanding && quiet >= options.pingInterval {
+            connectionLost(current.link, "no answer to PING for \(options.pingInterval)", permanent: nil)
             return
         }
         if quiet >= options.pingInterval {
-            session?.ping()
-            pingOutstanding = true
+            current.session.ping()
+            current.pingOutstanding = true
             pump(flush: true)
         }
         pingTimer = shard.loop.schedule(at: now + options.pingInterval, pingAction)
@@ -583,4 +712,31 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     }
 
     override func armSettleTimer(again: Bool = false) { armRetryTimer() }
+}
+
+/// One HTTP/2 connection of a slot: the link it runs on, its session, and the frames
+/// waiting for the socket. The slot's open connection has one, and so has each retired
+/// connection until its streams are answered.
+final class ProviderSession {
+    let link: Link
+    let session: ClientSession<ProviderConnection>
+    /// Frames the session produced, waiting for `SSL_write`.
+    @exclusivity(unchecked) var output = OutputBuffer(capacity: 1 << 16)
+    /// When the gateway's bytes were last read: for the idle PING.
+    var lastHeard: Instant
+    var pingOutstanding = false
+    /// Why it retired, once it has.
+    var retirement: String?
+    /// Drops it if its streams are not answered in time, once it has retired.
+    var retirementTimer: TimerID?
+    /// Whether any of its streams was answered.
+    var isAnswered = false
+    /// Since when work has waited while the gateway allowed no stream.
+    var blockedSince: Instant?
+
+    init(link: Link, session: ClientSession<ProviderConnection>, at now: Instant) {
+        self.link = link
+        self.session = session
+        lastHeard = now
+    }
 }

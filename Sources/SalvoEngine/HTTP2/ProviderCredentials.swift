@@ -36,6 +36,11 @@ public struct ProviderCredentials: Sendable {
     /// The private key, in a box that never prints.
     let key: ProviderSigningKey
 
+    /// SHA-256 of the key's public key (its uncompressed point), in hex: tells keys apart
+    /// where the key id alone could name another one (a token store), and gives nothing of
+    /// the private key away.
+    public var keyFingerprint: String { key.fingerprint }
+
     /// What `source` says for a key given as text.
     public static let textSource = "the PEM text given"
 
@@ -152,8 +157,15 @@ extension ProviderCredentials: CustomStringConvertible, CustomDebugStringConvert
 /// not `Sendable` (a key is made where it signs, once per token).
 final class ProviderSigningKey: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     private let scalar: [UInt8]
+    /// SHA-256 of the public key, in hex.
+    let fingerprint: String
 
-    init(scalar: [UInt8]) { self.scalar = scalar }
+    init(scalar: [UInt8]) {
+        self.scalar = scalar
+        // The scalar was read as a P-256 key already (`AuthKeyReader`).
+        guard let key = try? P256.Signing.PrivateKey(rawRepresentation: scalar) else { preconditionFailure("not a P-256 scalar") }
+        fingerprint = SHA256.hash(data: key.publicKey.x963Representation).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
 
     /// The raw ES256 signature (r‖s, 64 bytes) of `message`.
     func signature(for message: [UInt8]) throws -> [UInt8] {

@@ -25,8 +25,11 @@ struct StreamAnswer {
         /// 429 TooManyProviderTokenUpdates: the team's token came too soon after another
         /// one. Again, later, with the same token; the token's fault, not the notification's.
         case tokenUpdateRefused(Rejection)
-        /// 500 or 503 (InternalServerError, ServiceUnavailable, Shutdown): again, elsewhere.
+        /// 500 InternalServerError (and any 5xx but 503): again.
         case serverError(Rejection)
+        /// 503 ServiceUnavailable or Shutdown: the server behind the connection is
+        /// overloaded or going away. Again, on another connection.
+        case unavailable(Rejection)
         /// 403 ExpiredProviderToken: again, with a newer token.
         case expiredProviderToken
         /// Another 403 (InvalidProviderToken, MissingProviderToken, BadCertificate, …): the
@@ -66,6 +69,7 @@ struct StreamAnswer {
         case 403: return .credentialsRefused(rejection)
         case 429 where reason == APNsReason.tooManyProviderTokenUpdates.name: return .tokenUpdateRefused(rejection)
         case 429: return .throttled(rejection)
+        case 503: return .unavailable(rejection)
         case 500...599: return .serverError(rejection)
         default: return .rejected(rejection)
         }

@@ -6,7 +6,8 @@ extension Sender: Service {
     /// down gracefully (SIGTERM, when the group is set up so) or is cancelled; then
     /// finishes: no new notification is taken (a `send` in progress throws
     /// `SendError.finished`, after what it handed over is final), the error wait or the
-    /// open streams end, and `finish()` (the host's, or a later one) returns the report.
+    /// open streams end, at most `SenderConfiguration.drainTimeout` (cancelled meanwhile:
+    /// at once), and `finish()` (the host's, or a later one) returns the report.
     ///
     /// ```swift
     /// let sender = try Sender(configuration, logger: logger)
@@ -28,7 +29,13 @@ extension Sender: Service {
             }
         }
         if !hasFinished { logger.notice("shutting down: finishing what was sent") }
-        _ = await finish()
+        // A second signal (the group cancels) ends the drain at once, a gateway that does
+        // not answer must not hold the process.
+        _ = await withTaskCancellationHandler {
+            await finish(timeout: configuration.drainTimeout)
+        } onCancel: {
+            abandonUnsettled()
+        }
     }
 
     /// How often a running sender reports its metrics.

@@ -34,6 +34,8 @@ final class H2Connection: ServerConnection {
         var isHeld = false
         /// Answered, its frames held in `heldOutput` as nghttp2 makes them.
         var framesHeld = false
+        /// `endlessAnswer`: its body's first bytes went out; the rest never comes.
+        var isEndless = false
         var inUse = true
 
         init(streamID: Int32) {
@@ -100,6 +102,12 @@ final class H2Connection: ServerConnection {
     private var goAwayLastStreamID = Int32.max
     /// Set by the drop rule inside a callback; the connection closes once nghttp2 returns.
     private var isDropping = false
+    /// The client sent GOAWAY and the plan says to answer nothing more.
+    private var isSilent = false
+    /// `noSettings`: no session; the client's bytes are read and ignored.
+    private var isMute = false
+    /// `continuationFlood`: the flood was sent (once per connection).
+    private var flooded = false
     /// Answers waiting for their time, and the timer armed for the earliest of them:
     /// as bytes when they keep their order (`HeldOutput`), else as open streams.
     @exclusivity(unchecked) private var held = HeldAnswers()
@@ -135,6 +143,12 @@ final class H2Connection: ServerConnection {
             respondAndClose([])
             return
         }
+        // A gateway that says nothing after the handshake reads and ignores the client.
+        if state.plan.misbehaviour == .noSettings {
+            isMute = true
+            readAvailable()
+            return
+        }
         var session: OpaquePointer?
         guard nghttp2_session_server_new(&session, SessionCallbacks.shared.callbacks,
                                          Unmanaged.passUnretained(self).toOpaque()) == 0 else {
@@ -146,12 +160,30 @@ final class H2Connection: ServerConnection {
         // and a header list of at most 8000 bytes; the rest are the protocol's defaults.
         let settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                                   value: streamLimitRaised ? state.maximumConcurrentStreams : 1),
+                                   value: state.plan.misbehaviour == .zeroStreams ? 0
+                                       : streamLimitRaised ? state.maximumConcurrentStreams : 1),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 8000),
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), settings, settings.count)
+        switch state.plan.misbehaviour {
+        case .garbage?:
+            produce()
+            Self.garbage.withUnsafeBytes { output.append($0) }
+        case .hugeFrame?:
+            produce()
+            // DATA on stream 1, 16,777,215 bytes announced (the client allowed 16,384).
+            Self.hugeFrameHeader.withUnsafeBytes { output.append($0) }
+        default:
+            break
+        }
         readAvailable()
     }
+
+    /// What `garbage` writes: an HTTP/1.1 answer, which read as a frame header announces
+    /// a 4.7 MB frame of type 0x2F.
+    private static let garbage = Array("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".utf8)
+    /// What `hugeFrame` writes: DATA on stream 1 announcing 16,777,215 bytes.
+    private static let hugeFrameHeader: [UInt8] = [0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01]
 
     override func connectionEvents(_ events: IOEvents) {
         readWantsWrite = false
@@ -165,6 +197,7 @@ final class H2Connection: ServerConnection {
             guard let result = readClient() else { return clientWentAway() }
             switch result {
             case .bytes(let count):
+                if isMute { continue }
                 now = Int64(time(nil))
                 if state.holdsAnswers { readAt = .now() }
                 let consumed = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count)
@@ -177,6 +210,7 @@ final class H2Connection: ServerConnection {
                     finish()
                     return
                 }
+                if state.plan.misbehaviour == .pingFlood { flood(pings: 100) }
                 produce()
                 reads += 1
                 // Level-triggered epoll brings us back for bytes still in the socket, but
@@ -197,6 +231,7 @@ final class H2Connection: ServerConnection {
     /// (after a GOAWAY either way, with no stream left).
     private func sendAndWatch() {
         guard phase == .established else { return }
+        if isMute { return watch(.read) }
         produce()
         guard flush() else { return }
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 && heldOutput.isEmpty {
@@ -331,6 +366,34 @@ final class H2Connection: ServerConnection {
                               NGHTTP2_NO_ERROR.rawValue, reason, reason.count)
     }
 
+    // MARK: Misbehaviours
+
+    private func flood(pings count: Int) {
+        for ping in 0..<count {
+            withUnsafeBytes(of: UInt64(ping).bigEndian) { opaque in
+                _ = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), opaque.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+        }
+    }
+
+    /// The answer to `streamID` as a header block that never ends, written past nghttp2
+    /// (which keeps the stream open, waiting for a response that is never submitted).
+    private func floodContinuations(_ streamID: Int32) {
+        flooded = true
+        produce()
+        let frameLength = 16384
+        func header(type: UInt8) -> [UInt8] {
+            [UInt8(frameLength >> 16), UInt8(frameLength >> 8 & 0xFF), UInt8(frameLength & 0xFF), type, 0,
+             UInt8(streamID >> 24 & 0x7F), UInt8(streamID >> 16 & 0xFF), UInt8(streamID >> 8 & 0xFF), UInt8(streamID & 0xFF)]
+        }
+        // A literal header field without indexing, its name and value 0x7F-prefixed lengths:
+        // any bytes will do, the client must give up before it decodes them.
+        let fragment = [UInt8](repeating: 0x00, count: frameLength)
+        for frame in 0..<(4 << 20) / frameLength {
+            (header(type: frame == 0 ? 0x1 : 0x9) + fragment).withUnsafeBytes { output.append($0) }
+        }
+    }
+
     // MARK: nghttp2 callbacks
 
     fileprivate func beginRequest(streamID: Int32) {
@@ -401,9 +464,29 @@ final class H2Connection: ServerConnection {
                 return
             }
         }
+        switch state.plan.misbehaviour {
+        case .endlessAnswer?:
+            slots[index].isEndless = true
+            submitResponse(streamID, status: "200", slots[index].validation.messageID, hasBody: true)
+            return
+        case .continuationFlood?:
+            if !flooded { floodContinuations(streamID) }
+            return
+        default:
+            break
+        }
         decide(streamID, index, decision.reason)
         if decision.goAway && !isGoingAway { goAway() }
         if isValid, let every = state.plan.stallEvery, validRequests % every == 0 { stall() }
+    }
+
+    /// The client sent GOAWAY: with `silentAfterClientGoAway`, nothing more is answered.
+    fileprivate func clientSaidGoAway() {
+        guard state.plan.silentAfterClientGoAway, !isSilent else { return }
+        isSilent = true
+        tally.unsentAnswers += discardHeldAnswers()
+        // Counted now: their streams' ends must not count them again.
+        for index in slots.indices where slots[index].isHeld { slots[index].isHeld = false }
     }
 
     /// The client reset the stream. An answer held as bytes is found in `heldOutput`: its
@@ -428,6 +511,13 @@ final class H2Connection: ServerConnection {
 
     /// Writes the error body of the stream's answer into nghttp2's buffer.
     fileprivate func body(streamID: Int32, into destination: UnsafeMutableRawBufferPointer, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        if let index = slotIndex(streamID), slots[index].isEndless {
+            // Some bytes once, then the body is deferred for good: the stream never ends.
+            guard slots[index].bodyOffset == 0, destination.count >= 8 else { return Int(NGHTTP2_ERR_DEFERRED.rawValue) }
+            slots[index].bodyOffset = 8
+            destination.copyBytes(from: Array(#"{"aps":"#.utf8))
+            return 8
+        }
         guard let index = slotIndex(streamID), let reason = slots[index].answer else {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
             return 0
@@ -453,6 +543,10 @@ final class H2Connection: ServerConnection {
     /// Settles the stream's answer (nil: 200), and sends it now or holds it for the plan's
     /// delay.
     private func decide(_ streamID: Int32, _ index: Int, _ reason: APNsReason?) {
+        guard !isSilent else {
+            tally.unsentAnswers += 1
+            return
+        }
         slots[index].answer = reason
         // A 410 says since when the token is gone: since it was judged.
         if reason?.status == 410 { slots[index].timestamp = now * 1000 }
@@ -538,7 +632,7 @@ final class H2Connection: ServerConnection {
     /// Sends the answers whose time has come, then waits for the next.
     private func releaseDueAnswers() {
         releaseTimer = nil
-        guard phase == .established, !isDropping else { return }
+        guard phase == .established, !isDropping, !isSilent else { return }
         let now = loop.now
         while let entry = held.popDue(by: now) {
             let index = Int(entry.slot)
@@ -610,7 +704,7 @@ final class H2Connection: ServerConnection {
         if lastAuthorization == .valid && now - lastIssuedAt > ProviderToken.lifetime {
             lastAuthorization = .expired
         }
-        if lastAuthorization == .valid && !streamLimitRaised {
+        if lastAuthorization == .valid && !streamLimitRaised && state.plan.misbehaviour != .zeroStreams {
             streamLimitRaised = true
             var limit = nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
                                                value: state.maximumConcurrentStreams)
@@ -736,6 +830,8 @@ final class SessionCallbacks: @unchecked Sendable {
             } else if header.type == UInt8(NGHTTP2_RST_STREAM.rawValue) {
                 // Called for a stream nghttp2 has closed too (not for an idle one).
                 connection(user) { $0.streamReset(streamID: header.stream_id) }
+            } else if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+                connection(user) { $0.clientSaidGoAway() }
             }
             return 0
         }

@@ -59,13 +59,22 @@ public struct H2FailurePlan: Sendable, Hashable {
     /// Error answers (any status but 200) are held this long instead of `responseDelay`
     /// and its jitter: zero answers them at once. Nil: they are held as every answer is.
     public var errorDelay: Duration?
+    /// Once the client sends GOAWAY, the connection answers nothing more: answers still
+    /// held are never sent (`H2Statistics.unsentAnswers`), requests still coming are not
+    /// answered, and the connection stays open until the client closes it. Some servers
+    /// behave so (those built on python's `h2`, some proxies): a client that says GOAWAY
+    /// before its streams are answered loses their answers.
+    public var silentAfterClientGoAway: Bool
+    /// A protocol fault committed on every connection, beside (or instead of) the rules
+    /// above; nil: none.
+    public var misbehaviour: H2Misbehaviour?
 
     /// A plan; by default nothing fails (but tokens ending in `dead` or `fade`).
     public init(
         seed: UInt64 = 0, rejectEvery: Int? = nil, throttleEvery: Int? = nil, unavailableEvery: Int? = nil,
         internalErrorEvery: Int? = nil, goawayEvery: Int? = nil, dropEvery: Int? = nil, stallEvery: Int? = nil,
         stallDuration: Duration = .milliseconds(100), responseDelay: Duration = .zero, responseJitter: Duration = .zero,
-        errorDelay: Duration? = nil
+        errorDelay: Duration? = nil, silentAfterClientGoAway: Bool = false, misbehaviour: H2Misbehaviour? = nil
     ) {
         self.seed = seed
         self.rejectEvery = rejectEvery
@@ -79,6 +88,8 @@ public struct H2FailurePlan: Sendable, Hashable {
         self.responseDelay = responseDelay
         self.responseJitter = responseJitter
         self.errorDelay = errorDelay
+        self.silentAfterClientGoAway = silentAfterClientGoAway
+        self.misbehaviour = misbehaviour
     }
 
     /// Checks that the counts are positive and the durations not negative.

@@ -58,13 +58,15 @@ final class H2GatewayState: Sendable {
     /// after that one was issued (429 TooManyProviderTokenUpdates). Tokens are told apart
     /// by their `iat`: signatures differ each time the same claims are signed.
     func adoptToken(issuedAt: Int64) -> Bool {
-        teamTokenIssuedAt.withLock { current in
+        let (adopted, isNew) = teamTokenIssuedAt.withLock { current -> (Bool, Bool) in
             if let current, current != issuedAt, abs(issuedAt - current) < ProviderToken.minimumRefreshInterval {
-                return false
+                return (false, false)
             }
-            current = issuedAt
-            return true
+            defer { current = issuedAt }
+            return (true, current != issuedAt)
         }
+        if isNew { count { $0.providerTokensTaken += 1 } }
+        return adopted
     }
 
     /// What the plan does with a valid request. `onConnection` is the request's 1-based

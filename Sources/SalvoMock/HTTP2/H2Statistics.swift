@@ -30,6 +30,10 @@ public struct H2Statistics: Sendable, Hashable, Codable {
     public var handshakeFailures = 0
     /// Connections refused after the handshake because the client offered no ALPN at all.
     public var refusedWithoutH2 = 0
+    /// Provider tokens the team switched to (token authentication): 1 when every sender
+    /// shared one token; each further one is a renewal (or a second sender's token
+    /// accepted 20 minutes or more after the last).
+    public var providerTokensTaken = 0
     /// GOAWAY frames sent by `H2FailurePlan.goawayEvery`.
     public var goaways = 0
     /// Connections closed silently by `H2FailurePlan.dropEvery`.
