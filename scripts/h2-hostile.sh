@@ -55,7 +55,7 @@ describe() {
   python3 - "$name" "$status" "$work/time" "$work/report.json" <<'PY'
 import json, os, sys
 name, status = sys.argv[1], sys.argv[2]
-seconds, rss_kib = open(sys.argv[3]).read().split()
+seconds, rss_kib = open(sys.argv[3]).read().split()[-2:]
 r = json.load(open(sys.argv[4])) if os.path.exists(sys.argv[4]) else {}
 complete = r and r["submitted"] == r["accepted"] + r["rejected"] + r["failed"]
 print(f'{name:>26}: {float(seconds):5.1f} s, exit {status}, peak RSS {int(rss_kib) / 1024:.0f} MiB, '
@@ -78,8 +78,9 @@ PY
     start_mock endless-answer
     start_send
     sleep 2
-    kill -TERM "$send"
-    if [ "$signals" = 2 ]; then sleep 1; kill -TERM "$send"; fi
+    # The signal goes to salvo, the child of /usr/bin/time.
+    pkill -TERM -P "$send"
+    if [ "$signals" = 2 ]; then sleep 1; pkill -TERM -P "$send"; fi
     status=0; wait "$send" || status=$?
     stop_mock
     describe "SIGTERM x$signals, endless" "$status"

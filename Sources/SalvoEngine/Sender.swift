@@ -31,7 +31,7 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
         switch self {
         case .invalidPayload(let error, let sequence): "notification \(sequence): invalid payload: \(error)"
         case .finished: "the sender has finished; create a new one"
-        case .gatewayUnreachable(let reason): "the gateway is unreachable: \(reason)"
+        case .gatewayUnreachable(let reason): "gave up on the gateway: \(reason)"
         case .credentialsRefused(let reason): reason
         }
     }

@@ -4,6 +4,7 @@ import SalvoEngine
 import SalvoIO
 import SalvoWire
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// One campaign through one sender, as the CLI runs it: the rejected-token CSV, the
@@ -20,6 +21,11 @@ final class CampaignRun: Sendable {
     /// graceful finish on SIGTERM or SIGINT.
     private let group: ServiceGroup
     private let serving: Locked<Task<Void, Never>?> = Locked(nil)
+    private let signalled = Atomic<Bool>(false)
+
+    /// Whether SIGTERM or SIGINT stopped the run (also after everything was handed over:
+    /// what was in flight then did not finish on its own).
+    var wasInterrupted: Bool { signalled.load(ordering: .relaxed) }
 
     /// How sending ended.
     enum Ending: Equatable {
@@ -78,12 +84,18 @@ final class CampaignRun: Sendable {
         var tasks: [Task<Void, Never>] = [Task { [sender] in await reportSenderEvents(sender) }]
         // The service group drains on the first SIGTERM or SIGINT (at most --drain-timeout);
         // a second one ends the drain at once.
-        tasks.append(Task { [sender] in
+        tasks.append(Task { [weak self, sender, command] in
             var signals = 0
-            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+            for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
                 signals += 1
-                guard signals == 2 else { continue }
-                printError("\nsalvo: a second signal: stopping now; what is not final fails and is accounted for")
+                if signals == 1 {
+                    self?.signalled.store(true, ordering: .relaxed)
+                    let drain = Int(sender.configuration.drainTimeout.secondsDouble.rounded())
+                    printError("\nsalvo \(command): \(signal): taking nothing more; finishing what is in flight for at most "
+                               + "\(drain) s (--drain-timeout); a second signal stops at once")
+                    continue
+                }
+                printError("\nsalvo \(command): a second signal: stopping now; what is not final fails and is accounted for")
                 sender.abandonUnsettled()
                 return
             }
@@ -130,6 +142,7 @@ final class CampaignRun: Sendable {
     func finish(badLines: [BadLine], badLineCount: Int, ending: Ending, lastLine: Int, resumedAfter: Int,
                 reportPath: String?) async -> SenderReport {
         let report = await sender.finish()
+        let ending = wasInterrupted && ending == .readToEnd ? .interrupted : ending
         // The sender's service ends with it (at once: it watches for the finish).
         if let serving = serving.withLock({ $0 }) { await serving.value }
         let tasks = background.withLock { tasks in

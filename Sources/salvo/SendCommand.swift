@@ -119,7 +119,7 @@ struct SendCommand: AsyncParsableCommand {
             resumedAfter: resumedAfter, reportPath: report)
         await observability.finish()
         if case .stopped(inputError: _?) = ending { throw ExitCode(2) }
-        if ending == .interrupted { throw ExitCode(3) }
+        if ending == .interrupted || run.wasInterrupted { throw ExitCode(3) }
         if outcome.failed > 0 { throw ExitCode(1) }
     }
 }

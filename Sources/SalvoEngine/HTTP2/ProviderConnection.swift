@@ -51,6 +51,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private var lastStreamLimit = 0
     /// When the bytes being read were read (loop nanoseconds): the time of their answers.
     @exclusivity(unchecked) private var readAt: UInt64 = 0
+    /// The connection whose bytes are being read, while they are.
+    private var reading: ProviderSession?
     private var flushTimer: TimerID?
     private var pingTimer: TimerID?
     /// Checks the current connection for answers that do not come (`answerCheckFired`).
@@ -410,6 +412,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
             case .bytes(let count):
                 connection.lastHeard = shard.loop.now
                 readAt = connection.lastHeard.nanoseconds
+                reading = connection
+                defer { reading = nil }
                 do {
                     try session.receive(UnsafeRawBufferPointer(rebasing: readBuffer[..<count]))
                 } catch {
@@ -562,6 +566,9 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     func pingAcknowledged() { current?.pingOutstanding = false }
 
     func settingsReceived(streamLimit: Int) {
+        if let reading {
+            reading.noStreamsSince = streamLimit > 0 ? nil : reading.noStreamsSince ?? Instant(nanoseconds: readAt)
+        }
         guard streamLimit != lastStreamLimit else { return }
         lastStreamLimit = streamLimit
         shard.emit(.streamLimit(shard: shard.index, connection: index, limit: streamLimit))
@@ -637,8 +644,9 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
 
     private lazy var answerAction = TimerAction { [unowned self] in self.answerCheckFired() }
 
-    /// How often the current connection is checked for answers that do not come.
-    private var answerCheckInterval: Duration { options.answerTimeout / 4 }
+    /// How often the current connection is checked for answers that do not come: a stall
+    /// is found at most a tenth of the timeout late.
+    private var answerCheckInterval: Duration { options.answerTimeout / 10 }
 
     /// Every `answerCheckInterval`: a connection whose oldest open stream has waited
     /// `answerTimeout` for its answer (none, or one begun and not finished), or on which the
@@ -662,14 +670,8 @@ final class ProviderConnection: SlotConnection<StreamWindow>, ClientSessionDeleg
     private func stall(of connection: ProviderSession, at now: Instant) -> String? {
         let timeout = options.answerTimeout
         let limit = now.nanoseconds &- timeout.nanosecondsClamped
-        if hasWork && connection.session.remoteStreamLimit == 0 {
-            let since = connection.blockedSince ?? now
-            connection.blockedSince = since
-            if since.nanoseconds <= limit {
-                return "the gateway allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(timeout) while notifications waited"
-            }
-        } else {
-            connection.blockedSince = nil
+        if hasWork, let since = connection.noStreamsSince, since.nanoseconds <= limit {
+            return "the gateway allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(timeout) while notifications waited"
         }
         let open = window.openSlots(on: window.connection)
         guard let oldest = open.min(by: { openedAt[Int($0)] < openedAt[Int($1)] }), openedAt[Int(oldest)] <= limit else { return nil }
@@ -731,8 +733,8 @@ final class ProviderSession {
     var retirementTimer: TimerID?
     /// Whether any of its streams was answered.
     var isAnswered = false
-    /// Since when work has waited while the gateway allowed no stream.
-    var blockedSince: Instant?
+    /// Since when the gateway has allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0).
+    var noStreamsSince: Instant?
 
     init(link: Link, session: ClientSession<ProviderConnection>, at now: Instant) {
         self.link = link
