@@ -133,6 +133,23 @@ import Testing
         #expect(outcome("") == .invalid)
     }
 
+    /// RFC 7519's NumericDate is any number: pyapns-client signs `time.time()`. Its seconds
+    /// count, so the hour runs from the second it was made in.
+    @Test func anIssuedAtWithAFractionCountsItsWholeSeconds() throws {
+        // PyJWT's header, with its `typ`.
+        func token(_ iat: String) throws -> String {
+            try mintToken(header: #"{"alg":"ES256","kid":"\#(H2Rig.keyID)","typ":"JWT"}"#,
+                          claims: #"{"iss":"\#(H2Rig.teamID)","iat":\#(iat)}"#)
+        }
+        #expect(outcome(try token("1800000000.7345")) == .valid(issuedAt: now))
+        #expect(outcome(try token("1799996400.25")) == .valid(issuedAt: now - 3600))
+        #expect(outcome(try token("1799996399.999")) == .expired, "made in the second that began 3601 s ago")
+        #expect(outcome(try token("1.8e9")) == .valid(issuedAt: now))
+        #expect(outcome(try token("18000000005E-1")) == .valid(issuedAt: now))
+        #expect(outcome(try token("\"1800000000\"")) == .invalid, "a string is no NumericDate")
+        #expect(outcome(try token("1e300")) == .invalid, "beyond any date")
+    }
+
     @Test func aKeyThatIsNotAP256PrivateKeyIsRefused() {
         #expect(throws: ProviderTokenVerifierError.self) {
             try ProviderTokenVerifier(authKeyPEM: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
