@@ -5,7 +5,8 @@ import SalvoTelemetry
 import SalvoWire
 
 /// An in-process APNs gateway speaking Apple's HTTP/2 provider API, for tests and
-/// benchmarks: TLS with ALPN `h2` (clients that do not offer it are refused), every request
+/// benchmarks: TLS with ALPN `h2` (clients that offer other protocols only are refused; those
+/// that offer none speak HTTP/2 by prior knowledge, as Apple allows), every request
 /// checked as APNs checks it and answered with Apple's statuses and reasons, token
 /// authentication (ES256 provider tokens) or client certificates, the stream limit APNs
 /// applies, and an `H2FailurePlan` that rejects, throttles, goes away, drops or stalls on
