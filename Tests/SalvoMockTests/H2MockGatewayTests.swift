@@ -92,7 +92,7 @@ import Testing
         ValidationCase(400, "BadDeviceToken", path: "/3/device/abcd"),
         ValidationCase(404, "BadPath", path: "/2/device/\(h2Token)"),
         ValidationCase(405, "MethodNotAllowed", method: "PUT"),
-        ValidationCase(400, "MissingTopic", headers: ["apns-push-type: alert"]),
+        ValidationCase(200, nil, headers: ["apns-push-type: alert"]),  // no token: the certificate names the topic
         ValidationCase(400, "BadTopic", headers: ["apns-topic: com..example", "apns-push-type: alert"]),
         ValidationCase(400, "TopicDisallowed", headers: ["apns-topic: com.other.app", "apns-push-type: alert"]),
         ValidationCase(400, "InvalidPushType", headers: ["apns-topic: com.example.app", "apns-push-type: banner"]),
@@ -138,6 +138,8 @@ import Testing
             try rig.curl(headers: standardHeaders + (authorization.map { ["authorization: \($0)"] } ?? []))
         }
         #expect(try post(nil).reason == "MissingProviderToken")
+        let noTopic = try rig.curl(headers: ["apns-push-type: alert", "authorization: bearer \(valid)"])
+        #expect(noTopic.status == 400 && noTopic.reason == "MissingTopic", "a token names no topic")
         #expect(try post("bearer \(valid)").status == 200)
         #expect(try post("Bearer \(valid)").status == 200, "the scheme is case-insensitive")
         let stranger = try mintToken(key: .init(), issuedAt: unixNow - 60)
@@ -156,7 +158,7 @@ import Testing
         #expect(try post("bearer \(try mintToken(issuedAt: unixNow - 60 - 1500))").status == 200)
         let statistics = rig.gateway.statistics()
         #expect(statistics.accepted == 3)
-        #expect(statistics.rejectedByStatus == ["403": 6, "429": 1])
+        #expect(statistics.rejectedByStatus == ["400": 1, "403": 6, "429": 1])
     }
 
     @Test func aClientCertificateIsRequiredWhenAsked() throws {

@@ -42,7 +42,7 @@ import Testing
         #expect(verdict(replacing(":path", with: "/3/device/")) == .missingDeviceToken)
         #expect(verdict(replacing(":path", with: "/3/device/\(h2Token)00")) == .badDeviceToken)
         #expect(verdict(replacing(":path", with: "/3/device/\(String(h2Token.dropLast()))g")) == .badDeviceToken)
-        #expect(verdict(good.filter { $0.0 != "apns-topic" }) == .missingTopic)
+        #expect(verdict(good.filter { $0.0 != "apns-topic" }, authorization: .valid) == .missingTopic)
         for topic in ["", "com..app", ".com.app", "com.app.", "com app", "com/app", String(repeating: "a", count: 256)] {
             #expect(verdict(replacing("apns-topic", with: topic)) == .badTopic, "\(topic)")
         }
@@ -58,6 +58,17 @@ import Testing
         #expect(verdict(good + [("apns-topic", "com.example.app")]) == .duplicateHeaders)
         #expect(verdict(good, payload: 0) == .payloadEmpty)
         #expect(verdict(good, payload: 4097) == .payloadTooLarge)
+    }
+
+    /// Apple takes a request without `apns-topic` from a client with a single-topic
+    /// certificate (the certificate names it); with a token the request must name it.
+    @Test func withoutTokenAuthenticationTheTopicMayBeLeftOut() {
+        let noTopic = good.filter { $0.0 != "apns-topic" }
+        #expect(verdict(noTopic) == nil)
+        #expect(verdict(noTopic.filter { $0.0 != "apns-push-type" } + [("apns-push-type", "voip")], payload: 5000) == nil,
+                "a VoIP certificate's topic carries .voip")
+        #expect(verdict(noTopic, allowedTopics: ["com.example.app"]) == nil, "the certificate's topic is its own")
+        #expect(verdict(noTopic, authorization: .valid) == .missingTopic)
     }
 
     @Test func topicsCarryTheirPushTypesSuffix() {

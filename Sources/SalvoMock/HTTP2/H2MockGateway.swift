@@ -113,7 +113,8 @@ extension H2MockGateway {
     /// How the gateway listens and behaves. `host`, `port`, `tls`, `loops` and `recordAccepted`
     /// are its `server` settings; the gateway sets the TLS setup's ALPN list to `h2`. Set
     /// `tls.requireClientCertificate` (with `trustRoots` and `verifyPeer`) for certificate
-    /// authentication, as Apple's gateway does; the topic then comes from each request.
+    /// authentication, as Apple's gateway does; the topic then comes from each request, or,
+    /// when a request names none, is the certificate's (as with Apple's single-topic ones).
     public struct Configuration: MockServerConfiguration, Sendable {
         /// Where and how the gateway listens, and whether it records what it accepted.
         public var server: MockServerSettings
