@@ -13,8 +13,8 @@ import Testing
 /// them (scripts/h2-python-clients.sh); without them the tests are skipped and say why.
 ///
 /// Nested in `LegacyClientTests`, whose tests run one at a time, so that no two of these
-/// senders (each a core's worth for seconds to tens of seconds) run at once: the suites
-/// running meanwhile have time limits to keep.
+/// senders (each keeps a core busy while it runs) run at once: the suites running
+/// meanwhile have time limits to keep.
 extension LegacyClientTests {
     @Suite(.timeLimit(.minutes(3)))
     struct HTTP2ClientTests {
@@ -38,7 +38,7 @@ extension LegacyClientTests {
             var faults: [String]
         }
 
-        /// Where the tests wait for the clients, for tens of seconds: on a thread of its own,
+        /// Where the tests wait for the clients, as long as they run: on a thread of its own,
         /// not on the cooperative pool (as many threads as cores), which the suites running
         /// meanwhile need to make progress within their time limits.
         static let waitingThread = try! ThreadExecutor(name: "h2-clients")
