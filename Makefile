@@ -12,9 +12,11 @@ SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config iproute2 libngh
 # SalvoCampaigns tests (a real server, nothing mocked).
 TEST_SYSTEM_PACKAGES := postgresql
 # For `make test` only: the other teams' senders the tests run against `salvo mock`
-# (Tests/SalvoBenchTests/LegacyClientTests.swift): the PHP cookbook sender, and PyAPNs, which
-# scripts/pyapns.sh installs from PyPI into a virtualenv under .build/. When they cannot be
-# installed (no network) the tests go on without them, and those two say they were skipped and why.
+# (Tests/SalvoBenchTests/LegacyClientTests.swift, HTTP2ClientTests.swift): the PHP cookbook
+# sender; PyAPNs, which scripts/pyapns.sh installs from PyPI into a virtualenv under .build/;
+# and aioapns and pyapns-client, which scripts/h2-python-clients.sh installs the same way.
+# When they cannot be installed (no network) the tests go on without them, and those tests
+# say they were skipped and why.
 TEST_PACKAGES := php-cli python3-venv python3-lib2to3
 SWIFT ?= swift
 FUZZ_SECONDS ?= 60
@@ -43,6 +45,7 @@ test-deps:
 	  echo "could not install $(TEST_PACKAGES): the tests with them will be skipped"; \
 	  $(call install-missing,$(SYSTEM_PACKAGES) $(TEST_SYSTEM_PACKAGES)); }
 	@scripts/pyapns.sh || true
+	@scripts/h2-python-clients.sh || true
 
 build: deps
 	$(SWIFT) build

@@ -31,7 +31,9 @@ bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 work=$(mktemp -d)
 chmod 755 "$work"
 as=()
-if [ "$(id -u)" = 0 ]; then as=(runuser -u postgres --); mkdir "$work/pg"; chown postgres "$work/pg"; else mkdir "$work/pg"; fi
+# As postgres, from its own directory: the checkout (where this shell is) may be under a
+# 0700 home that user cannot enter.
+if [ "$(id -u)" = 0 ]; then as=(env -C "$work/pg" runuser -u postgres --); mkdir "$work/pg"; chown postgres "$work/pg"; else mkdir "$work/pg"; fi
 mock="" workers=()
 cleanup() {
   kill "${workers[@]}" $mock 2>/dev/null || true

@@ -32,7 +32,8 @@ struct MockCommand: AsyncParsableCommand {
             --error-delay-ms MS holds back every error response (not silent drops) that \
             long, discarding what the client sends meanwhile, as a slow gateway does.
 
-            With --protocol h2 (see H2MockGateway and H2FailurePlan): ALPN h2 only; every \
+            With --protocol h2 (see H2MockGateway and H2FailurePlan): ALPN h2, or no ALPN \
+            and HTTP/2 by prior knowledge (as Apple takes it); every \
             request validated with Apple's statuses and reasons; token authentication with \
             --auth-key, --key-id and --team-id (one stream per connection until a valid \
             token, then --max-streams), or certificates with --require-client-cert; tokens \

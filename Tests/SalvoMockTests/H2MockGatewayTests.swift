@@ -33,20 +33,55 @@ import Testing
         #expect(unique.count == 36 && unique != made)
     }
 
-    @Test func aClientWithoutH2IsRefused() throws {
+    @Test func aClientOfferingOnlyOtherProtocolsIsRefused() throws {
         let rig = try H2Rig()
         // curl offering only http/1.1 in ALPN: the handshake fails (no_application_protocol).
         let http1 = try runTool("curl", ["--silent", "--http1.1", "--cacert", rig.caFile, "--max-time", "10",
                                          rig.url("/3/device/\(h2Token)")])
         #expect(http1.status == 35, "curl exits 35 on a failed TLS handshake, got \(http1.status)")
-        // A TLS client offering no ALPN at all: the handshake completes, then the gateway closes.
-        let context = try TLSContext(.client(trustRoots: .certificates(H2Rig.pki.authority.certificate)), role: .client)
-        let stream = try TLSStream.connect(host: "127.0.0.1", port: rig.gateway.port, context: context, timeout: .seconds(5))
-        #expect(try stream.readToEnd(timeout: .seconds(5)).isEmpty)
         let statistics = rig.gateway.statistics()
         #expect(statistics.handshakeFailures == 1)
-        #expect(statistics.refusedWithoutH2 == 1)
+        #expect(statistics.withoutALPN == 0)
         #expect(statistics.requests == 0)
+    }
+
+    /// Apple takes TLS without ALPN and HTTP/2 by prior knowledge (Pushy connected so for
+    /// years; aioapns' default TLS setup offers no ALPN): the connection preface tells.
+    @Test func aClientOfferingNoALPNSpeaksHTTP2ByPriorKnowledge() throws {
+        let rig = try H2Rig()
+        let client = try RawH2Client(port: rig.gateway.port, applicationProtocols: [])
+        #expect(client.stream.negotiatedApplicationProtocol == nil)
+        try client.send(RawH2Client.preface + RawH2Client.frame(type: 4, flags: 0, stream: 0, []) + client.request(stream: 1))
+        let frames = try client.readFrames { $0.contains { $0.type == 1 && $0.stream == 1 } }
+        let headers = try #require(frames.first { $0.type == 1 && $0.stream == 1 })
+        #expect(headers.payload.first == 0x88, ":status 200 (static table entry 8)")
+        let statistics = try #require(rig.statistics { $0.accepted == 1 })
+        #expect(statistics.withoutALPN == 1 && statistics.refusedWithoutPreface == 0 && statistics.handshakeFailures == 0)
+    }
+
+    /// Without ALPN, a client that speaks HTTP/1.1 is closed at its first bytes, and counted.
+    @Test func aClientOfferingNoALPNThatSpeaksHTTP1IsClosed() throws {
+        let rig = try H2Rig()
+        let client = try RawH2Client(port: rig.gateway.port, applicationProtocols: [])
+        try client.send(Array("POST /3/device/\(h2Token) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}".utf8))
+        // nghttp2 sends its GOAWAY, or nothing; either way the connection ends.
+        let frames = try client.readFrames { _ in false }
+        #expect(!frames.contains { $0.type == 1 }, "no answer to a request")
+        let statistics = try #require(rig.statistics { $0.refusedWithoutPreface == 1 })
+        #expect(statistics.withoutALPN == 1 && statistics.requests == 0)
+    }
+
+    /// RFC 9113 §8.3.1 lets a client send `host` instead of `:authority`; Apple takes it
+    /// (aioapns sends only `host`).
+    @Test func hostInsteadOfAuthorityIsAccepted() throws {
+        let rig = try H2Rig()
+        let client = try RawH2Client(port: rig.gateway.port)
+        try client.send(RawH2Client.preface + RawH2Client.frame(type: 4, flags: 0, stream: 0, [])
+                        + client.request(stream: 1, authority: .host))
+        let frames = try client.readFrames { $0.contains { ($0.type == 1 || $0.type == 3) && $0.stream == 1 } }
+        let headers = try #require(frames.first { $0.stream == 1 })
+        #expect(headers.type == 1 && headers.payload.first == 0x88, ":status 200, not a reset")
+        #expect(rig.statistics { $0.accepted == 1 } != nil)
     }
 
     // MARK: Validation, one curl request per case
@@ -57,7 +92,7 @@ import Testing
         ValidationCase(400, "BadDeviceToken", path: "/3/device/abcd"),
         ValidationCase(404, "BadPath", path: "/2/device/\(h2Token)"),
         ValidationCase(405, "MethodNotAllowed", method: "PUT"),
-        ValidationCase(400, "MissingTopic", headers: ["apns-push-type: alert"]),
+        ValidationCase(200, nil, headers: ["apns-push-type: alert"]),  // no token: the certificate names the topic
         ValidationCase(400, "BadTopic", headers: ["apns-topic: com..example", "apns-push-type: alert"]),
         ValidationCase(400, "TopicDisallowed", headers: ["apns-topic: com.other.app", "apns-push-type: alert"]),
         ValidationCase(400, "InvalidPushType", headers: ["apns-topic: com.example.app", "apns-push-type: banner"]),
@@ -103,6 +138,8 @@ import Testing
             try rig.curl(headers: standardHeaders + (authorization.map { ["authorization: \($0)"] } ?? []))
         }
         #expect(try post(nil).reason == "MissingProviderToken")
+        let noTopic = try rig.curl(headers: ["apns-push-type: alert", "authorization: bearer \(valid)"])
+        #expect(noTopic.status == 400 && noTopic.reason == "MissingTopic", "a token names no topic")
         #expect(try post("bearer \(valid)").status == 200)
         #expect(try post("Bearer \(valid)").status == 200, "the scheme is case-insensitive")
         let stranger = try mintToken(key: .init(), issuedAt: unixNow - 60)
@@ -121,7 +158,7 @@ import Testing
         #expect(try post("bearer \(try mintToken(issuedAt: unixNow - 60 - 1500))").status == 200)
         let statistics = rig.gateway.statistics()
         #expect(statistics.accepted == 3)
-        #expect(statistics.rejectedByStatus == ["403": 6, "429": 1])
+        #expect(statistics.rejectedByStatus == ["400": 1, "403": 6, "429": 1])
     }
 
     @Test func aClientCertificateIsRequiredWhenAsked() throws {

@@ -57,9 +57,14 @@ struct RawH2Client {
     let stream: TLSStream
     let port: Int
 
-    init(port: Int) throws {
+    /// How a request names the server: `:authority` (what most clients send) or `host`
+    /// (what RFC 9113 also allows).
+    enum Authority { case authority, host }
+
+    /// - Parameter applicationProtocols: the ALPN list to offer; empty offers none.
+    init(port: Int, applicationProtocols: [String] = ["h2"]) throws {
         var configuration = TLSConfiguration.client(trustRoots: .certificates(H2Rig.pki.authority.certificate))
-        configuration.applicationProtocols = ["h2"]
+        configuration.applicationProtocols = applicationProtocols
         stream = try TLSStream.connect(host: "127.0.0.1", port: port, context: TLSContext(configuration, role: .client))
         self.port = port
     }
@@ -72,22 +77,25 @@ struct RawH2Client {
 
     /// The pseudo-headers of a POST to the test token. Static table: 3 = :method POST,
     /// 7 = :scheme https; literals with indexed names 1 (:authority) and 4 (:path), without
-    /// indexing.
-    private var pseudoHeaders: [UInt8] {
+    /// indexing; `host` (a regular header, after them) as a new-name literal.
+    private func pseudoHeaders(_ authority: Authority = .authority) -> [UInt8] {
         func literal(nameIndex: UInt8, _ value: String) -> [UInt8] { [nameIndex, UInt8(value.utf8.count)] + Array(value.utf8) }
-        return [0x83, 0x87] + literal(nameIndex: 0x01, "127.0.0.1:\(port)") + literal(nameIndex: 0x04, "/3/device/\(h2Token)")
+        let server = "127.0.0.1:\(port)"
+        return [0x83, 0x87] + (authority == .authority ? literal(nameIndex: 0x01, server) : [])
+            + literal(nameIndex: 0x04, "/3/device/\(h2Token)")
+            + (authority == .host ? [0x00, 4] + Array("host".utf8) + [UInt8(server.utf8.count)] + Array(server.utf8) : [])
     }
 
     /// HEADERS of a POST that stays open (no END_STREAM): the stream counts against the limit.
-    func openRequest(stream id: UInt32) -> [UInt8] { Self.frame(type: 1, flags: 0x04, stream: id, pseudoHeaders) }
+    func openRequest(stream id: UInt32) -> [UInt8] { Self.frame(type: 1, flags: 0x04, stream: id, pseudoHeaders()) }
 
     /// A whole well-formed request: HEADERS (the topic and push type as new-name literals)
     /// and a DATA frame with the alert payload that ends the stream.
-    func request(stream id: UInt32) -> [UInt8] {
+    func request(stream id: UInt32, authority: Authority = .authority) -> [UInt8] {
         func literal(_ name: String, _ value: String) -> [UInt8] {
             [0x00, UInt8(name.utf8.count)] + Array(name.utf8) + [UInt8(value.utf8.count)] + Array(value.utf8)
         }
-        let block = pseudoHeaders + literal("apns-topic", "com.example.app") + literal("apns-push-type", "alert")
+        let block = pseudoHeaders(authority) + literal("apns-topic", "com.example.app") + literal("apns-push-type", "alert")
         return Self.frame(type: 1, flags: 0x04, stream: id, block)
             + Self.frame(type: 0, flags: 0x01, stream: id, Array(#"{"aps":{"alert":"hi"}}"#.utf8))
     }

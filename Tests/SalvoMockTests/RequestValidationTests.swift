@@ -42,7 +42,7 @@ import Testing
         #expect(verdict(replacing(":path", with: "/3/device/")) == .missingDeviceToken)
         #expect(verdict(replacing(":path", with: "/3/device/\(h2Token)00")) == .badDeviceToken)
         #expect(verdict(replacing(":path", with: "/3/device/\(String(h2Token.dropLast()))g")) == .badDeviceToken)
-        #expect(verdict(good.filter { $0.0 != "apns-topic" }) == .missingTopic)
+        #expect(verdict(good.filter { $0.0 != "apns-topic" }, authorization: .valid) == .missingTopic)
         for topic in ["", "com..app", ".com.app", "com.app.", "com app", "com/app", String(repeating: "a", count: 256)] {
             #expect(verdict(replacing("apns-topic", with: topic)) == .badTopic, "\(topic)")
         }
@@ -58,6 +58,17 @@ import Testing
         #expect(verdict(good + [("apns-topic", "com.example.app")]) == .duplicateHeaders)
         #expect(verdict(good, payload: 0) == .payloadEmpty)
         #expect(verdict(good, payload: 4097) == .payloadTooLarge)
+    }
+
+    /// Apple takes a request without `apns-topic` from a client with a single-topic
+    /// certificate (the certificate names it); with a token the request must name it.
+    @Test func withoutTokenAuthenticationTheTopicMayBeLeftOut() {
+        let noTopic = good.filter { $0.0 != "apns-topic" }
+        #expect(verdict(noTopic) == nil)
+        #expect(verdict(noTopic.filter { $0.0 != "apns-push-type" } + [("apns-push-type", "voip")], payload: 5000) == nil,
+                "a VoIP certificate's topic carries .voip")
+        #expect(verdict(noTopic, allowedTopics: ["com.example.app"]) == nil, "the certificate's topic is its own")
+        #expect(verdict(noTopic, authorization: .valid) == .missingTopic)
     }
 
     @Test func topicsCarryTheirPushTypesSuffix() {
@@ -131,6 +142,23 @@ import Testing
         tampered[tampered.count - 3] = tampered[tampered.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
         #expect(outcome(String(decoding: tampered, as: UTF8.self)) == .invalid, "a changed signature")
         #expect(outcome("") == .invalid)
+    }
+
+    /// RFC 7519's NumericDate is any number: pyapns-client signs `time.time()`. Its seconds
+    /// count, so the hour runs from the second it was made in.
+    @Test func anIssuedAtWithAFractionCountsItsWholeSeconds() throws {
+        // PyJWT's header, with its `typ`.
+        func token(_ iat: String) throws -> String {
+            try mintToken(header: #"{"alg":"ES256","kid":"\#(H2Rig.keyID)","typ":"JWT"}"#,
+                          claims: #"{"iss":"\#(H2Rig.teamID)","iat":\#(iat)}"#)
+        }
+        #expect(outcome(try token("1800000000.7345")) == .valid(issuedAt: now))
+        #expect(outcome(try token("1799996400.25")) == .valid(issuedAt: now - 3600))
+        #expect(outcome(try token("1799996399.999")) == .expired, "made in the second that began 3601 s ago")
+        #expect(outcome(try token("1.8e9")) == .valid(issuedAt: now))
+        #expect(outcome(try token("18000000005E-1")) == .valid(issuedAt: now))
+        #expect(outcome(try token("\"1800000000\"")) == .invalid, "a string is no NumericDate")
+        #expect(outcome(try token("1e300")) == .invalid, "beyond any date")
     }
 
     @Test func aKeyThatIsNotAP256PrivateKeyIsRefused() {

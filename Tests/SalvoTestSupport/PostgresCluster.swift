@@ -6,7 +6,8 @@ import Foundation
 ///
 /// PostgreSQL refuses to run as root: when the tests do (CI), the cluster runs as the
 /// `postgres` system user (the Debian package creates it) through `runuser`, in a
-/// directory it owns. Its superuser is `salvo` with a password, and connections over TCP
+/// directory it owns, which is also where its programs run: the checkout may be one that
+/// user cannot enter (a clone under a 0700 home). Its superuser is `salvo` with a password, and connections over TCP
 /// must give it (scram-sha-256), so that tests can also present wrong credentials.
 public final class PostgresCluster: Sendable {
     /// What stopped the cluster from starting.
@@ -41,7 +42,7 @@ public final class PostgresCluster: Sendable {
         try Self.password.write(toFile: directory + "/pwfile", atomically: true, encoding: .utf8)
         if let runAs { try Self.run("/bin/chown", ["-R", runAs, directory]) }
         try Self.run(binaries + "/initdb", ["-D", data, "-U", "salvo", "--pwfile=\(directory)/pwfile", "-A", "scram-sha-256",
-                                            "--auth-local=trust", "-E", "UTF8", "--no-sync"], as: runAs)
+                                            "--auth-local=trust", "-E", "UTF8", "--no-sync"], as: runAs, in: directory)
         var attempt = 0
         while true {
             let port = try Self.freePort()
@@ -50,7 +51,7 @@ public final class PostgresCluster: Sendable {
                     "-D", data, "-l", directory + "/log", "-w", "-t", "60", "start", "-o",
                     "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
                         + "-c full_page_writes=off -c max_connections=50",
-                ], as: runAs)
+                ], as: runAs, in: directory)
                 self.port = port
                 return
             } catch {
@@ -67,15 +68,16 @@ public final class PostgresCluster: Sendable {
 
     /// Stops the server at once and removes its directory.
     public func stop() {
-        _ = try? Self.run(binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"], as: runAs)
+        _ = try? Self.run(binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"], as: runAs, in: directory)
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Runs `psql` on the cluster's socket with `sql`; returns its output.
+    /// Runs `psql` on the cluster's socket with `sql`; returns its standard output (its
+    /// warnings, on standard error, are not part of it).
     @discardableResult
     public func psql(_ sql: String, database: String = "postgres") throws -> String {
         try Self.run(binaries + "/psql", ["-h", directory, "-p", "\(port)", "-U", "salvo", "-d", database, "-At", "-v",
-                                          "ON_ERROR_STOP=1", "-c", sql], as: runAs)
+                                          "ON_ERROR_STOP=1", "-c", sql], as: runAs, in: directory)
     }
 
     /// The directory with initdb, pg_ctl and psql: Debian's newest /usr/lib/postgresql/N/bin,
@@ -93,23 +95,31 @@ public final class PostgresCluster: Sendable {
         return nil
     }
 
-    /// Runs a program to its end (as `user`, through runuser, when given); returns its
-    /// standard output, or throws with its output.
+    /// Runs a program to its end (as `user`, through runuser, when given) in `directory`
+    /// (default: the test's own); returns its standard output, or throws with its output
+    /// and its errors. Standard error is kept apart: a warning there must never read as a
+    /// result.
     ///
-    /// Spawned directly and reaped with `waitpid`, its output going to a file: the server
+    /// Spawned directly and reaped with `waitpid`, its output going to files: the server
     /// `pg_ctl start` leaves running inherits the descriptors, and Foundation's `Process`
     /// waits for that server too, not just for pg_ctl.
     @discardableResult
-    static func run(_ program: String, _ arguments: [String], as user: String? = nil) throws -> String {
+    static func run(_ program: String, _ arguments: [String], as user: String? = nil, in directory: String? = nil) throws -> String {
         let outputPath = NSTemporaryDirectory() + "salvo-pg-output-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        let argv = user.map { ["/usr/sbin/runuser", "-u", $0, "--", program] + arguments } ?? [program] + arguments
+        let errorPath = outputPath + "-errors"
+        defer {
+            try? FileManager.default.removeItem(atPath: outputPath)
+            try? FileManager.default.removeItem(atPath: errorPath)
+        }
+        let command = user.map { ["/usr/sbin/runuser", "-u", $0, "--", program] + arguments } ?? [program] + arguments
+        // env -C: Swift's Glibc does not show posix_spawn_file_actions_addchdir_np.
+        let argv = directory.map { ["/usr/bin/env", "-C", $0] + command } ?? command
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         var cArguments = argv.map { strdup($0) } + [nil]
         defer { cArguments.forEach { free($0) } }
         var pid: pid_t = 0
@@ -129,7 +139,8 @@ public final class PostgresCluster: Sendable {
         let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         // WIFEXITED and WEXITSTATUS are macros Swift does not import.
         guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
-            throw Failure(description: "\(program) \(arguments.joined(separator: " ")) failed (wait status \(status)): \(text)")
+            let errors = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+            throw Failure(description: "\(program) \(arguments.joined(separator: " ")) failed (wait status \(status)): \(text)\(errors)")
         }
         return text
     }

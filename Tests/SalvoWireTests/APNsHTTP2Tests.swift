@@ -71,7 +71,7 @@ import Testing
         (Base64URL.encode(Array(#"{"alg":"HS256","kid":"K"}"#.utf8)) + ".e30." + sig64, "alg is 'HS256'"),
         (Base64URL.encode(Array(#"{"alg":"ES256"}"#.utf8)) + ".e30." + sig64, "no 'kid'"),
         (Base64URL.encode(Array(#"{"alg":"ES256","kid":"K"}"#.utf8)) + "." + Base64URL.encode(Array(#"{"iss":"T"}"#.utf8)) + "." + sig64, "no 'iat'"),
-        (Base64URL.encode(Array(#"{"alg":"ES256","kid":"K"}"#.utf8)) + "." + Base64URL.encode(Array(#"{"iss":"T","iat":"soon"}"#.utf8)) + "." + sig64, "'iat' is not an integer"),
+        (Base64URL.encode(Array(#"{"alg":"ES256","kid":"K"}"#.utf8)) + "." + Base64URL.encode(Array(#"{"iss":"T","iat":"soon"}"#.utf8)) + "." + sig64, "'iat' is not a number"),
         (Base64URL.encode(Array(#"{"alg":"ES256","kid":"K"}"#.utf8)) + "." + Base64URL.encode(Array(#"{"iss":"T","iat":1}"#.utf8)) + ".AAAA", "signature has 3 bytes"),
         ("e30x.e30.e30", "not a JSON object"),
     ])

@@ -136,13 +136,10 @@ final class H2Connection: ServerConnection {
     // MARK: Connection events
 
     override func didEstablish() {
-        // ALPN: a client whose list lacks h2 already failed the handshake; one that sent no
-        // list at all is refused here.
-        guard stream.negotiatedApplicationProtocol == "h2" else {
-            state.count { $0.refusedWithoutH2 += 1 }
-            respondAndClose([])
-            return
-        }
+        // ALPN: a client whose list lacks h2 already failed the handshake. One that sent no
+        // list speaks HTTP/2 by prior knowledge, which Apple takes (aioapns' default TLS
+        // setup offers none): its connection preface tells, and nghttp2 checks it.
+        if stream.negotiatedApplicationProtocol == nil { state.count { $0.withoutALPN += 1 } }
         // A gateway that says nothing after the handshake reads and ignores the client.
         if state.plan.misbehaviour == .noSettings {
             isMute = true
@@ -207,6 +204,7 @@ final class H2Connection: ServerConnection {
                 }
                 guard consumed >= 0 else {
                     // A fatal error (bad preface, flooding): what nghttp2 queued, then close.
+                    if consumed == Int(NGHTTP2_ERR_BAD_CLIENT_MAGIC.rawValue) { state.count { $0.refusedWithoutPreface += 1 } }
                     finish()
                     return
                 }

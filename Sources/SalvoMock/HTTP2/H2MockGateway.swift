@@ -5,7 +5,8 @@ import SalvoTelemetry
 import SalvoWire
 
 /// An in-process APNs gateway speaking Apple's HTTP/2 provider API, for tests and
-/// benchmarks: TLS with ALPN `h2` (clients that do not offer it are refused), every request
+/// benchmarks: TLS with ALPN `h2` (clients that offer other protocols only are refused; those
+/// that offer none speak HTTP/2 by prior knowledge, as Apple allows), every request
 /// checked as APNs checks it and answered with Apple's statuses and reasons, token
 /// authentication (ES256 provider tokens) or client certificates, the stream limit APNs
 /// applies, and an `H2FailurePlan` that rejects, throttles, goes away, drops or stalls on
@@ -112,7 +113,8 @@ extension H2MockGateway {
     /// How the gateway listens and behaves. `host`, `port`, `tls`, `loops` and `recordAccepted`
     /// are its `server` settings; the gateway sets the TLS setup's ALPN list to `h2`. Set
     /// `tls.requireClientCertificate` (with `trustRoots` and `verifyPeer`) for certificate
-    /// authentication, as Apple's gateway does; the topic then comes from each request.
+    /// authentication, as Apple's gateway does; the topic then comes from each request, or,
+    /// when a request names none, is the certificate's (as with Apple's single-topic ones).
     public struct Configuration: MockServerConfiguration, Sendable {
         /// Where and how the gateway listens, and whether it records what it accepted.
         public var server: MockServerSettings

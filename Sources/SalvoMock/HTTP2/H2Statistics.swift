@@ -28,8 +28,12 @@ public struct H2Statistics: Sendable, Hashable, Codable {
     /// Connections whose TLS handshake failed (no client certificate when one is
     /// required; an ALPN list without `h2`).
     public var handshakeFailures = 0
-    /// Connections refused after the handshake because the client offered no ALPN at all.
-    public var refusedWithoutH2 = 0
+    /// Connections whose client offered no ALPN at all, taken as HTTP/2 by prior knowledge
+    /// (as Apple takes them); counted in `connections` too.
+    public var withoutALPN = 0
+    /// Connections closed because their first bytes were not the HTTP/2 connection preface
+    /// (an HTTP/1.1 request from a client that offered no ALPN, for one).
+    public var refusedWithoutPreface = 0
     /// Provider tokens the team switched to (token authentication): 1 when every sender
     /// shared one token; each further one is a renewal (or a second sender's token
     /// accepted 20 minutes or more after the last).

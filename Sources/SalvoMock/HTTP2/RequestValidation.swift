@@ -85,7 +85,7 @@ struct RequestValidation {
     mutating func body(_ chunk: UnsafeRawBufferPointer) { payloadLength += chunk.count }
 
     /// The reason to refuse the request, or nil when it passes. With `tokenAuthentication`,
-    /// a request without a valid token is refused.
+    /// a request without a valid token, or without a topic, is refused.
     func verdict(tokenAuthentication: Bool) -> APNsReason? {
         var failures = self.failures
         if tokenAuthentication {
@@ -97,10 +97,12 @@ struct RequestValidation {
             case .tooManyUpdates: failures |= Self.bits[Int(APNsReason.tooManyProviderTokenUpdates.rawValue)]
             }
         }
-        if !sawTopic { failures |= Self.bits[Int(APNsReason.missingTopic.rawValue)] }
+        // With a certificate APNs takes the certificate's topic when the request names none
+        // (clients that send with single-topic certificates leave it out); tokens name no topic.
+        if !sawTopic && tokenAuthentication { failures |= Self.bits[Int(APNsReason.missingTopic.rawValue)] }
         // A topic must carry its push type's suffix and no other type's. Without a push
         // type, APNs infers it, from the topic among other things.
-        if let pushType, topicOwner != (pushType.topicSuffix == nil ? nil : pushType) {
+        if let pushType, sawTopic, topicOwner != (pushType.topicSuffix == nil ? nil : pushType) {
             failures |= Self.bits[Int(APNsReason.invalidPushType.rawValue)]
         }
         if payloadLength == 0 { failures |= Self.bits[Int(APNsReason.payloadEmpty.rawValue)] }

@@ -10,7 +10,7 @@ public struct ProviderToken: Sendable, Hashable {
     public var keyID: String
     /// The team identifier (`iss`).
     public var teamID: String
-    /// When the token was made (`iat`), UNIX seconds.
+    /// When the token was made (`iat`), UNIX seconds (a fraction on the wire is dropped).
     public var issuedAt: Int64
 
     /// Tokens older than this (seconds) are refused: 403 ExpiredProviderToken.
@@ -78,11 +78,7 @@ public struct ProviderToken: Sendable, Hashable {
         var issuedAt: Int64?
         try members(of: claims, "claims") { key, json, member throws(ProviderTokenError) in
             if key.elementsEqual("iss".utf8) { teamID = try string(json, member, "iss") }
-            if key.elementsEqual("iat".utf8) {
-                do { issuedAt = try JSONScanner.int64(json, range: member.valueRange) } catch {
-                    throw .badClaim("iat", "not an integer")
-                }
-            }
+            if key.elementsEqual("iat".utf8) { issuedAt = try numericDate(json, member, "iat") }
         }
         guard let teamID else { throw .missingClaim("iss") }
         guard let issuedAt else { throw .missingClaim("iat") }
@@ -111,6 +107,21 @@ public struct ProviderToken: Sendable, Hashable {
             }
         }
         if let failure { throw failure }
+    }
+
+    /// A NumericDate (RFC 7519): any JSON number of seconds, truncated to whole seconds.
+    /// Signers that pass the clock as it is send a fraction (`time.time()`), and APNs takes it.
+    private static func numericDate(_ json: UnsafeRawBufferPointer, _ member: JSONMember, _ name: String) throws(ProviderTokenError) -> Int64 {
+        guard member.kind == .number else { throw .badClaim(name, "not a number") }
+        let range = member.valueRange
+        if !json[range].contains(where: { $0 | 0x20 == UInt8(ascii: "e") }) {
+            let end = json[range].firstIndex(of: UInt8(ascii: ".")) ?? range.upperBound
+            do { return try JSONScanner.int64(json, range: range.lowerBound..<end) } catch { throw .badClaim(name, "out of range") }
+        }
+        // An exponent (`1.7e9`) is rare enough for a Double, whose 53 bits hold any date's seconds.
+        guard let value = Double(String(decoding: json[range], as: UTF8.self)),
+              let seconds = Int64(exactly: value.rounded(.towardZero)) else { throw .badClaim(name, "out of range") }
+        return seconds
     }
 
     private static func string(_ json: UnsafeRawBufferPointer, _ member: JSONMember, _ name: String) throws(ProviderTokenError) -> String {
