@@ -10,7 +10,7 @@ import Testing
 /// in enhanced mode. Neither reads what it does not expect, so both break on anything the
 /// gateway sends unasked (TLS 1.3 session tickets did). `make test` installs them (php-cli
 /// from Debian, PyAPNs with scripts/pyapns.sh); without them a test is skipped and says why.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(3)), .ownThread("legacy-client-tests"))
 struct LegacyClientTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../..").standardized.path

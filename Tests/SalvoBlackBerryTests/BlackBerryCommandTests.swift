@@ -9,7 +9,7 @@ import Testing
 
 /// `salvo send --target blackberry` and `salvo check-token` as processes against the mock NOC
 /// (in-process, on loopback), and the proxy route.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct BlackBerryCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(3)), .ownThread("blackberry-command-tests")) struct BlackBerryCommandTests {
     /// The `salvo` executable next to the test bundle (`swift build --build-tests` builds both).
     static var salvo: String {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("salvo").path

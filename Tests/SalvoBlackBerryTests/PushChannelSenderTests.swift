@@ -8,8 +8,10 @@ import SalvoWire
 import Testing
 
 /// The sender on AsyncHTTPClient against the real mock NOC on loopback: every code, and
-/// exact accounting under every failure plan.
-@Suite(.timeLimit(.minutes(2))) struct PushChannelSenderTests {
+/// exact accounting under every failure plan. Each test takes a second or two alone; in the
+/// whole suite on two cores they start at once and wait their turn behind the CPU-bound
+/// ones for most of two minutes, so the hang guard is four.
+@Suite(.timeLimit(.minutes(4))) struct PushChannelSenderTests {
     /// What the mock counted once it has answered `settled` notify requests.
     static func statistics(_ rig: NOCRig, answered settled: Int) -> GNPStatistics {
         eventually({ rig.noc.statistics() }) { $0.accepted + $0.rejected + $0.otherAnswers + $0.dropped >= settled }

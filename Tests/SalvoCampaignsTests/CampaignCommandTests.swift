@@ -6,7 +6,7 @@ import Testing
 
 /// `salvo campaign` and `salvo registry` end to end: the built executable, a real
 /// PostgreSQL cluster, the real mock gateway.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct CampaignCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(5)), .ownThread("campaign-command-tests")) struct CampaignCommandTests {
     /// The number of notifications of the kill -9 test: 1M by hand (SALVO_KILL_TEST_COUNT),
     /// fewer in `make test` to keep the suite's time (see results/campaigns.md).
     static let killTestCount = Int(ProcessInfo.processInfo.environment["SALVO_KILL_TEST_COUNT"] ?? "") ?? 200_000

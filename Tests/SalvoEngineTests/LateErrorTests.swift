@@ -1,6 +1,7 @@
 import Foundation
 import SalvoIO
 import SalvoMock
+import SalvoTestSupport
 import SalvoWire
 import Synchronization
 import Testing
@@ -17,7 +18,7 @@ import Testing
 /// fraction of a second (the connection the gateway stopped judging takes everything at full
 /// speed), faster than one delay: some tests order these events (`GatedSource`) so that a
 /// late error is handled before the campaign's end.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct LateErrorTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("late-error-tests")) struct LateErrorTests {
     /// How long the mock holds back each error response here.
     static let errorDelay = Duration.milliseconds(150)
 
@@ -233,7 +234,7 @@ import Testing
 
 /// The same through the command line: `salvo send` as a process, against `salvo mock` as a
 /// process (the overrun) or the in-process mock (kill -9 and --resume).
-@Suite(.serialized, .timeLimit(.minutes(2))) struct LateErrorCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("late-error-command-tests")) struct LateErrorCommandTests {
     /// The line numbers of a `--rejected` CSV's rows (token n carries n in its last 8 bytes),
     /// one per row: a line rejected in both runs appears twice.
     static func rejectedLines(_ path: String) throws -> [UInt64] {

@@ -5,7 +5,7 @@ import Testing
 
 /// `salvo mock` as a process: the first line, throwaway certificates, and the report on a
 /// signal or after --duration.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct MockCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("mock-command-tests")) struct MockCommandTests {
     /// Starts `salvo mock` and returns it with its parsed first line (bounded wait).
     static func start(_ arguments: [String]) throws -> (ChildProcess, gateway: Int, feedback: Int) {
         let process = try SendCommandTests.launch(["mock", "--port", "0", "--feedback-port", "0"] + arguments)

@@ -6,7 +6,7 @@ import Testing
 
 /// `--metrics-port`, `--log-level` and SIGTERM end to end: the built `salvo send` against
 /// the built `salvo mock`, scraped with curl.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ObservabilityCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(3)), .ownThread("observability-command-tests")) struct ObservabilityCommandTests {
     typealias Workspace = SendCommandTests.Workspace
 
     /// `salvo mock` with `arguments`, its gateway port and its metrics port.

@@ -8,7 +8,7 @@ import Testing
 
 /// `salvo send --protocol h2` end to end: the built executable against the in-process
 /// HTTP/2 mock, with certificate and with token authentication.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct SendCommandHTTP2Tests {
+@Suite(.serialized, .timeLimit(.minutes(3)), .ownThread("send-command-h2-tests")) struct SendCommandHTTP2Tests {
     typealias Workspace = SendCommandTests.Workspace
 
     static let keyID = "TESTKEY001"

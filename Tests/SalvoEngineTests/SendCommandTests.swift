@@ -7,7 +7,7 @@ import Testing
 @testable import SalvoEngine
 
 /// `salvo send` end to end: the built executable against the in-process mock.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct SendCommandTests {
+@Suite(.serialized, .timeLimit(.minutes(3)), .ownThread("send-command-tests")) struct SendCommandTests {
     /// The `salvo` executable next to the test bundle (`swift build --build-tests` builds both).
     static var salvo: String {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("salvo").path
