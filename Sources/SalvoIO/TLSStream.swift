@@ -54,6 +54,10 @@ public final class TLSSession: @unchecked Sendable {
 /// new address and may be followed by more). The error queue is cleared before every call,
 /// so a failure reports its own reasons and not a stale neighbour's.
 public final class TLSStream {
+    /// The most plaintext one TLS record carries (RFC 8446 §5.1): a write of this much is
+    /// one full record, the unit whose fixed cost writers spread over many messages.
+    package static let recordPayloadLimit = 16384
+
     private let ssl: OpaquePointer
     private let isServer: Bool
     /// The socket carrying the stream.

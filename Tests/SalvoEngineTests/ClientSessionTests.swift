@@ -181,15 +181,16 @@ private final class Peer: ClientSessionDelegate {
         fields.removeAll()
         fields.add(":method", "POST")
         fields.add(":path", "/")
-        try session.submit(fields, bodyLength: body, slot: slot)
+        let bytes = (0..<body).map { UInt8(truncatingIfNeeded: $0) }
+        try bytes.withUnsafeBytes { try session.submit(fields, body: $0, slot: slot) }
+        if bodyTaken[slot] == nil { bodyTaken[slot] = body }
     }
 
     /// The frames written since the last call (the preface, our SETTINGS and the
     /// connection's WINDOW_UPDATE left out; the settings are kept in `ourSettings`).
     func sent() -> [SentFrame] {
-        var output = OutputBuffer(capacity: 1 << 10)
-        session.send(into: &output, limit: .max)
-        var bytes = output.takeAll()
+        var bytes = Array(session.output)
+        session.consumeOutput(bytes.count)
         if !prefaceSeen { bytes.removeFirst(HTTP2.clientPreface.utf8CodeUnitCount) }
         var frames: [SentFrame] = []
         try! bytes.withUnsafeBytes { bytes in
@@ -206,6 +207,11 @@ private final class Peer: ClientSessionDelegate {
             frames.removeFirst()
         }
         return frames
+    }
+
+    /// The windows let `rest` wait: what was sent went with the request; counting on from there.
+    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer) {
+        bodyTaken[slot] = bodyLength[slot]! - rest.count
     }
 
     func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {

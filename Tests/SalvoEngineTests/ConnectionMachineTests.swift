@@ -352,7 +352,7 @@ extension ConnectionMachineTests {
 
     /// A machine whose connection `a` is open with `streams` open streams.
     static func openWithStreams(_ streams: Int) -> (StreamMachine, StreamWindow, FakeLink) {
-        let window = StreamWindow(limits: .init(throttled: 2, serverErrors: 2))
+        let window = StreamWindow()
         var machine = StreamMachine(window: window, dropPolicy: .init(atMostOnce: false, retryBudget: 3), usesStandby: false,
                                     maximumAttempts: 3, backoff: Backoff(initial: .milliseconds(10), jitter: 0), seed: 1)
         let a = FakeLink("a")

@@ -80,7 +80,6 @@ private func deviceToken(_ n: UInt8) -> DeviceToken {
 /// received (so that every request goes out at once, not one stream at a time).
 private final class RequestWire: ClientSessionDelegate {
     private var session: ClientSession<RequestWire>!
-    private var bodies: [Int32: [UInt8]] = [:]
     private var nextSlot: Int32 = 0
     private(set) var output: [UInt8] = []
 
@@ -121,18 +120,18 @@ private final class RequestWire: ClientSessionDelegate {
             headers.make(for: RequestRecord(bytes), position: position, source: 3)
             let slot = nextSlot
             nextSlot += 1
-            bodies[slot] = payloadBytes
-            try session.submit(headers.fields, bodyLength: payloadBytes.count, slot: slot)
-            var buffer = OutputBuffer(capacity: 1 << 16)
-            session.send(into: &buffer, limit: 1 << 16)
-            output += buffer.takeAll()
+            try payloadBytes.withUnsafeBytes { try session.submit(headers.fields, body: $0, slot: slot) }
+            output += Array(session.output)
+            session.consumeOutput(session.output.count)
         }
     }
 
+    /// The windows are open: every body goes with its request.
+    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer) { Issue.record("a body was held back") }
+
     func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
-        let body = bodies[slot] ?? []
-        body.withUnsafeBytes { destination.copyMemory(from: $0) }
-        return (body.count, true)
+        Issue.record("a body was asked for")
+        return (0, true)
     }
 
     func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {}

@@ -9,7 +9,7 @@ import Testing
 
     /// A window with `count` new notifications (lane indices and sequences 0..<count) each
     /// on its own stream; returns their slots.
-    static func window(opening count: Int, limits: StreamWindow.Limits = .init(throttled: 2, serverErrors: 1))
+    static func window(opening count: Int, limits: StreamWindow.Limits = .init())
         -> (StreamWindow, [Int32])
     {
         let window = StreamWindow(limits: limits)
@@ -72,15 +72,15 @@ import Testing
         #expect(window.waitingRetryCount == 0 && window.nextRetryTime(now: 4_000) == nil)
     }
 
-    @Test func throttledTooOftenFailsAsThrottled() {
-        let (window, slots) = Self.window(opening: 1, limits: .init(throttled: 1, serverErrors: 1))
+    @Test func aStreamRefusedTooOftenFailsAsRetryBudgetExhausted() {
+        let (window, slots) = Self.window(opening: 1, limits: .init(refusals: 1))
         var settlement = Settlement()
-        window.retry(slots[0], .throttled(after: 0), now: 0, into: &settlement)
+        window.retry(slots[0], .refused, now: 0, into: &settlement)
         let retry = try! #require(window.nextRetry(now: 0))
         let slot = window.open(OpenStream(index: retry.index, source: retry.source, position: retry.position,
                                           token: Self.token, attempts: retry.attempts, tokenGeneration: 0))
-        window.retry(slot, .throttled(after: 0), now: 0, into: &settlement)
-        #expect(settlement.failures.map(\.reason) == [.throttled])
+        window.retry(slot, .refused, now: 0, into: &settlement)
+        #expect(settlement.failures.map(\.reason) == [.retryBudgetExhausted])
         #expect(window.isEmpty && !window.hasRetries)
     }
 

@@ -31,8 +31,8 @@ public struct Backoff: Sendable, Hashable {
 /// One gateway connection slot as a pure state machine: events in, actions out. Its
 /// states own the transports (a socket with its TLS stream); it owns the in-flight window
 /// and decides, for every event, what becomes of the notifications in it.
-/// `GatewayConnection` performs the actions with real sockets and timers; tests drive
-/// this type alone, with any object standing in for a transport.
+/// `Connection` performs the actions with real sockets and timers; tests drive this type
+/// alone, with any object standing in for a transport.
 ///
 /// Next to the active connection the slot keeps a *standby*: connected and handshaken
 /// while the active one writes. The gateway closes the connection after every error

@@ -24,6 +24,9 @@ final class Shard: @unchecked Sendable {
     private var connections: [any LaneConnection] = []
     private let observer: SenderObserver
     private let finishing: Atomic<Bool>
+    /// What a connection reads into, shared by the shard's connections: they read one at a
+    /// time on its thread, and each keeps what it needs of it.
+    let readBuffer: UnsafeMutableRawBufferPointer
 
     var loop: EventLoop { thread.loop }
 
@@ -42,6 +45,7 @@ final class Shard: @unchecked Sendable {
         self.observer = observer
         replayer = Replayer(sources: sources)
         finishing = Atomic(false)
+        readBuffer = .allocate(byteCount: 4 * TLSStream.recordPayloadLimit, alignment: 64)
         let cpu = configuration.pinThreads ? index % availableCores : nil
         thread = try LoopThread(name: "salvo-shard-\(index)", cpu: cpu)
         // Connections are made and wired on the loop thread: they belong to it.
@@ -57,16 +61,24 @@ final class Shard: @unchecked Sendable {
         }
     }
 
-    /// A binary slot for binary frames, an HTTP/2 slot for request records.
+    /// A connection with the binary transport for binary frames, with the HTTP/2 transport
+    /// for request records.
     private func makeConnection(index: Int, lane: Lane) -> any LaneConnection {
         switch builder {
-        case .frame(let frames): GatewayConnection(shard: self, index: index, lane: lane, frames: frames)
-        case .request(let requests): ProviderConnection(shard: self, index: index, lane: lane, requests: requests)
+        case .frame(let frames):
+            Connection(shard: self, index: index, lane: lane,
+                       transport: BinaryTransport(configuration: configuration, frames: frames),
+                       usesStandby: configuration.usesStandbyConnections)
+        case .request(let requests):
+            Connection(shard: self, index: index, lane: lane,
+                       transport: HTTP2Transport(configuration: configuration, options: configuration.http2!, requests: requests,
+                                                 seed: configuration.seed &+ UInt64(self.index * 1000 + index)),
+                       usesStandby: false)
         }
     }
 
     /// Whether the sender is finishing: nothing more will be published, so connections drain
-    /// once what they wrote is past its error wait (`GatewayConnection.finishWritingIfDone`).
+    /// once what they wrote is past its error wait (`BinaryTransport.finishWritingIfDone`).
     var isFinishing: Bool { finishing.load(ordering: .relaxed) }
 
     /// When a connection's turn at writing ends (see `WriteTurns`).
@@ -108,6 +120,8 @@ final class Shard: @unchecked Sendable {
 
     /// Stops the loop and joins the thread.
     func stop() { thread.stopAndJoin() }
+
+    deinit { readBuffer.deallocate() }
 
     /// The gateway addresses in turn, so several connections spread over them.
     func nextAddress() throws(IOError) -> SocketAddress {

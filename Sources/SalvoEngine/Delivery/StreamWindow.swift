@@ -82,10 +82,9 @@ struct OpenStream {
 /// notifications, and a record per notification makes every answer O(1) and the
 /// checkpoint exact. Both share the settlement, the drop handling and the `Replayer`.
 final class StreamWindow: SlotWindow {
-    /// How often each kind of retry may happen to one notification before it fails.
+    /// How often a notification may be sent again for what is no answer of the gateway's
+    /// before it fails (`AnswerPolicy` limits the retries answers ask for).
     struct Limits {
-        var throttled: Int
-        var serverErrors: Int
         /// A gateway that refuses the same notification this often is broken.
         var refusals = 16
         /// A token refreshed this often and still called expired: the clock is wrong.
@@ -130,7 +129,7 @@ final class StreamWindow: SlotWindow {
     /// Connections opened so far; the current one's number.
     private(set) var connection: UInt32 = 0
 
-    init(limits: Limits, capacity: Int = 1 << 16) {
+    init(limits: Limits = Limits(), capacity: Int = 1 << 16) {
         self.limits = limits
         self.capacity = capacity
     }
@@ -241,8 +240,9 @@ final class StreamWindow: SlotWindow {
         fail(retry.index, source: retry.source, position: retry.position, reason, into: &settlement)
     }
 
-    /// The notification is to be sent again; it fails instead once its cause has reached
-    /// its limit. `now` in nanoseconds.
+    /// The notification is to be sent again; for a refusal, a drop or an expired token it
+    /// fails instead once the cause has reached its limit (an answer's retries are the
+    /// `AnswerPolicy`'s to limit). `now` in nanoseconds.
     func retry(_ slot: Int32, _ cause: RetryCause, now: UInt64, into settlement: inout Settlement) {
         let stream = close(slot)
         var attempts = stream.attempts
@@ -257,11 +257,11 @@ final class StreamWindow: SlotWindow {
             failure = drops.verdict(drops: Int(attempts.drops))
         case .throttled(let delay):
             attempts.throttled &+= 1
-            failure = Int(attempts.throttled) > limits.throttled ? .throttled : nil
+            failure = nil
             retry.notBefore = now &+ delay
         case .serverError, .unavailable:
             attempts.serverErrors &+= 1
-            failure = Int(attempts.serverErrors) > limits.serverErrors ? .serverError : nil
+            failure = nil
             if cause == .unavailable { retry.avoiding = stream.connection }
         case .expiredToken(let delay):
             attempts.expiredTokens &+= 1

@@ -16,7 +16,10 @@ import SalvoWire
     func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32)
     /// A request the session could not send (it is not opened: never processed).
     func requestNotSent(slot: Int32)
-    /// Copies the next bytes of a request body into `destination`; returns how many, and
+    /// The flow-control windows let only part of a body go with its request (or none):
+    /// keep `rest` until `requestBody` asks for it.
+    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer)
+    /// Copies the next bytes of a kept body into `destination`; returns how many, and
     /// whether the body ends with them.
     func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool)
     /// GOAWAY: streams up to `lastStreamID` are answered; later ones were refused.
@@ -117,8 +120,9 @@ import SalvoWire
     /// The fragments of a header block that spans frames, until its last: rare (an answer
     /// fits in one frame), and the decoder takes whole blocks.
     private var pendingBlock: [UInt8] = []
-    /// Frames waiting for `send`.
-    @exclusivity(unchecked) private var queued = OutputBuffer(capacity: 1 << 16)
+    /// Frames waiting for the socket: the connection writes them from here (`output`,
+    /// `consumeOutput`), so that each frame is encoded once, where it is sent from.
+    @exclusivity(unchecked) private var queued: OutputBuffer
     @exclusivity(unchecked) private var streams = ClientStreams()
     /// Streams whose body waits for window, oldest first (a stream closed meanwhile is skipped).
     @exclusivity(unchecked) private var waitingBodies: Deque<Int32> = []
@@ -160,8 +164,9 @@ import SalvoWire
     /// in step, 14% of the sender's CPU at 0.1 µs per answer. Without, the gateway sends it
     /// unindexed, and the decoder steps over what we do not read. The decoder still takes
     /// a table up to the protocol's default: the gateway may use one until it has our SETTINGS.
-    public init(delegate: Delegate) throws(HTTP2SessionError) {
+    public init(delegate: Delegate, outputCapacity: Int = 1 << 16) throws(HTTP2SessionError) {
         delegateReference = Unmanaged.passUnretained(delegate)
+        queued = OutputBuffer(capacity: outputCapacity)
         write(upTo: 64) { writer in
             let preface = HTTP2.clientPreface
             writer.write(UnsafeRawBufferPointer(start: preface.utf8Start, count: preface.utf8CodeUnitCount))
@@ -175,11 +180,12 @@ import SalvoWire
 
     // MARK: Requests
 
-    /// Writes a POST with `fields` and, as far as the windows allow, its body of
-    /// `bodyLength` bytes (pulled through `ClientSessionDelegate.requestBody`). The caller
+    /// Writes a POST with `fields` and, as far as the windows allow, its `body`, copied from
+    /// where the caller holds it; the rest is handed to `ClientSessionDelegate.keepBody`
+    /// and pulled through `requestBody` as WINDOW_UPDATEs reopen the windows. The caller
     /// keeps within `remoteStreamLimit`. After GOAWAY, the request is not sent
     /// (`requestNotSent`).
-    public func submit(_ fields: borrowing HeaderFields, bodyLength: Int, slot: Int32) throws(HTTP2SessionError) {
+    public func submit(_ fields: borrowing HeaderFields, body: UnsafeRawBufferPointer, slot: Int32) throws(HTTP2SessionError) {
         if let failure { throw failure }
         guard !isClosing else {
             withDelegate { $0.requestNotSent(slot: slot) }
@@ -194,20 +200,47 @@ import SalvoWire
         let blockLength = HPACKEncoder.maximumBlockPrefixLength + fields.encodedLength
         precondition(blockLength <= peerMaxFrameSize, "a request's header fields fill more than a frame")
         write(upTo: HTTP2FrameHeader.byteCount + blockLength) { writer in
-            HTTP2FrameWriter.headers(stream: id, endStream: bodyLength == 0, into: &writer) { writer in
+            HTTP2FrameWriter.headers(stream: id, endStream: body.isEmpty, into: &writer) { writer in
                 encoder.beginBlock(into: &writer)
                 for field in list { encoder.encode(name: field.name, value: field.value, field.indexing, into: &writer) }
             }
         }
-        let place = streams.insert(ClientStream(id: id, slot: slot, sendWindow: peerInitialWindow, bodyLeft: bodyLength))
-        guard bodyLength > 0 else { return }
-        // Bodies go in stream order: behind others that wait, this one waits too.
-        if !waitingBodies.isEmpty || !sendBody(at: place) { waitingBodies.append(id) }
+        let place = streams.insert(ClientStream(id: id, slot: slot, sendWindow: peerInitialWindow, bodyLeft: body.count))
+        guard !body.isEmpty else { return }
+        // Bodies go in stream order: behind others that wait, this one waits whole.
+        let sent = waitingBodies.isEmpty ? sendBody(body, at: place) : 0
+        if sent < body.count {
+            withDelegate { $0.keepBody(slot: slot, UnsafeRawBufferPointer(rebasing: body[sent...])) }
+            waitingBodies.append(id)
+        }
     }
 
-    /// Writes DATA for the stream at `place` while the windows allow; returns whether its
-    /// body is all sent.
-    private func sendBody(at place: Int) -> Bool {
+    /// Writes DATA for the stream at `place` from `body` while the windows allow; returns
+    /// how much of it went.
+    private func sendBody(_ body: UnsafeRawBufferPointer, at place: Int) -> Int {
+        var stream = streams[place]
+        defer { streams[place] = stream }
+        var sent = 0
+        while sent < body.count {
+            let room = min(body.count - sent, connectionSendWindow, stream.sendWindow, peerMaxFrameSize)
+            guard room > 0 else { break }
+            let isLast = sent + room == body.count
+            write(upTo: HTTP2FrameHeader.byteCount + room) { writer in
+                HTTP2FrameHeader(length: room, type: .data, flags: isLast ? HTTP2Flags.endStream : 0, streamID: stream.id)
+                    .write(to: writer.reserve(HTTP2FrameHeader.byteCount))
+                writer.write(UnsafeRawBufferPointer(rebasing: body[sent..<sent + room]))
+            }
+            connectionSendWindow -= room
+            stream.sendWindow -= room
+            stream.bodyLeft -= room
+            sent += room
+        }
+        return sent
+    }
+
+    /// Writes DATA for the stream at `place` from its kept body while the windows allow;
+    /// returns whether its body is all sent.
+    private func sendKeptBody(at place: Int) -> Bool {
         var stream = streams[place]
         defer { streams[place] = stream }
         while stream.bodyLeft > 0 {
@@ -233,7 +266,7 @@ import SalvoWire
     /// Sends the bodies that wait, in order, as far as the windows now allow.
     private func sendWaitingBodies() {
         while let id = waitingBodies.first {
-            if let place = streams.find(id), !sendBody(at: place) { return }
+            if let place = streams.find(id), !sendKeptBody(at: place) { return }
             waitingBodies.removeFirst()
         }
     }
@@ -252,15 +285,13 @@ import SalvoWire
 
     // MARK: Output
 
-    /// Moves queued frames into `output`, until it has none or `output` holds `limit` bytes.
-    func send(into output: inout OutputBuffer, limit: Int) {
-        let count = min(queued.count, limit - output.count)
-        guard count > 0 else { return }
-        output.append(UnsafeRawBufferPointer(rebasing: queued.readable[..<count]))
-        queued.consume(count)
-    }
+    /// The frames waiting for the socket.
+    public var output: UnsafeRawBufferPointer { queued.readable }
 
-    /// Whether frames wait for `send`.
+    /// The socket took the first `count` bytes of `output`.
+    public func consumeOutput(_ count: Int) { queued.consume(count) }
+
+    /// Whether frames wait for the socket.
     public var wantsToWrite: Bool { !queued.isEmpty }
 
     /// Whether a request was ever submitted on this session.

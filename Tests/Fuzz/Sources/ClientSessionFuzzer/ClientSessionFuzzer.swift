@@ -31,6 +31,7 @@ enum Event: Equatable {
     case status(slot: Int32, value: [UInt8])
     case body(slot: Int32, chunk: [UInt8])
     case bodyTaken(slot: Int32, count: Int)
+    case bodyKept(slot: Int32, count: Int)
     case closed(slot: Int32, refused: Bool, errorCode: UInt32)
     case notSent(slot: Int32)
     case goAway(lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8])
@@ -52,7 +53,8 @@ func run(_ input: UnsafeRawBufferPointer, _ feeding: Feeding) -> Outcome {
             fields.removeAll()
             fields.add(":method", "POST")
             fields.add(":path", "/3/device/00")
-            try session.submit(fields, bodyLength: length, slot: Int32(slot))
+            let body = [UInt8](repeating: UInt8(truncatingIfNeeded: slot), count: length)
+            try body.withUnsafeBytes { try session.submit(fields, body: $0, slot: Int32(slot)) }
         }
         for piece in feeding.pieces(of: input) {
             try session.receive(UnsafeRawBufferPointer(rebasing: input[piece]))
@@ -90,6 +92,15 @@ final class Recorder: ClientSessionDelegate {
     }
 
     func requestNotSent(slot: Int32) { outcome.events.append(.notSent(slot: slot)) }
+
+    /// What the windows held back of a body: what went with the request counts as taken.
+    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer) {
+        requireOpen(slot, "a kept body")
+        let length = bodyLengths[Int(slot)]
+        require(rest.count > 0 && rest.count <= length, "slot \(slot) kept \(rest.count) of its \(length) bytes")
+        taken[Int(slot)] = length - rest.count
+        outcome.events.append(.bodyKept(slot: slot, count: rest.count))
+    }
 
     func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
         requireOpen(slot, "a request body")

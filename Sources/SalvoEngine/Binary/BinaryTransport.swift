@@ -2,12 +2,14 @@ import SalvoIO
 import SalvoWire
 import Synchronization
 
-/// One connection slot to a binary-protocol gateway, on its shard's thread: writes frames
+/// The binary protocol as a connection's transport, on its shard's thread: writes frames
 /// (rewound ones read again from their sources first, then new ones from the staging ring),
-/// reads error responses, settles by the error wait and drains at the end. The slot's
-/// connections themselves (connect, standby, close, stalls) and the settling's effects are
-/// `SlotConnection`'s.
-final class GatewayConnection: SlotConnection<InFlightWindow> {
+/// reads error responses, settles by the error wait and drains at the end. The connection's
+/// sockets themselves (connect, standby, close, stalls) and the settling's effects are its
+/// `Connection`'s.
+final class BinaryTransport: ConnectionTransport {
+    unowned(unsafe) var connection: Connection<BinaryTransport>!
+    let window: InFlightWindow
     private let frames: FrameBuilder
     private var rebuild: RebuildChunk
     private var sendBuffer: SendBufferLimit
@@ -18,24 +20,25 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
     private var response = [UInt8](repeating: 0, count: ErrorResponse.byteCount)
     private var responseCount = 0
 
-    init(shard: Shard, index: Int, lane: Lane, frames: FrameBuilder) {
-        let configuration = shard.configuration
+    init(configuration: SenderConfiguration, frames: FrameBuilder) {
         self.frames = frames
         sendBuffer = SendBufferLimit(configured: configuration.socketSendBuffer)
         rebuild = RebuildChunk(capacity: Self.recordSize + frames.encoder.encodedLength(
             payloadLength: configuration.maximumPayloadLength))
-        super.init(shard: shard, index: index, lane: lane,
-                   window: InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8))),
-                   usesStandby: configuration.usesStandbyConnections)
+        window = InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8)))
     }
 
+    private var shard: Shard { connection.shard }
+    private var lane: Lane { connection.lane }
+    private var ledger: DeliveryLedger { connection.shard.ledger }
+
     /// Whether there is anything to write.
-    override var hasWork: Bool { lane.staging.hasUnwritten || window.needsRebuild }
+    var hasWork: Bool { lane.staging.hasUnwritten || window.needsRebuild }
 
     // MARK: Writing
 
     /// The most one SSL_write takes: one full TLS record.
-    static let recordSize = 16384
+    static let recordSize = TLSStream.recordPayloadLimit
     /// How long a partial record may wait for more frames.
     private static let coalescingDelay: Duration = .milliseconds(1)
 
@@ -45,15 +48,15 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
     /// waits up to `coalescingDelay` for more (or goes at once with `flush`). Each record
     /// costs a fixed amount of work (and, in OpenSSL 3.0, a few allocations), so full
     /// records are what keeps the cost per notification low.
-    override func pump(flush: Bool = false) {
+    func pump(flush: Bool = false) {
         shard.loop.assertInLoop()
-        if let failing = machine.givenUpFailure {
-            failUnwritten(failing)
+        if let failing = connection.machine.givenUpFailure {
+            connection.failUnwritten(failing)
             return
         }
-        guard let link = machine.openTransport else {
+        guard let link = connection.machine.openTransport else {
             // (A draining connection is waited for: what comes next goes on the next one.)
-            if hasWork { perform(machine.start()) }
+            if hasWork { connection.perform(connection.machine.start()) }
             return
         }
         let stream = link.stream
@@ -64,9 +67,9 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
         do {
             while true {
                 if records > 0 && shard.turns.turnEnds(after: records, gatewaySpoke: { link.stream.socket.isReadable },
-                                                        othersWaiting: { shard.hasWork(besides: self) }) {
+                                                        othersWaiting: { shard.hasWork(besides: connection) }) {
                     // Back to the loop (it reads first), and again while the socket is writable.
-                    setInterest(link, [.read, .write])
+                    connection.setInterest(link, [.read, .write])
                     armSettleTimer()
                     return
                 }
@@ -101,7 +104,7 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
                         lane.staging.markWritten(count) { index, origin, length in
                             let wasEmpty = window.isEmpty
                             window.recordNew(index: index, origin: origin, length: length, now: now)
-                            if wasEmpty { publishOldestSequence() }
+                            if wasEmpty { connection.publishOldestSequence() }
                         }
                     }
                     ledger.noteWrite(at: now)
@@ -109,19 +112,19 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
                     records += 1
                     shard.turns.recordWritten()
                 case .wouldBlock(let progress):
-                    setInterest(link, progress == .wantWrite ? [.read, .write] : .read)
+                    connection.setInterest(link, progress == .wantWrite ? [.read, .write] : .read)
                     armSettleTimer()
                     return
                 }
             }
-            setInterest(link, .read)
+            connection.setInterest(link, .read)
             armSettleTimer()
             finishWritingIfDone()
         } catch {
             // The gateway may have written an error response and closed before our write
             // failed: read what is there before deciding it was a silent drop.
             readResponse(link, ifClosed: "write failed: \(error)")
-            if machine.openTransport === link { connectionLost(link, "write failed: \(error)", permanent: nil) }
+            if connection.machine.openTransport === link { connection.connectionLost(link, "write failed: \(error)", permanent: nil) }
         }
     }
 
@@ -145,7 +148,7 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
                     }
                 } catch {
                     if rebuild.hasPending { break }  // write what was read; the failure shows again next time
-                    apply(window.failRun(from: max(run.first, rebuild.nextIndex), reason: .sourceUnreadable),
+                    connection.apply(window.failRun(from: max(run.first, rebuild.nextIndex), reason: .sourceUnreadable),
                           unreadable: "\(error)")
                     return nil
                 }
@@ -157,14 +160,18 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
 
     // MARK: Events
 
-    override func linkEvents(_ events: IOEvents, on link: Link) {
+    func linkEvents(_ events: IOEvents, on link: Link) {
         if events.contains(.read) || events.contains(.hangup) { readResponse(link) }
-        if machine.openTransport === link, events.contains(.write) { pump() }
+        if connection.machine.openTransport === link, events.contains(.write) { pump() }
     }
+
+    func handshakeProblem(_ link: Link) -> String? { nil }
+
+    func willClose(_ link: Link, notifying: Bool) {}
 
     /// The new connection starts with a clean slate: what the last one had half written or
     /// read is void (the window rewound).
-    override func didActivate(_ link: Link) {
+    func didActivate(_ link: Link) {
         rebuild.reset(nextIndex: window.written)
         responseCount = 0
         if let limit = sendBuffer.current { link.stream.socket.setBufferSizes(send: limit, receive: nil) }
@@ -181,7 +188,7 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
                     try link.stream.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[responseCount...]))
                 }
             } catch {
-                connectionLost(link, "\(error)", permanent: isPermanent(error) ? "\(error)" : nil)
+                connection.connectionLost(link, "\(error)", permanent: connection.isPermanent(error) ? "\(error)" : nil)
                 return
             }
             switch result {
@@ -196,13 +203,13 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
                 case .success(let errorResponse?):
                     shard.turns.errorResponseArrived()
                     _ = sendBuffer.errorResponse()
-                    perform(machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
+                    connection.perform(connection.machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
                     return
                 case .success(nil):
                     continue
                 case .failure(let error):
                     // A gateway that speaks something else: handled as a drop.
-                    connectionLost(link, "\(error)", permanent: nil)
+                    connection.connectionLost(link, "\(error)", permanent: nil)
                     return
                 }
             case .wouldBlock:
@@ -210,13 +217,13 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
             case .closed(let clean):
                 let closed = clean ? "closed" : "closed (no TLS close_notify)"
                 if let closedReason {
-                    connectionLost(link, closedReason, permanent: nil)
+                    connection.connectionLost(link, closedReason, permanent: nil)
                 } else if responseCount > 0 {
-                    connectionLost(link, "the gateway \(closed) after \(responseCount) of the \(ErrorResponse.byteCount) bytes "
+                    connection.connectionLost(link, "the gateway \(closed) after \(responseCount) of the \(ErrorResponse.byteCount) bytes "
                                    + "of an error response", permanent: nil)
                 } else {
                     // The end of a drain (the gateway's close_notify after ours), or a drop.
-                    perform(machine.endOfStream(link, clean: clean,
+                    connection.perform(connection.machine.endOfStream(link, clean: clean,
                                                 "connection \(closed) by the gateway without an error response"))
                     if hasWork { pump() }
                 }
@@ -225,7 +232,7 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
         }
     }
 
-    override func finishWriting(on link: Link) {
+    func finishWriting(on link: Link) {
         link.stream.shutdown(notifyingPeer: true)
         link.stream.socket.shutdownWrite()
     }
@@ -233,12 +240,12 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
     /// Drains the open connection once it has nothing more to write, nothing more will come
     /// (every source was read to its end, or the sender is finishing) and what it wrote is
     /// past its error wait: see `ConnectionMachine.finishWriting`.
-    override func finishWritingIfDone() {
+    func finishWritingIfDone() {
         shard.loop.assertInLoop()
         // The window first: false at the end of nearly every pump, and the registry locks.
         guard !hasWork, !window.isEmpty, window.isAllPresumed,
               shard.isFinishing || shard.sources.areAllExhausted else { return }
-        perform(machine.finishWriting())
+        connection.perform(connection.machine.finishWriting())
     }
 
     private func settlePolicy() -> SettlePolicy {
@@ -251,7 +258,7 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
     /// Arms the settle timer for the next time the window has something to settle,
     /// unless one is armed for earlier. With `again`, re-derives the deadline (urgency or
     /// the error wait changed).
-    override func armSettleTimer(again: Bool = false) {
+    func armSettleTimer(again: Bool = false) {
         shard.loop.assertInLoop()
         if again, let settleTimer {
             shard.loop.cancel(settleTimer)
@@ -279,12 +286,12 @@ final class GatewayConnection: SlotConnection<InFlightWindow> {
         settleTimer = nil
         settleDeadline = .max
         let now = shard.loop.now.nanoseconds
-        if let link = machine.activeTransport {
+        if let link = connection.machine.activeTransport {
             window.holdUnacknowledged(link.stream.socket.unacknowledgedBytes, now: now)
         }
         let settlement = window.settle(now: now, policy: settlePolicy())
-        if !settlement.isEmpty { apply(settlement) }
-        perform(machine.drainOutlived())
+        if !settlement.isEmpty { connection.apply(settlement) }
+        connection.perform(connection.machine.drainOutlived())
         armSettleTimer()
         if hasWork { pump() } else { finishWritingIfDone() }
     }
@@ -310,7 +317,7 @@ struct RebuildChunk: ~Copyable {
     deinit { bytes.deallocate() }
 
     var hasPending: Bool { writtenBytes < count }
-    var isFull: Bool { count >= GatewayConnection.recordSize }
+    var isFull: Bool { count >= BinaryTransport.recordSize }
     var pendingBytes: UnsafeRawBufferPointer? {
         hasPending ? UnsafeRawBufferPointer(rebasing: bytes[writtenBytes..<count]) : nil
     }

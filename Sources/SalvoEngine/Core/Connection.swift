@@ -68,26 +68,56 @@ private protocol LinkOwner: AnyObject {
     func handleEvents(_ events: IOEvents, on link: Link)
 }
 
-/// The part of a connection slot that is the same for both protocols, on its shard's
-/// thread (debug builds check): performs what the `ConnectionMachine` decides with real
-/// sockets, TLS streams and timers, and applies every settlement of the window to the
-/// ledger, the events and the sources in one place (`apply`).
-///
-/// A protocol subclasses it (`GatewayConnection`: binary frames and error responses;
-/// `ProviderConnection`: HTTP/2 streams) and overrides the hooks marked as such. Everything
-/// else is `final`: called directly (and specialized for the subclass's window) rather than
-/// through the class's table, and the machine is stored without an overridable accessor,
-/// which the write path touches for every record.
-class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
+/// What a connection holds as its protocol: what it has to write, how it writes, reads
+/// and settles. The `Connection` it belongs to does the rest, the same for both: the
+/// sockets and their TLS streams, the `ConnectionMachine`, stalls, and applying what the
+/// window settles. Calls from the connection are static (it is generic over its
+/// transport); the transport reaches back through `connection`.
+protocol ConnectionTransport: AnyObject {
+    associatedtype Window: SlotWindow
+
+    /// The connection it belongs to (set once, right after the connection is made).
+    var connection: Connection<Self>! { get set }
+    /// The window its connection's machine settles.
+    var window: Window { get }
+    /// Whether anything waits to be written.
+    var hasWork: Bool { get }
+    /// Connect if needed, then write what waits (`flush`: do not wait for a fuller record).
+    func pump(flush: Bool)
+    /// Readiness on one of its open (or draining, or retiring) links.
+    func linkEvents(_ events: IOEvents, on link: Link)
+    /// `link` became the active connection and the connection's bookkeeping is done.
+    func didActivate(_ link: Link)
+    /// Why a completed handshake is no use to this protocol, or nil.
+    func handshakeProblem(_ link: Link) -> String?
+    /// Send the gateway the end of what `link` writes (binary: TLS close_notify).
+    func finishWriting(on link: Link)
+    /// `link` is about to close (`notifying`: the sender ends it, with close_notify).
+    func willClose(_ link: Link, notifying: Bool)
+    /// When the window next needs the loop has changed: look again.
+    func armSettleTimer(again: Bool)
+    /// Nothing more will be published: finish what can be finished now.
+    func finishWritingIfDone()
+}
+
+/// One connection slot of a shard, whatever its protocol, on the shard's thread (debug
+/// builds check): performs what the `ConnectionMachine` decides with real sockets, TLS
+/// streams and timers, and applies every settlement of the window to the ledger, the
+/// events and the sources in one place (`apply`). What is the protocol's is its
+/// `transport`'s: `BinaryTransport` (frames and error responses) or `HTTP2Transport`
+/// (streams and their answers).
+final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnection {
+    typealias Window = Transport.Window
+
     let lane: Lane
     /// The shard owns its connections and outlives them, so the reference is neither counted
-    /// nor checked: the write path reads it for every write (`shard.loop.now`), and a
-    /// checked `unowned` took a strong retain and a release each time.
+    /// nor checked: the write path reads it for every write.
     unowned(unsafe) let shard: Shard
     let index: Int
-    final var machine: ConnectionMachine<Link, Window>
+    var machine: ConnectionMachine<Link, Window>
     /// The machine's window, held here too: the write path touches it for every record.
     let window: Window
+    let transport: Transport
     /// The last closed connection's TLS session: the next connection resumes it and skips
     /// the certificate work of a full handshake.
     private var session: TLSSession?
@@ -97,13 +127,14 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     /// What the last stall check saw on the active connection: the bytes the gateway's TCP
     /// had acknowledged, and whether bytes were waiting for it.
     private var stallCheck: (acknowledged: UInt64?, waiting: Bool) = (nil, false)
-    final var ledger: DeliveryLedger { shard.ledger }
+    var ledger: DeliveryLedger { shard.ledger }
 
-    init(shard: Shard, index: Int, lane: Lane, window: Window, usesStandby: Bool) {
+    init(shard: Shard, index: Int, lane: Lane, transport: Transport, usesStandby: Bool) {
         self.shard = shard
         self.index = index
         self.lane = lane
-        self.window = window
+        self.transport = transport
+        window = transport.window
         let configuration = shard.configuration
         machine = ConnectionMachine(
             window: window,
@@ -111,40 +142,19 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
                                      retryBudget: configuration.retryBudget),
             usesStandby: usesStandby, maximumAttempts: configuration.connectAttempts,
             backoff: configuration.reconnectBackoff, seed: configuration.seed &+ UInt64(shard.index * 1000 + index))
+        transport.connection = self
     }
 
-    // MARK: Hooks for the protocol
+    // MARK: LaneConnection
 
-    /// Whether anything waits to be written. Override.
-    var hasWork: Bool { preconditionFailure("a protocol's connection says what it has to write") }
-
-    /// Writes what waits. Override.
-    func pump(flush: Bool = false) { preconditionFailure("a protocol's connection writes") }
-
-    /// Readiness on the active connection once it is open (or draining). Override.
-    func linkEvents(_ events: IOEvents, on link: Link) { preconditionFailure("a protocol's connection reads") }
-
-    /// `link` became the active connection and the slot's bookkeeping is done: start the
-    /// protocol, then write. Override.
-    func didActivate(_ link: Link) {}
-
-    /// Why a completed handshake is no use to this protocol (the gateway did not agree to
-    /// HTTP/2), or nil. Override where it matters.
-    func handshakeProblem(_ link: Link) -> String? { nil }
-
-    /// Send the gateway the end of what this connection writes (binary: TLS close_notify).
-    func finishWriting(on link: Link) {}
-
-    /// `link` is about to close (`notifying`: the sender ends it, with TLS close_notify):
-    /// let go of what belongs to it.
-    func willClose(_ link: Link, notifying: Bool) {}
-
-    func armSettleTimer(again: Bool = false) {}
-    func finishWritingIfDone() {}
+    var hasWork: Bool { transport.hasWork }
+    func pump(flush: Bool) { transport.pump(flush: flush) }
+    func armSettleTimer(again: Bool) { transport.armSettleTimer(again: again) }
+    func finishWritingIfDone() { transport.finishWritingIfDone() }
 
     // MARK: Events
 
-    final func handleEvents(_ events: IOEvents, on link: Link) {
+    func handleEvents(_ events: IOEvents, on link: Link) {
         shard.loop.assertInLoop()
         if !link.isHandshakeComplete {
             do {
@@ -154,7 +164,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
                 perform(machine.connectFailed(link, "\(error)", permanent: false))
             }
         } else if machine.activeTransport === link || machine.isRetiring(link) {
-            linkEvents(events, on: link)
+            transport.linkEvents(events, on: link)
         } else {
             watchStandby(link)
         }
@@ -167,7 +177,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
                 link.isHandshakeComplete = true
                 cancelConnectTimer(link)
                 setInterest(link, .read)  // for a ready standby, only its end is news
-                if let problem = handshakeProblem(link) {
+                if let problem = transport.handshakeProblem(link) {
                     perform(machine.connectFailed(link, problem, permanent: true))
                     return
                 }
@@ -194,8 +204,8 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         }
         shard.emit(.connected(shard: shard.index, connection: index, resumed: link.stream.isResumed,
                               kernelTLS: link.stream.isKernelTLSSending))
-        didActivate(link)
-        pump()
+        transport.didActivate(link)
+        transport.pump(flush: false)
     }
 
     /// A ready standby said something: the gateway closed it (or speaks out of turn).
@@ -206,7 +216,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         perform(machine.connectionLost(link, "the standby connection ended", permanentReason: nil))
     }
 
-    final func connectionLost(_ link: Link, _ reason: String, permanent: String?, stalled: Bool = false,
+    func connectionLost(_ link: Link, _ reason: String, permanent: String?, stalled: Bool = false,
                               unanswered: Bool = false) {
         shard.noteConnectionLost(reason)
         perform(machine.connectionLost(link, reason, permanentReason: permanent, stalled: stalled, unanswered: unanswered))
@@ -214,7 +224,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
 
     // MARK: Actions
 
-    final func perform(_ actions: [ConnectionMachine<Link, Window>.Action]) {
+    func perform(_ actions: [ConnectionMachine<Link, Window>.Action]) {
         for action in actions {
             switch action {
             case .connect:
@@ -226,8 +236,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             case .reconnect(let delay):
                 // Timers hold their connection `unowned`, never `weak`: a connection lives
                 // as long as its shard's loop runs, and a weak reference would give it a
-                // side table, putting every retain and release of it on Swift's slow path
-                // (8% of the HTTP/2 sender's CPU, through nghttp2's callbacks).
+                // side table, putting every retain and release of it on Swift's slow path.
                 shard.loop.schedule(after: delay) { [unowned self] in
                     guard let action = machine.reconnectTimerFired() else { return }
                     self.perform([action])
@@ -240,7 +249,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             case .activated(let link):
                 activated(link)
             case .finishWriting(let link):
-                finishWriting(on: link)
+                transport.finishWriting(on: link)
             case .settle(let settlement):
                 apply(settlement)
             case .giveUp(let reason, let failing):
@@ -288,7 +297,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
             activeLink = nil
             lane.isConnected.store(false, ordering: .relaxed)
         }
-        willClose(link, notifying: how == .withCloseNotify)
+        transport.willClose(link, notifying: how == .withCloseNotify)
         if let registration = link.registration { shard.loop.deregister(registration) }
         link.registration = nil
         cancelConnectTimer(link)
@@ -321,19 +330,19 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
     }
 
     /// Certificate, trust and protocol mismatches do not heal by retrying (`TLSError.Cause`).
-    final func isPermanent(_ error: any Error) -> Bool {
+    func isPermanent(_ error: any Error) -> Bool {
         guard let tls = error as? TLSError else { return false }
         return tls.cause.isPermanent
     }
 
-    final func setInterest(_ link: Link, _ interest: IOEvents) {
+    func setInterest(_ link: Link, _ interest: IOEvents) {
         guard let registration = link.registration else { return }
         try? shard.loop.setInterest(registration, interest)
     }
 
     /// Fails what waits in the staging ring and refuses more: the slot gave up, or the
     /// sender is cancelling.
-    final func failUnwritten(_ reason: FailureReason) {
+    func failUnwritten(_ reason: FailureReason) {
         shard.loop.assertInLoop()
         var settlement = Settlement()
         var failed = 0
@@ -352,7 +361,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         apply(settlement)
     }
 
-    final func cancel() {
+    func cancel() {
         perform(machine.cancel())
         failUnwritten(.cancelled)
     }
@@ -361,7 +370,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
 
     /// Applies what the window decided: the one place where notifications become final
     /// for the ledger, the events, the sources and the retained store.
-    final func apply(_ settlement: Settlement, unreadable: String? = nil) {
+    func apply(_ settlement: Settlement, unreadable: String? = nil) {
         if settlement.accepted > 0 { ledger.accepted.add(settlement.accepted, ordering: .relaxed) }
         for refused in settlement.refused {
             ledger.recordRejected(refused.rejection)
@@ -409,7 +418,7 @@ class SlotConnection<Window: SlotWindow>: LinkOwner, LaneConnection {
         }
     }
 
-    final func publishOldestSequence() {
+    func publishOldestSequence() {
         lane.oldestSequenceInWindow.store(window.oldestSequence ?? .max, ordering: .releasing)
     }
 
