@@ -112,7 +112,7 @@ import Testing
         let (initial, _, b) = Self.openWithStandby()
         var machine = initial
         Self.writeOne(machine)
-        let actions = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)
+        let actions = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000).actions
         #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
         #expect(machine.openTransport === b && machine.opened == 2)
     }
@@ -125,7 +125,7 @@ import Testing
         _ = machine.handshakeCompleted(a)
         machine.standbyStarted(b)
         Self.writeOne(machine)
-        #expect(Self.words(machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)) == ["settle", "close a"])
+        #expect(Self.words(machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000).actions) == ["settle", "close a"])
         #expect(machine.openTransport == nil)
         #expect(Self.words(machine.handshakeCompleted(b)) == ["activate b", "standby"])
     }
@@ -133,13 +133,13 @@ import Testing
     @Test func withoutAStandbyAnErrorResponseReconnectsAtOnce() {
         var machine = Self.openWithoutStandby().0
         Self.writeOne(machine)
-        #expect(Self.words(machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)) == ["settle", "close a", "connect"])
+        #expect(Self.words(machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000).actions) == ["settle", "close a", "connect"])
     }
 
     @Test func anErrorNamingSomethingNeverSentIsHandledAsADrop() {
         let (initial, _, _) = Self.openWithStandby()
         var machine = initial
-        let actions = machine.errorResponse(ErrorResponse(status: .invalidToken, identifier: 999), now: 1, errorWait: 1_000)
+        let actions = machine.errorResponse(ErrorResponse(status: .invalidToken, identifier: 999), now: 1, errorWait: 1_000).actions
         #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
         // Without a standby a drop backs off (a failed attempt); an error response reconnects at once.
         var alone = Self.machine(standby: false)
@@ -147,7 +147,7 @@ import Testing
         _ = alone.start()
         alone.connectStarted(a)
         _ = alone.handshakeCompleted(a)
-        let dropped = alone.errorResponse(ErrorResponse(status: .invalidToken, identifier: 999), now: 1, errorWait: 1_000)
+        let dropped = alone.errorResponse(ErrorResponse(status: .invalidToken, identifier: 999), now: 1, errorWait: 1_000).actions
         #expect(Self.words(dropped) == ["settle", "close a", "reconnect 0.01 seconds"])
         #expect(alone.consecutiveFailures == 1)
     }
@@ -300,7 +300,7 @@ import Testing
     @Test func anErrorResponseWhileDrainingIsHandledAsEver() {
         let (initial, _, b) = Self.draining(writing: 2)
         var machine = initial
-        let actions = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000)
+        let actions = machine.errorResponse(Self.rejection, now: 1, errorWait: 1_000).actions
         #expect(Self.words(actions) == ["settle", "close a", "activate b", "standby"])
         #expect(machine.openTransport === b && machine.window.needsRebuild, "the second one is written again")
     }

@@ -135,13 +135,13 @@ import Testing
     @Test func anErrorAcceptsWhatCameBeforeRejectsTheNamedAndRewindsWhatFollows() throws {
         let window = Self.openWindow()
         Self.write(window, count: 10, now: 0)
-        let settlement = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 6), now: 300, errorWait: Self.errorWait))
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 6), now: 300, errorWait: Self.errorWait))
         #expect(settlement.accepted == 6)
         let rejection = try #require(settlement.refused.first)
         #expect(rejection.rejection == .binary(.invalidToken) && rejection.item == 6 && rejection.run.position.sequence == 1)
         #expect(settlement.resent == 3 && settlement.possibleDuplicates == 0)
         #expect(settlement.finals.map(\.count) == [7])
-        #expect(settlement.errorLatency == 300 && !settlement.isLateError)
+        #expect(evidence.latency == 300 && !evidence.isLate)
         // The rest is rewound: written again from the start of what remains of the run.
         #expect(window.written == 7 && window.needsRebuild)
         let (run, done) = try #require(window.rebuildRun(atOrAfter: window.written))
@@ -151,7 +151,7 @@ import Testing
     @Test func aShutdownNamesTheLastSuccessItIsAcceptedNotRejected() throws {
         let window = Self.openWindow()
         Self.write(window, count: 10, now: 0)
-        let settlement = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 4), now: 1, errorWait: Self.errorWait))
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 4), now: 1, errorWait: Self.errorWait))
         #expect(settlement.accepted == 5 && settlement.refused.isEmpty && settlement.resent == 5)
     }
 
@@ -162,8 +162,8 @@ import Testing
         window.connectionOpened()
         for index: UInt64 in 2..<4 { window.recordRebuilt(index: index, length: Self.frame, now: 2) }
         // Status 10 naming #1 (before the window): nothing after it was processed.
-        let settlement = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 1), now: 3, errorWait: Self.errorWait))
-        #expect(settlement.accepted == 0 && settlement.resent == 2 && !settlement.isBeyondWindow)
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 1), now: 3, errorWait: Self.errorWait))
+        #expect(settlement.accepted == 0 && settlement.resent == 2 && !evidence.isBeyondWindow)
         #expect(window.written == 2)
     }
 
@@ -172,8 +172,8 @@ import Testing
         Self.write(window, count: 10, now: 0)
         _ = window.settle(now: Self.errorWait, policy: Self.policy())
         #expect(window.presumed == 10, "presumed accepted: the error wait has passed")
-        let settlement = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 3), now: 4_000, errorWait: Self.errorWait))
-        #expect(settlement.isLateError && settlement.errorLatency == 4_000)
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 3), now: 4_000, errorWait: Self.errorWait))
+        #expect(evidence.isLate && evidence.latency == 4_000)
         #expect(settlement.accepted == 3 && !settlement.refused.isEmpty && settlement.resent == 6)
         #expect(window.presumed == 4 && window.written == 4)
     }
@@ -188,10 +188,10 @@ import Testing
         Self.write(window, count: 5, source: 7, now: 0)
         Self.write(window, count: 5, source: 7, firstLine: 6, now: 600, continuing: false)
         _ = window.settle(now: Self.errorWait, policy: Self.policy())
-        let settlement = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 2), now: 1_500,
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 2), now: 1_500,
                                                                 errorWait: Self.errorWait))
-        #expect(!settlement.isBeyondWindow && settlement.acceptedToUnknown == 0)
-        #expect(settlement.isLateError && settlement.errorLatency == 1_500)
+        #expect(!evidence.isBeyondWindow && evidence.acceptedToUnknown == 0)
+        #expect(evidence.isLate && evidence.latency == 1_500)
         #expect(settlement.accepted == 3 && settlement.refused.isEmpty && settlement.resent == 7)
         #expect(window.written == 3 && window.needsRebuild)
     }
@@ -202,11 +202,11 @@ import Testing
         _ = window.settle(now: Self.retention, policy: Self.policy())  // all 10 released as accepted
         Self.write(window, count: 5, firstLine: 11, now: Self.retention)
         // The gateway names #3, long released: 3…9 were discarded after all, and so were the 5 kept.
-        let settlement = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 3), now: Self.retention + 1,
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 3), now: Self.retention + 1,
                                                                 errorWait: Self.errorWait))
-        #expect(settlement.isBeyondWindow && settlement.acceptedToUnknown == 7)
+        #expect(evidence.isBeyondWindow && evidence.acceptedToUnknown == 7)
         #expect(settlement.resent == 5 && settlement.possibleDuplicates == 0)
-        #expect(settlement.errorLatency == nil)
+        #expect(evidence.latency == nil)
         #expect(window.written == 10)
     }
 
@@ -226,7 +226,7 @@ import Testing
         // Index 2^32 + 1 has identifier 2.
         let named = UInt64(UInt32.max) + 2
         #expect(StagingRing.identifier(ofIndex: named) == 2)
-        let settlement = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: named), now: 1,
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: named), now: 1,
                                                                 errorWait: Self.errorWait))
         #expect(settlement.accepted == Int(named - start) && settlement.resent == 1)
     }
@@ -304,7 +304,7 @@ import Testing
     @Test func theRetainedStoreLearnsHowFarItsEntriesAreFinal() throws {
         let window = Self.openWindow()
         Self.write(window, count: 4, source: RetainedStore.sourceID, firstLine: 0, now: 0)
-        let settlement = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 1), now: 1, errorWait: Self.errorWait))
+        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 1), now: 1, errorWait: Self.errorWait))
         // The run starts at entry 0: entries 0 (accepted) and 1 (rejected) are final.
         #expect(settlement.retainedFinalEnd == 2)
     }

@@ -76,9 +76,8 @@ import Testing
 
     // MARK: The replayer
 
-    static func run(source: SourceID, at position: SourcePosition, count: Int, skip: Int = 0) -> Run {
-        Run(first: 0, count: count, source: source, drops: 0, skip: skip, position: position, openedAt: 0, writtenAt: 0,
-            waitFrom: 0, streamEnd: 0)
+    static func run(source: SourceID, at position: SourcePosition, count: Int, skip: Int = 0) -> SourceRun {
+        SourceRun(first: 0, count: count, source: source, skip: skip, position: position)
     }
 
     /// A file of 40 tokens (65 bytes a line), registered as a source, and a replayer for it.

@@ -136,7 +136,7 @@ final class BinaryTransport: ConnectionTransport {
             var budget = window.writeBudget
             while !rebuild.isFull, budget > 0, let (run, done) = window.rebuildRun(atOrAfter: rebuild.nextIndex) {
                 do {
-                    try shard.replayer.read(run, items: run.skip + done..<run.skip + run.count, retained: lane.retained) {
+                    try shard.replayer.read(run.sourceRun, items: run.skip + done..<run.skip + run.count, retained: lane.retained) {
                         notification throws(ReplayError) in
                         do {
                             try rebuild.append(notification, index: max(rebuild.nextIndex, run.first), builder: frames)
@@ -203,7 +203,10 @@ final class BinaryTransport: ConnectionTransport {
                 case .success(let errorResponse?):
                     shard.turns.errorResponseArrived()
                     _ = sendBuffer.errorResponse()
-                    connection.perform(connection.machine.errorResponse(errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait))
+                    let (actions, evidence) = connection.machine.errorResponse(
+                        errorResponse, now: shard.loop.now.nanoseconds, errorWait: ledger.errorWait)
+                    connection.perform(actions)
+                    if let evidence { apply(evidence) }
                     return
                 case .success(nil):
                     continue
@@ -229,6 +232,25 @@ final class BinaryTransport: ConnectionTransport {
                 }
                 return
             }
+        }
+    }
+
+    /// What an error response showed about the error wait: its latency (and a raised wait
+    /// when it came late), or notifications released as accepted too early.
+    private func apply(_ evidence: ErrorResponseEvidence) {
+        if evidence.isBeyondWindow {
+            ledger.windowOverruns.add(1, ordering: .relaxed)
+            if evidence.acceptedToUnknown > 0 {
+                ledger.reclassifyAcceptedAsUnknown(evidence.acceptedToUnknown)
+                shard.emit(.failedUnnamed(
+                    count: evidence.acceptedToUnknown, reason: .deliveryUnknown, firstSequence: nil,
+                    detail: "an error response named a notification written before every record kept; the "
+                        + "notifications between it and the oldest record were released as accepted too early"))
+            }
+        }
+        if evidence.latency != nil || evidence.isBeyondWindow,
+           let raise = ledger.recordErrorResponse(latency: evidence.latency, isLate: evidence.isLate) {
+            shard.emit(.errorWaitRaised(raise))
         }
     }
 

@@ -407,17 +407,19 @@ extension ConnectionMachine where Window == InFlightWindow {
     /// The gateway answered `08 status identifier` on the active connection: it processed
     /// everything before the named notification and discarded everything after it, and
     /// closes. The standby takes over (or a new connection is made at once: the gateway
-    /// is healthy), and the discarded notifications are written again.
-    mutating func errorResponse(_ response: ErrorResponse, now: UInt64, errorWait: UInt64) -> [Action] {
-        guard let transport = activeTransport else { return [] }
-        guard let settlement = window.applyErrorResponse(response, now: now, errorWait: errorWait) else {
-            return connectionLost(transport, "the gateway named #\(response.identifier), which this connection never sent "
-                                  + "(\(response.status.name))", permanentReason: nil)
+    /// is healthy), and the discarded notifications are written again. The evidence is
+    /// what the answer shows about the error wait, for the transport to apply.
+    mutating func errorResponse(_ response: ErrorResponse, now: UInt64,
+                                errorWait: UInt64) -> (actions: [Action], evidence: ErrorResponseEvidence?) {
+        guard let transport = activeTransport else { return ([], nil) }
+        guard let (settlement, evidence) = window.applyErrorResponse(response, now: now, errorWait: errorWait) else {
+            return (connectionLost(transport, "the gateway named #\(response.identifier), which this connection never sent "
+                                   + "(\(response.status.name))", permanentReason: nil), nil)
         }
         state = .idle
         let close = Action.close(transport, reason: "error response: \(response.status.name) for #\(response.identifier)",
                                  how: .silently)
-        return [.settle(settlement), close] + takeOver()
+        return ([.settle(settlement), close] + takeOver(), evidence)
     }
 }
 

@@ -22,7 +22,7 @@ final class Replayer {
     /// Calls `body` with notifications `items` of `run`'s reading (`run.skip` counts
     /// among them), in order, while it returns true. Throws when the source cannot
     /// produce them: gone, unreadable, or not what it produced the first time.
-    func read(_ run: Run, items: Range<Int>, retained: RetainedStore,
+    func read(_ run: SourceRun, items: Range<Int>, retained: RetainedStore,
               _ body: (SourceNotification) throws(ReplayError) -> Bool) throws(ReplayError) {
         guard !items.isEmpty else { return }
         let reader = try self.reader(for: run.source, retained: retained)
@@ -54,7 +54,7 @@ final class Replayer {
     }
 
     /// The token and sequence of notification `item` of `run`'s reading.
-    func name(_ run: Run, item: Int, retained: RetainedStore) throws(ReplayError) -> (DeviceToken, UInt64) {
+    func name(_ run: SourceRun, item: Int, retained: RetainedStore) throws(ReplayError) -> (DeviceToken, UInt64) {
         var named: (DeviceToken, UInt64)?
         try read(run, items: item..<item + 1, retained: retained) { notification in
             named = (notification.token, notification.position.sequence)

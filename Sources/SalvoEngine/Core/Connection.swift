@@ -393,20 +393,6 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         }
         if settlement.resent > 0 { ledger.resent.add(settlement.resent, ordering: .relaxed) }
         if settlement.possibleDuplicates > 0 { ledger.possibleDuplicates.add(settlement.possibleDuplicates, ordering: .relaxed) }
-        if settlement.isBeyondWindow {
-            ledger.windowOverruns.add(1, ordering: .relaxed)
-            if settlement.acceptedToUnknown > 0 {
-                ledger.reclassifyAcceptedAsUnknown(settlement.acceptedToUnknown)
-                shard.emit(.failedUnnamed(
-                    count: settlement.acceptedToUnknown, reason: .deliveryUnknown, firstSequence: nil,
-                    detail: "an error response named a notification written before every record kept; the "
-                        + "notifications between it and the oldest record were released as accepted too early"))
-            }
-        }
-        if settlement.errorLatency != nil || settlement.isBeyondWindow,
-           let raise = ledger.recordErrorResponse(latency: settlement.errorLatency, isLate: settlement.isLateError) {
-            shard.emit(.errorWaitRaised(raise))
-        }
         publishOldestSequence()
         shard.sources.noteFinals(settlement.finals)
         if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
@@ -424,7 +410,7 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
 
     /// One failure event per notification of `run`, named by reading it again; the first
     /// one's sequence holds back the checkpoint.
-    private func reportFailures(of run: Run, reason: FailureReason) {
+    private func reportFailures(of run: SourceRun, reason: FailureReason) {
         var named = 0
         do {
             try shard.replayer.read(run, items: run.skip..<run.skip + run.count, retained: lane.retained) { notification in

@@ -188,7 +188,7 @@ final class InFlightWindow: SlotWindow {
               urgent || policy.isUrgent(front.source) || front.waitFrom &+ policy.retention <= now {
             runs.removeFirst()
             settlement.accepted += front.count
-            settlement.noteFinal(front, count: front.count)
+            settlement.noteFinal(front.sourceRun, count: front.count)
             acceptedOnConnection += front.count
         }
         return settlement
@@ -213,18 +213,21 @@ final class InFlightWindow: SlotWindow {
     /// success); everything written after it on this connection was discarded and is
     /// rewound. Returns nil when the identifier names nothing written on this connection:
     /// the gateway is confused, and the caller handles the connection as dropped.
-    func applyErrorResponse(_ response: ErrorResponse, now: UInt64, errorWait: UInt64) -> Settlement? {
+    func applyErrorResponse(_ response: ErrorResponse, now: UInt64, errorWait: UInt64)
+        -> (Settlement, ErrorResponseEvidence)?
+    {
         let oldest = self.oldest
         let isShutdown = response.status == .shutdown
         // Identifiers wrap at 32 bits; so does the distance from the oldest unreleased.
         let distance = UInt64(response.identifier &- StagingRing.identifier(ofIndex: oldest))
         var settlement = Settlement()
+        var evidence = ErrorResponseEvidence()
         if distance < written - oldest {
             let named = oldest + distance
             guard let at = runIndex(containing: named) else { return nil }
             let run = runs[at]
-            settlement.errorLatency = now &- run.writtenAt
-            settlement.isLateError = run.waitFrom &+ errorWait < now
+            evidence.latency = now &- run.writtenAt
+            evidence.isLate = run.waitFrom &+ errorWait < now
             releaseAccepted(before: named, into: &settlement)
             // The named notification is now at the front of the window.
             var front = runs[0]
@@ -232,9 +235,9 @@ final class InFlightWindow: SlotWindow {
                 settlement.accepted += 1
                 acceptedOnConnection += 1
             } else {
-                settlement.refused.append(.init(run: front, item: front.skip, rejection: .binary(response.status)))
+                settlement.refused.append(.init(run: front.sourceRun, item: front.skip, rejection: .binary(response.status)))
             }
-            settlement.noteFinal(front, count: 1)
+            settlement.noteFinal(front.sourceRun, count: 1)
             front.first += 1
             front.count -= 1
             front.skip += 1
@@ -246,14 +249,14 @@ final class InFlightWindow: SlotWindow {
             guard back >= 1, back <= oldest - connectionFirst || (isShutdown && back == 1) else { return nil }
             let discarded = Int(back) - (isShutdown ? 1 : 0)
             if discarded > 0 {
-                settlement.isBeyondWindow = true
-                settlement.acceptedToUnknown = min(discarded, acceptedOnConnection)
+                evidence.isBeyondWindow = true
+                evidence.acceptedToUnknown = min(discarded, acceptedOnConnection)
             }
         }
         // Everything still written on this connection came after the named one: discarded.
         settlement.resent = inFlight(before: written)
         rewind()
-        return settlement
+        return (settlement, evidence)
     }
 
     /// The connection closed without an error response: what was presumed accepted is
@@ -272,8 +275,8 @@ final class InFlightWindow: SlotWindow {
             run.drops &+= 1
             if let reason = policy.verdict(drops: Int(run.drops)) {
                 runs.remove(at: at)
-                settlement.failures.append((run, reason))
-                settlement.noteFinal(run, count: run.count)
+                settlement.failures.append((run.sourceRun, reason))
+                settlement.noteFinal(run.sourceRun, count: run.count)
             } else {
                 runs[at] = run
                 settlement.resent += run.count
@@ -300,8 +303,8 @@ final class InFlightWindow: SlotWindow {
     func failAll(reason: FailureReason) -> Settlement {
         var settlement = Settlement()
         while let run = runs.popFirst() {
-            settlement.failures.append((run, reason))
-            settlement.noteFinal(run, count: run.count)
+            settlement.failures.append((run.sourceRun, reason))
+            settlement.noteFinal(run.sourceRun, count: run.count)
         }
         written = end
         presumed = end
@@ -315,8 +318,8 @@ final class InFlightWindow: SlotWindow {
         splitRun(at: index)
         guard let at = runIndex(containing: index) else { return settlement }
         let run = runs.remove(at: at)
-        settlement.failures.append((run, reason))
-        settlement.noteFinal(run, count: run.count)
+        settlement.failures.append((run.sourceRun, reason))
+        settlement.noteFinal(run.sourceRun, count: run.count)
         return settlement
     }
 
@@ -328,7 +331,7 @@ final class InFlightWindow: SlotWindow {
         while let front = runs.first, front.end <= limit {
             runs.removeFirst()
             settlement.accepted += front.count
-            settlement.noteFinal(front, count: front.count)
+            settlement.noteFinal(front.sourceRun, count: front.count)
             acceptedOnConnection += front.count
         }
     }
@@ -353,4 +356,20 @@ final class InFlightWindow: SlotWindow {
     private func splitRun(at index: UInt64) { log.split(at: index) }
     private func runIndex(containing index: UInt64) -> Int? { log.runIndex(containing: index) }
     private func runIndex(atOrAfter index: UInt64) -> Int? { log.runIndex(atOrAfter: index) }
+}
+
+/// What an error response shows about the error wait, beside what it settles: how long
+/// after its notification was written it came (and whether later than the wait), or that it
+/// named a notification older than every record kept, so that what it covers was released
+/// as accepted too early. The binary transport applies it (`BinaryTransport`).
+struct ErrorResponseEvidence: Equatable {
+    /// Write-to-arrival time, when the named notification's run was known (ns).
+    var latency: UInt64?
+    /// It arrived after its notification's error wait had passed.
+    var isLate = false
+    /// It named a notification older than every record.
+    var isBeyondWindow = false
+    /// Notifications released as accepted earlier that it showed the gateway discarded:
+    /// they fail as `deliveryUnknown` now.
+    var acceptedToUnknown = 0
 }

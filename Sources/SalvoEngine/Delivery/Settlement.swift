@@ -1,66 +1,31 @@
 import SalvoWire
 
-/// Consecutive notifications of one lane that were read one after the other from one
-/// source: reading them again is a seek to `position`, `skip` notifications passed over,
-/// then `count` read.
-struct Run: Equatable {
-    /// The lane index of its first notification (identifier = index + 1).
+/// Consecutive notifications of one lane read one after the other from one source: read
+/// again by seeking to `position`, passing over `skip` notifications, then reading
+/// `count`. What a settlement names and the `Replayer` reads, whatever the protocol (HTTP/2
+/// settles one notification at a time: `init(single:)`).
+struct SourceRun: Equatable {
+    /// The lane index of its first notification.
     var first: UInt64
     var count: Int
     var source: SourceID
-    /// Silent drops it was in flight for (binary settling; HTTP/2 counts per notification).
-    var drops: UInt8
     /// Notifications at `position` that precede this run (it was split there).
     var skip: Int
     var position: SourcePosition
-    /// When its first notification was written: runs close after a short span so that one
-    /// run's notifications share one write time closely enough.
-    var openedAt: UInt64
-    // Binary settling's: the HTTP/2 window leaves them at their first values.
-    /// When its newest frame was last written (ns): error latencies are measured from here.
-    var writtenAt: UInt64
-    /// When its error wait started: `writtenAt`, or later while its bytes sat unacknowledged.
-    var waitFrom: UInt64
-    /// The connection's stream bytes up to the end of its newest written frame.
-    var streamEnd: UInt64
 
     var end: UInt64 { first + UInt64(count) }
 
-    /// A run of one notification, read from exactly `position` (HTTP/2 settles and resends
-    /// notifications one at a time).
-    init(single index: UInt64, source: SourceID, position: SourcePosition) {
-        self.init(first: index, count: 1, source: source, drops: 0, skip: 0, position: position, openedAt: 0,
-                  writtenAt: 0, waitFrom: 0, streamEnd: 0)
-    }
-
-    init(first: UInt64, count: Int, source: SourceID, drops: UInt8, skip: Int, position: SourcePosition,
-         openedAt: UInt64, writtenAt: UInt64, waitFrom: UInt64, streamEnd: UInt64) {
+    init(first: UInt64, count: Int, source: SourceID, skip: Int, position: SourcePosition) {
         self.first = first
         self.count = count
         self.source = source
-        self.drops = drops
         self.skip = skip
         self.position = position
-        self.openedAt = openedAt
-        self.writtenAt = writtenAt
-        self.waitFrom = waitFrom
-        self.streamEnd = streamEnd
     }
 
-    /// Whether the notification at lane index `index`, read from `source` right after this
-    /// run's last one, may join it at `now`.
-    @inline(__always)
-    func canTake(index: UInt64, source: SourceID, now: UInt64, maximumSpan: UInt64) -> Bool {
-        self.source == source && end == index && count < RunLog.maximumRunLength && now &- openedAt < maximumSpan
-    }
-
-    /// Adds the next notification, written at `writtenAt` up to stream byte `streamEnd`.
-    @inline(__always)
-    mutating func take(writtenAt: UInt64, streamEnd: UInt64) {
-        count += 1
-        self.writtenAt = writtenAt
-        waitFrom = writtenAt
-        self.streamEnd = streamEnd
+    /// A run of one notification, read from exactly `position`.
+    init(single index: UInt64, source: SourceID, position: SourcePosition) {
+        self.init(first: index, count: 1, source: source, skip: 0, position: position)
     }
 }
 
@@ -70,7 +35,7 @@ struct Settlement {
     /// A notification the gateway refused.
     struct Refused {
         /// The run it was in, and its place in that run's reading (`skip` included).
-        var run: Run
+        var run: SourceRun
         var item: Int
         var rejection: Rejection
         /// Its token and sequence when the window knows them (HTTP/2); otherwise they are
@@ -82,33 +47,23 @@ struct Settlement {
     var accepted = 0
     var refused: [Refused] = []
     /// Runs released as failed, each whole.
-    var failures: [(run: Run, reason: FailureReason)] = []
+    var failures: [(run: SourceRun, reason: FailureReason)] = []
     /// Notifications that reached a final state, per source (accepted, rejected and failed).
     var finals: [(source: SourceID, count: Int)] = []
     /// Rewound (binary) or queued (HTTP/2) to be written again.
     var resent = 0
     /// Of `resent`: those whose first copy may have been delivered (after a silent drop).
     var possibleDuplicates = 0
-    /// Notifications released as accepted earlier that an error response showed the
-    /// gateway discarded: they are failed as `deliveryUnknown` now.
-    var acceptedToUnknown = 0
-    /// Write-to-arrival time of the error response, when the named notification's run was known.
-    var errorLatency: UInt64?
-    /// The error response arrived after its notification's error wait had passed.
-    var isLateError = false
-    /// The error response named a notification older than every record.
-    var isBeyondWindow = false
     /// The retained-notification entry index before which everything of source 0 is final.
     var retainedFinalEnd: UInt64?
 
     var isEmpty: Bool {
-        accepted == 0 && refused.isEmpty && failures.isEmpty && resent == 0 && acceptedToUnknown == 0
-            && errorLatency == nil && !isBeyondWindow && finals.isEmpty && retainedFinalEnd == nil
+        accepted == 0 && refused.isEmpty && failures.isEmpty && resent == 0 && finals.isEmpty && retainedFinalEnd == nil
     }
 
     /// `count` notifications of `run`, from the start of what is left of it, are final and
     /// released: nothing before them is waiting (binary settling releases in order).
-    mutating func noteFinal(_ run: Run, count: Int) {
+    mutating func noteFinal(_ run: SourceRun, count: Int) {
         noteFinal(source: run.source, position: run.position, count: count, skip: run.skip)
     }
 
@@ -144,10 +99,6 @@ struct Settlement {
         finals.removeAll(keepingCapacity: true)
         resent = 0
         possibleDuplicates = 0
-        acceptedToUnknown = 0
-        errorLatency = nil
-        isLateError = false
-        isBeyondWindow = false
         retainedFinalEnd = nil
     }
 }

@@ -46,7 +46,7 @@ struct Retry: Equatable {
     var avoiding: UInt32?
 
     /// The one-notification run the `Replayer` reads it from.
-    var run: Run { Run(single: index, source: source, position: position) }
+    var run: SourceRun { SourceRun(single: index, source: source, position: position) }
 }
 
 /// One open request stream: which notification it carries and what it went through.
@@ -223,7 +223,7 @@ final class StreamWindow: SlotWindow {
     /// The gateway refused the notification for good.
     func rejected(_ slot: Int32, _ rejection: Rejection, into settlement: inout Settlement) {
         let stream = close(slot)
-        settlement.refused.append(.init(run: Run(single: stream.index, source: stream.source, position: stream.position),
+        settlement.refused.append(.init(run: SourceRun(single: stream.index, source: stream.source, position: stream.position),
                                         item: 0, rejection: rejection,
                                         named: (stream.token, stream.position.sequence)))
         final(stream.index, source: stream.source, into: &settlement)
@@ -354,7 +354,7 @@ final class StreamWindow: SlotWindow {
 
     private func fail(_ index: UInt64, source: SourceID, position: SourcePosition, _ reason: FailureReason,
                       into settlement: inout Settlement) {
-        settlement.failures.append((Run(single: index, source: source, position: position), reason))
+        settlement.failures.append((SourceRun(single: index, source: source, position: position), reason))
         final(index, source: source, into: &settlement)
     }
 
