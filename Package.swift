@@ -1,6 +1,7 @@
 // swift-tools-version: 6.1
 //
-// Salvo: a high-throughput sender for the APNs binary provider protocol.
+// Salvo: a high-throughput sender for Apple's push notification service: the HTTP/2
+// provider API, and the legacy binary protocol.
 // See README.md for the layout; ../shared/DESIGN.md for the architecture.
 // The benchmark suites live in Benchmarks/ (their own package), so that building Salvo
 // never builds the benchmark framework.
@@ -19,7 +20,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-atomics", from: "1.2.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
@@ -93,7 +93,6 @@ let package = Package(
             name: "SalvoEngine",
             dependencies: [
                 "SalvoWire", "SalvoIO",
-                .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 // ES256 provider tokens for HTTP/2 token authentication.
@@ -111,7 +110,6 @@ let package = Package(
             name: "SalvoMock",
             dependencies: [
                 "SalvoWire", "SalvoIO", "CNghttp2",
-                .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 "SalvoTelemetry",

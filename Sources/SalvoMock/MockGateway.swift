@@ -63,7 +63,7 @@ public final class MockGateway: Sendable {
             state: GatewayState(plan: configuration.failurePlan, recordAccepted: configuration.recordAccepted),
             logger: logger, counters: LoopCounters.init
         ) { stream, ordinal, loop, counters, state in
-            GatewayConnection(stream: stream, ordinal: ordinal, loop: loop, counters: counters, state: state,
+            BinaryMockConnection(stream: stream, ordinal: ordinal, loop: loop, counters: counters, state: state,
                               maximumPayloadLength: maximumPayloadLength)
         }
     }

@@ -13,8 +13,8 @@ import Testing
         try peer.receive(settings([(HTTP2Setting.maxConcurrentStreams, 100), (HTTP2Setting.initialWindowSize, 10)]))
         #expect(peer.events == ["settings 100"])
         #expect(peer.sent().map(\.summary) == ["SETTINGS ack"])
-        try peer.submit(slot: 0, body: 25)
-        try peer.submit(slot: 1, body: 5)
+        try peer.submit(entry: 0, body: 25)
+        try peer.submit(entry: 1, body: 5)
         // Stream 3's body waits behind stream 1's, though its own window would take it.
         #expect(peer.sent().map(\.summary) == ["HEADERS 1", "DATA 1 10", "HEADERS 3"])
         try peer.receive(frame(.windowUpdate, stream: 1, [0, 0, 0, 15]))
@@ -22,7 +22,7 @@ import Testing
         #expect(peer.bodyTaken == [0: 25, 1: 5])
 
         // A larger initial window reopens a stream held by it.
-        try peer.submit(slot: 2, body: 30)
+        try peer.submit(entry: 2, body: 30)
         #expect(peer.sent().map(\.summary) == ["HEADERS 5", "DATA 5 10"])
         try peer.receive(settings([(HTTP2Setting.initialWindowSize, 40)]))
         #expect(peer.sent().map(\.summary) == ["SETTINGS ack", "DATA 5 20 end"])
@@ -32,7 +32,7 @@ import Testing
         let peer = Peer()
         try peer.receive(settings([]))
         #expect(peer.session.remoteStreamLimit == Int(UInt32.max))
-        for slot: Int32 in 0..<4 { try peer.submit(slot: slot, body: 3) }
+        for entry: Int32 in 0..<4 { try peer.submit(entry: entry, body: 3) }
         _ = peer.sent()
         peer.events = []
 
@@ -48,7 +48,7 @@ import Testing
                                responseBlock([(":status", "200")])))
         // GOAWAY after stream 5: stream 7 was never processed, and nothing more is sent.
         try peer.receive(frame(.goAway, stream: 0, [0, 0, 0, 5, 0, 0, 0, 0] + Array("bye".utf8)))
-        try peer.submit(slot: 9, body: 3)
+        try peer.submit(entry: 9, body: 3)
         #expect(peer.events == [
             "status 0 400", "body 0 {\"re", "body 0 ason\"}", "closed 0 0",
             "closed 1 refused 7", "status 2 200", "closed 2 0",
@@ -84,7 +84,7 @@ import Testing
     func protocolErrorsEndTheSessionWithGoAway(bytes: [UInt8], saying: String, code: UInt32) throws {
         let peer = Peer()
         try peer.receive(settings([]))
-        try peer.submit(slot: 0, body: 1)
+        try peer.submit(entry: 0, body: 1)
         _ = peer.sent()
         let error = #expect(throws: HTTP2SessionError.self) { try peer.receive(bytes) }
         #expect(error?.description.contains(saying) == true, "\(error.map(String.init(describing:)) ?? "")")
@@ -176,14 +176,14 @@ private final class Peer: ClientSessionDelegate {
         try bytes.withUnsafeBytes { try session.receive($0) }
     }
 
-    func submit(slot: Int32, body: Int) throws {
-        bodyLength[slot] = body
+    func submit(entry: Int32, body: Int) throws {
+        bodyLength[entry] = body
         fields.removeAll()
         fields.add(":method", "POST")
         fields.add(":path", "/")
         let bytes = (0..<body).map { UInt8(truncatingIfNeeded: $0) }
-        try bytes.withUnsafeBytes { try session.submit(fields, body: $0, slot: slot) }
-        if bodyTaken[slot] == nil { bodyTaken[slot] = body }
+        try bytes.withUnsafeBytes { try session.submit(fields, body: $0, entry: entry) }
+        if bodyTaken[entry] == nil { bodyTaken[entry] = body }
     }
 
     /// The frames written since the last call (the preface, our SETTINGS and the
@@ -210,28 +210,28 @@ private final class Peer: ClientSessionDelegate {
     }
 
     /// The windows let `rest` wait: what was sent went with the request; counting on from there.
-    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer) {
-        bodyTaken[slot] = bodyLength[slot]! - rest.count
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) {
+        bodyTaken[entry] = bodyLength[entry]! - rest.count
     }
 
-    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
-        let taken = bodyTaken[slot, default: 0]
-        let count = min(destination.count, bodyLength[slot]! - taken)
+    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        let taken = bodyTaken[entry, default: 0]
+        let count = min(destination.count, bodyLength[entry]! - taken)
         for i in 0..<count { destination[i] = UInt8(truncatingIfNeeded: taken + i) }
-        bodyTaken[slot] = taken + count
-        return (count, taken + count == bodyLength[slot]!)
+        bodyTaken[entry] = taken + count
+        return (count, taken + count == bodyLength[entry]!)
     }
 
-    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {
-        events.append("status \(slot) \(String(decoding: value, as: UTF8.self))")
+    func responseStatus(entry: Int32, value: UnsafeRawBufferPointer) {
+        events.append("status \(entry) \(String(decoding: value, as: UTF8.self))")
     }
-    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {
-        events.append("body \(slot) \(String(decoding: chunk, as: UTF8.self))")
+    func responseBody(entry: Int32, chunk: UnsafeRawBufferPointer) {
+        events.append("body \(entry) \(String(decoding: chunk, as: UTF8.self))")
     }
-    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {
-        events.append("closed \(slot) " + (refused ? "refused " : "") + "\(errorCode)")
+    func streamClosed(entry: Int32, refused: Bool, errorCode: UInt32) {
+        events.append("closed \(entry) " + (refused ? "refused " : "") + "\(errorCode)")
     }
-    func requestNotSent(slot: Int32) { events.append("not sent \(slot)") }
+    func requestNotSent(entry: Int32) { events.append("not sent \(entry)") }
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
         events.append("goaway \(lastStreamID) \(errorCode) \(String(decoding: debugData, as: UTF8.self))")
     }

@@ -12,21 +12,21 @@ import Testing
         for step in 0..<20_000 {
             // Open more while few are open; close a random one (often the oldest) otherwise.
             if model.isEmpty || (model.count < 300 && Bool.random(using: &random)) {
-                let place = streams.insert(ClientStream(id: nextID, slot: Int32(step)))
+                let place = streams.insert(ClientStream(id: nextID, entry: Int32(step)))
                 #expect(streams[place].id == nextID)
                 model[nextID] = Int32(step)
                 nextID += 2
             } else {
                 let id = Int.random(in: 0..<4, using: &random) == 0 ? model.keys.min()! : model.keys.randomElement(using: &random)!
                 let place = streams.find(id)!
-                #expect(streams[place].slot == model[id])
+                #expect(streams[place].entry == model[id])
                 streams.remove(at: place)
                 model[id] = nil
             }
             #expect(streams.count == model.count)
             if step % 500 == 0 {
                 for id in stride(from: Int32(1), to: nextID, by: 2) {
-                    #expect(streams.find(id).map { streams[$0].slot } == model[id], "stream \(id) at step \(step)")
+                    #expect(streams.find(id).map { streams[$0].entry } == model[id], "stream \(id) at step \(step)")
                 }
             }
         }

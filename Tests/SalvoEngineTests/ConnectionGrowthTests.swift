@@ -61,7 +61,7 @@ import Testing
     @Test func stepsBeforeTheFirstAnswerFollowTheWaitNotTheAnswers() {
         let growth = ConnectionGrowth(initial: 2, ceiling: 128, interval: .zero)
         let ms: UInt64 = 1_000_000
-        let step = ConnectionGrowth.unansweredStep
+        let step = ConnectionGrowth.unansweredStep.nanosecondsClamped
         growth.saturationChanged(true)
         growth.saturationChanged(true)
         growth.considerGrowing(answerTime: 0, at: 1 * ms)
@@ -97,7 +97,7 @@ import Testing
     func answersHeldByTheGatewayAreJudgedByWhatTheStreamsAllow(network: UInt64, answer: UInt64, atFirstAnswer: Int, grown: Int) {
         let growth = ConnectionGrowth(initial: 2, ceiling: 64, interval: .zero)
         let ms: UInt64 = 1_000_000
-        let step = ConnectionGrowth.unansweredStep
+        let step = ConnectionGrowth.unansweredStep.nanosecondsClamped
         growth.connected(roundTrip: network)
         growth.connected(roundTrip: network * 2)
         growth.saturationChanged(true)
@@ -124,7 +124,7 @@ import Testing
         growth.saturationChanged(true)
         growth.saturationChanged(true)
         growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms)
-        growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms + ConnectionGrowth.unansweredStep)
+        growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms + ConnectionGrowth.unansweredStep.nanosecondsClamped)
         #expect(growth.count == 8)
         growth.considerGrowing(answerTime: 100 * ms, accepted: 100, streams: 1000, at: 101 * ms)
         for _ in 0..<6 { growth.saturationChanged(true) }
@@ -147,7 +147,7 @@ import Testing
         growth.connected(roundTrip: 50_000)
         for _ in 0..<8 { growth.saturationChanged(true) }
         growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms)
-        growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms + ConnectionGrowth.unansweredStep)
+        growth.considerGrowing(answerTime: 0, streams: 1000, at: 1 * ms + ConnectionGrowth.unansweredStep.nanosecondsClamped)
         #expect(growth.count == 32, "the first step, before any answer")
         for _ in 0..<24 { growth.saturationChanged(true) }
         growth.considerGrowing(answerTime: 0, streams: 1000, at: 30 * ms)

@@ -3,7 +3,7 @@ import SalvoWire
 import Testing
 @testable import SalvoEngine
 
-/// The connection slot's state machine without sockets: any object stands in for a
+/// The connection entry's state machine without sockets: any object stands in for a
 /// transport, and actions are read back as short words.
 @Suite struct ConnectionMachineTests {
     final class FakeLink: CustomStringConvertible {
@@ -346,7 +346,7 @@ import Testing
     }
 }
 
-/// HTTP/2: a connection that must go retires while the slot goes on with a new one.
+/// HTTP/2: a connection that must go retires while the entry goes on with a new one.
 extension ConnectionMachineTests {
     typealias StreamMachine = ConnectionMachine<FakeLink, StreamWindow>
 
@@ -372,7 +372,7 @@ extension ConnectionMachineTests {
         var (machine, window, a) = Self.openWithStreams(2)
         #expect(Self.words(machine.retire(a, "503")).isEmpty, "no GOAWAY, no close: two streams wait for answers")
         #expect(machine.isRetiring(a) && machine.openTransport == nil)
-        #expect(Self.words(machine.start()) == ["connect"], "the slot goes on with a new connection")
+        #expect(Self.words(machine.start()) == ["connect"], "the entry goes on with a new connection")
         var settlement = Settlement()
         window.accepted(0, into: &settlement)
         #expect(Self.words(machine.retiredStreamsAnswered(a, "503")).isEmpty)
@@ -393,7 +393,7 @@ extension ConnectionMachineTests {
         #expect(Self.words(actions) == ["settle", "close a"])
         let settlement = Self.settlement(in: actions)
         #expect(settlement?.resent == 3 && settlement?.possibleDuplicates == 3)
-        #expect(machine.consecutiveFailures == 0, "the slot's own connection is not at fault")
+        #expect(machine.consecutiveFailures == 0, "the entry's own connection is not at fault")
     }
 
     @Test func cancellingClosesRetiredConnectionsToo() {

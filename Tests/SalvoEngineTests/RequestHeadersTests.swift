@@ -118,26 +118,26 @@ private final class RequestWire: ClientSessionDelegate {
         }
         try record.withUnsafeBytes { bytes in
             headers.make(for: RequestRecord(bytes), position: position, source: 3)
-            let slot = nextSlot
+            let entry = nextSlot
             nextSlot += 1
-            try payloadBytes.withUnsafeBytes { try session.submit(headers.fields, body: $0, slot: slot) }
+            try payloadBytes.withUnsafeBytes { try session.submit(headers.fields, body: $0, entry: entry) }
             output += Array(session.output)
             session.consumeOutput(session.output.count)
         }
     }
 
     /// The windows are open: every body goes with its request.
-    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer) { Issue.record("a body was held back") }
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) { Issue.record("a body was held back") }
 
-    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
         Issue.record("a body was asked for")
         return (0, true)
     }
 
-    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {}
-    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {}
-    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {}
-    func requestNotSent(slot: Int32) {}
+    func responseStatus(entry: Int32, value: UnsafeRawBufferPointer) {}
+    func responseBody(entry: Int32, chunk: UnsafeRawBufferPointer) {}
+    func streamClosed(entry: Int32, refused: Bool, errorCode: UInt32) {}
+    func requestNotSent(entry: Int32) {}
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {}
     func pingAcknowledged() {}
     func settingsReceived(streamLimit: Int) {}

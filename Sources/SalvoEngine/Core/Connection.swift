@@ -2,52 +2,7 @@ import SalvoIO
 import SalvoWire
 import Synchronization
 
-/// What producers and a connection share: the staging ring new records are encoded into,
-/// and the store of notifications sent one at a time.
-final class Lane: Sendable {
-    let staging: StagingRing
-    let retained: RetainedStore
-    /// The sequence of the oldest notification in the connection's window (`.max`: none),
-    /// published by the loop before the staging ring lets go of what it moves there, so
-    /// that a checkpoint reading the ring first and then this misses nothing.
-    let oldestSequenceInWindow = Atomic<UInt64>(.max)
-    /// HTTP/2: the connection's open streams, stored by its loop once per turn (not per
-    /// stream) for the `salvo_sender_open_streams` gauge.
-    let openStreams = Atomic<Int>(0)
-    /// Whether the slot has an active connection now (not counting a standby), for the
-    /// `salvo_sender_open_connections` gauge; set on activation and on its close.
-    let isConnected = Atomic<Bool>(false)
-
-    init(staging: StagingRing, retained: RetainedStore) {
-        self.staging = staging
-        self.retained = retained
-    }
-}
-
-/// What a shard asks of each connection slot it runs, whatever the protocol. On the
-/// shard's thread.
-protocol LaneConnection: AnyObject {
-    var lane: Lane { get }
-    /// Whether anything waits to be written.
-    var hasWork: Bool { get }
-    /// New records were published, or something waits to be written again: connect if
-    /// needed, then write (`flush`: do not wait for a fuller TLS record).
-    func pump(flush: Bool)
-    /// When the window next needs the loop has changed (the error wait, urgency, the end
-    /// of the input): look again.
-    func armSettleTimer(again: Bool)
-    /// Nothing more will be published: finish what can be finished now.
-    func finishWritingIfDone()
-    /// Fails everything not final (the sender gave up waiting).
-    func cancel()
-}
-
-extension LaneConnection {
-    func pump() { pump(flush: false) }
-    func armSettleTimer() { armSettleTimer(again: false) }
-}
-
-/// One socket of a slot, the active connection or the standby, as the event loop sees it.
+/// One socket of a connection, its active link or its standby, as the event loop sees it.
 final class Link: EventHandler {
     let stream: TLSStream
     fileprivate(set) var registration: Registration?
@@ -74,7 +29,7 @@ private protocol LinkOwner: AnyObject {
 /// window settles. Calls from the connection are static (it is generic over its
 /// transport); the transport reaches back through `connection`.
 protocol ConnectionTransport: AnyObject {
-    associatedtype Window: SlotWindow
+    associatedtype Window: ConnectionWindow
 
     /// The connection it belongs to (set once, right after the connection is made).
     var connection: Connection<Self>! { get set }
@@ -100,7 +55,7 @@ protocol ConnectionTransport: AnyObject {
     func finishWritingIfDone()
 }
 
-/// One connection slot of a shard, whatever its protocol, on the shard's thread (debug
+/// One connection of a shard to the gateway, whatever its protocol, on the shard's thread (debug
 /// builds check): performs what the `ConnectionMachine` decides with real sockets, TLS
 /// streams and timers, and applies every settlement of the window to the ledger, the
 /// events and the sources in one place (`apply`). What is the protocol's is its
@@ -340,7 +295,7 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         try? shard.loop.setInterest(registration, interest)
     }
 
-    /// Fails what waits in the staging ring and refuses more: the slot gave up, or the
+    /// Fails what waits in the staging ring and refuses more: the connection gave up, or the
     /// sender is cancelling.
     func failUnwritten(_ reason: FailureReason) {
         shard.loop.assertInLoop()

@@ -45,13 +45,13 @@ struct BodyArena: ~Copyable {
     /// Copies the next bytes of body `number` into `destination`; returns how many, and
     /// whether that was the rest of it.
     mutating func take(_ number: UInt64, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
-        let slot = Int(number - firstNumber)
-        let body = bodies[slot]
+        let place = Int(number - firstNumber)
+        let body = bodies[place]
         let count = min(destination.count, body.length - body.taken)
         let at = Int((body.start + UInt64(body.taken)) % UInt64(capacity))
         destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: storage[at..<at + count]))
-        bodies[slot].taken += count
-        return (count, bodies[slot].taken == body.length)
+        bodies[place].taken += count
+        return (count, bodies[place].taken == body.length)
     }
 
     /// Body `number` is no longer needed (taken whole, or its stream ended): its space comes

@@ -3,25 +3,25 @@ import SalvoIO
 import SalvoWire
 
 /// What a `ClientSession` reports while it submits requests and reads the gateway's
-/// frames. Streams are named by the slot the connection gave them when it submitted them
-/// (`StreamWindow`'s slot numbers). Public for the fuzz target only (`Tests/Fuzz`).
+/// frames. Streams are named by the entry the connection gave them when it submitted them
+/// (their number in `StreamWindow`'s table). Public for the fuzz target only (`Tests/Fuzz`).
 @_spi(Fuzzing) public protocol ClientSessionDelegate: AnyObject {
     /// A stream's `:status`, as sent: the one response header the sender reads (a
     /// notification is named by its stream, not by the `apns-id` echoed back).
-    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer)
+    func responseStatus(entry: Int32, value: UnsafeRawBufferPointer)
     /// A piece of a response body.
-    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer)
+    func responseBody(entry: Int32, chunk: UnsafeRawBufferPointer)
     /// The stream ended: answered (its response is complete), reset by the gateway, or
     /// refused (`refused`: REFUSED_STREAM, or above a GOAWAY's last stream id: never processed).
-    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32)
+    func streamClosed(entry: Int32, refused: Bool, errorCode: UInt32)
     /// A request the session could not send (it is not opened: never processed).
-    func requestNotSent(slot: Int32)
+    func requestNotSent(entry: Int32)
     /// The flow-control windows let only part of a body go with its request (or none):
     /// keep `rest` until `requestBody` asks for it.
-    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer)
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer)
     /// Copies the next bytes of a kept body into `destination`; returns how many, and
     /// whether the body ends with them.
-    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool)
+    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool)
     /// GOAWAY: streams up to `lastStreamID` are answered; later ones were refused.
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer)
     /// The answer to our PING.
@@ -185,10 +185,10 @@ import SalvoWire
     /// and pulled through `requestBody` as WINDOW_UPDATEs reopen the windows. The caller
     /// keeps within `remoteStreamLimit`. After GOAWAY, the request is not sent
     /// (`requestNotSent`).
-    public func submit(_ fields: borrowing HeaderFields, body: UnsafeRawBufferPointer, slot: Int32) throws(HTTP2SessionError) {
+    public func submit(_ fields: borrowing HeaderFields, body: UnsafeRawBufferPointer, entry: Int32) throws(HTTP2SessionError) {
         if let failure { throw failure }
         guard !isClosing else {
-            withDelegate { $0.requestNotSent(slot: slot) }
+            withDelegate { $0.requestNotSent(entry: entry) }
             return
         }
         // Stream ids end at 2^31 - 1: a connection that used them up must be replaced.
@@ -205,12 +205,12 @@ import SalvoWire
                 for field in list { encoder.encode(name: field.name, value: field.value, field.indexing, into: &writer) }
             }
         }
-        let place = streams.insert(ClientStream(id: id, slot: slot, sendWindow: peerInitialWindow, bodyLeft: body.count))
+        let place = streams.insert(ClientStream(id: id, entry: entry, sendWindow: peerInitialWindow, bodyLeft: body.count))
         guard !body.isEmpty else { return }
         // Bodies go in stream order: behind others that wait, this one waits whole.
         let sent = waitingBodies.isEmpty ? sendBody(body, at: place) : 0
         if sent < body.count {
-            withDelegate { $0.keepBody(slot: slot, UnsafeRawBufferPointer(rebasing: body[sent...])) }
+            withDelegate { $0.keepBody(entry: entry, UnsafeRawBufferPointer(rebasing: body[sent...])) }
             waitingBodies.append(id)
         }
     }
@@ -250,7 +250,7 @@ import SalvoWire
             write(upTo: HTTP2FrameHeader.byteCount + room) { writer in
                 let header = writer.reserve(HTTP2FrameHeader.byteCount)
                 let destination = UnsafeMutableRawBufferPointer(rebasing: writer.freeSpace[..<room])
-                taken = withDelegate { $0.requestBody(slot: stream.slot, into: destination) }
+                taken = withDelegate { $0.requestBody(entry: stream.entry, into: destination) }
                 writer.advance(by: taken.count)
                 HTTP2FrameHeader(length: taken.count, type: .data, flags: taken.isLast ? HTTP2Flags.endStream : 0,
                                  streamID: stream.id).write(to: header)
@@ -361,7 +361,7 @@ import SalvoWire
         let body = try unpadded(header, payload)
         // A stream closed meanwhile (we reset it): its DATA only counts for the connection.
         guard let place = streams.find(header.streamID) else { return }
-        if !body.isEmpty { withDelegate { $0.responseBody(slot: streams[place].slot, chunk: body) } }
+        if !body.isEmpty { withDelegate { $0.responseBody(entry: streams[place].entry, chunk: body) } }
         if header.flags & HTTP2Flags.endStream != 0 { close(at: place, errorCode: HTTP2ErrorCode.noError) }
     }
 
@@ -411,7 +411,7 @@ import SalvoWire
     private func decode(_ block: UnsafeRawBufferPointer, place: Int?) -> HPACKDecodingError? {
         do throws(HPACKDecodingError) {
             try decoder.decode(block, reading: { (":status" as StaticString).isSpelled(by: $0) }) { _, value in
-                if let place { withDelegate { $0.responseStatus(slot: streams[place].slot, value: value) } }
+                if let place { withDelegate { $0.responseStatus(entry: streams[place].entry, value: value) } }
             }
             return nil
         } catch { return error }
@@ -494,7 +494,7 @@ import SalvoWire
         withDelegate { $0.goAway(lastStreamID: lastStreamID, errorCode: errorCode, debugData: UnsafeRawBufferPointer(rebasing: payload[8...])) }
         // The gateway never processed the streams after its last one.
         streams.removeAll(where: { $0.id > lastStreamID }) { stream in
-            withDelegate { $0.streamClosed(slot: stream.slot, refused: true, errorCode: HTTP2ErrorCode.refusedStream) }
+            withDelegate { $0.streamClosed(entry: stream.entry, refused: true, errorCode: HTTP2ErrorCode.refusedStream) }
         }
     }
 
@@ -532,7 +532,7 @@ import SalvoWire
         if !resetByPeer && stream.bodyLeft > 0 {
             write(upTo: 13) { HTTP2FrameWriter.rstStream(stream.id, errorCode: HTTP2ErrorCode.cancel, into: &$0) }
         }
-        withDelegate { $0.streamClosed(slot: stream.slot, refused: errorCode == HTTP2ErrorCode.refusedStream, errorCode: errorCode) }
+        withDelegate { $0.streamClosed(entry: stream.entry, refused: errorCode == HTTP2ErrorCode.refusedStream, errorCode: errorCode) }
     }
 
     /// A stream error: we reset the stream.
@@ -540,7 +540,7 @@ import SalvoWire
         let stream = streams[place]
         streams.remove(at: place)
         write(upTo: 13) { HTTP2FrameWriter.rstStream(stream.id, errorCode: errorCode, into: &$0) }
-        withDelegate { $0.streamClosed(slot: stream.slot, refused: false, errorCode: errorCode) }
+        withDelegate { $0.streamClosed(entry: stream.entry, refused: false, errorCode: errorCode) }
     }
 
     // MARK: Checks

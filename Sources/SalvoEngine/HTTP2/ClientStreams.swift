@@ -3,7 +3,7 @@ struct ClientStream {
     /// 0: an empty place in the table.
     var id: Int32 = 0
     /// The connection's name for it (`ClientSessionDelegate`).
-    var slot: Int32 = 0
+    var entry: Int32 = 0
     /// How many more body bytes the peer lets us send on it (may go below 0 when the peer
     /// lowers SETTINGS_INITIAL_WINDOW_SIZE).
     var sendWindow = 0

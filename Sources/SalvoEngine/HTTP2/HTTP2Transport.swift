@@ -10,7 +10,7 @@ import SalvoWire
 /// In flight per connection: at most the gateway's SETTINGS_MAX_CONCURRENT_STREAMS (one
 /// until APNs has seen a valid provider token) and `HTTP2Options.maximumConcurrentStreams`.
 /// A connection that must go (GOAWAY, a 503) retires: it opens no new streams, its open
-/// ones are still answered, and a new connection takes the slot's work meanwhile. The
+/// ones are still answered, and a new link takes the connection's work meanwhile. The
 /// sockets themselves (connect, close, stalls of the TCP stream, backoff, giving up) and
 /// the effects of settling are the `Connection`'s; how the window settles is `StreamWindow`'s.
 final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
@@ -29,12 +29,12 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     @exclusivity(unchecked) private var headers: RequestHeaders
     /// Bodies the flow-control windows held back, until the session takes them.
     @exclusivity(unchecked) private var keptBodies: BodyArena
-    /// Per stream slot (`StreamWindow`'s): its answer's status (0: none yet), its kept
+    /// Per stream entry (`StreamWindow`'s): its answer's status (0: none yet), its kept
     /// body's number in the arena (`.max`: none), and when it opened (loop nanoseconds).
     @exclusivity(unchecked) private var statuses: [UInt16] = []
     @exclusivity(unchecked) private var bodyNumbers: [UInt64] = []
     @exclusivity(unchecked) private var openedAt: [UInt64] = []
-    /// Error answers' bodies, by stream slot, while their streams are open: the few that
+    /// Error answers' bodies, by stream entry, while their streams are open: the few that
     /// have one.
     private var errorBodies: [Int32: ErrorBody] = [:]
     /// Answers so far: every `SenderInstruments.responseLatencySampling`th is timed.
@@ -75,12 +75,12 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     private static let coalescingDelay: Duration = .milliseconds(1)
     /// Reads per readiness event before the loop's other connections get a turn.
     private static let readBudget = 16
-    /// Links in a row that stall without an answer before the slot gives up: each costs
+    /// Links in a row that stall without an answer before the connection gives up: each costs
     /// `HTTP2Options.answerTimeout`, so a gateway that answers nothing ends a run within a
     /// minute (the connect attempts' limit would take several).
     private static let maximumStalls = 3
     /// How long a request refused for an expired token waits for the token store's renewal.
-    private static let storeRenewalWait: UInt64 = 1_000_000_000
+    private static let storeRenewalWait: Duration = .seconds(1)
     /// Bodies held back by flow control: a connection window's worth and more.
     private static let keptBodiesCapacity = 64 << 10
 
@@ -171,7 +171,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
             return
         }
         // Until the first token: a token store that could not give one stops the run.
-        if tokenGeneration == 0, let failure = shard.tokens?.failure {
+        if tokenGeneration == 0, let failure = shard.providerTokens?.failure {
             connection.perform(connection.machine.credentialsRefused(failure))
             return
         }
@@ -280,14 +280,14 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     /// read once per batch (reading it per request retained the loop each time).
     private func submit(_ record: RequestRecord, index: UInt64, source: SourceID, position: SourcePosition,
                         attempts: Attempts, at now: UInt64, on session: ClientSession<HTTP2Transport>) throws(HTTP2SessionError) {
-        let slot = window.open(OpenStream(index: index, source: source, position: position, token: record.token,
+        let entry = window.open(OpenStream(index: index, source: source, position: position, token: record.token,
                                           attempts: attempts, tokenGeneration: tokenGeneration))
-        prepareSlot(slot)
-        statuses[Int(slot)] = 0
-        bodyNumbers[Int(slot)] = .max
-        openedAt[Int(slot)] = now
+        prepareEntry(entry)
+        statuses[Int(entry)] = 0
+        bodyNumbers[Int(entry)] = .max
+        openedAt[Int(entry)] = now
         headers.make(for: record, position: position, source: source)
-        try session.submit(headers.fields, body: record.payload, slot: slot)
+        try session.submit(headers.fields, body: record.payload, entry: entry)
     }
 
     /// Writes what `link`'s session produced; false when the socket is full (write interest armed).
@@ -318,8 +318,8 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
         }
     }
 
-    private func prepareSlot(_ slot: Int32) {
-        while statuses.count <= Int(slot) {
+    private func prepareEntry(_ entry: Int32) {
+        while statuses.count <= Int(entry) {
             statuses.append(0)
             bodyNumbers.append(.max)
             openedAt.append(0)
@@ -329,7 +329,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     /// With token authentication: the team's current token, refreshed when it is due.
     /// False while there is none yet (a token store is being asked for the first).
     private func refreshProviderToken() -> Bool {
-        guard let tokens = shard.tokens else { return true }
+        guard let tokens = shard.providerTokens else { return true }
         // A renewal that could not be signed keeps the current token (good for ten more
         // minutes); the next turn tries again.
         try? tokens.refreshIfDue()
@@ -447,82 +447,82 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
 
     // MARK: Session callbacks (inside `ClientSession.receive` and `submit`)
 
-    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {
+    func responseStatus(entry: Int32, value: UnsafeRawBufferPointer) {
         guard value.count == 3 else { return }
         var code: UInt16 = 0
         for digit in value {
             guard digit &- UInt8(ascii: "0") < 10 else { return }
             code = code * 10 + UInt16(digit &- UInt8(ascii: "0"))
         }
-        statuses[Int(slot)] = code
+        statuses[Int(entry)] = code
     }
 
-    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {
+    func responseBody(entry: Int32, chunk: UnsafeRawBufferPointer) {
         // Only an error answer's body is read (for its reason).
-        guard statuses[Int(slot)] != 200 else { return }
-        errorBodies[slot, default: ErrorBody()].append(chunk)
+        guard statuses[Int(entry)] != 200 else { return }
+        errorBodies[entry, default: ErrorBody()].append(chunk)
     }
 
-    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer) {
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) {
         // The arena has room: `openStreams` checked.
-        bodyNumbers[Int(slot)] = keptBodies.store(rest)!
+        bodyNumbers[Int(entry)] = keptBodies.store(rest)!
     }
 
-    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
-        let taken = keptBodies.take(bodyNumbers[Int(slot)], into: destination)
-        if taken.isLast { releaseKeptBody(slot) }
+    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        let taken = keptBodies.take(bodyNumbers[Int(entry)], into: destination)
+        if taken.isLast { releaseKeptBody(entry) }
         return taken
     }
 
-    private func releaseKeptBody(_ slot: Int32) {
-        guard bodyNumbers[Int(slot)] != .max else { return }
-        keptBodies.done(bodyNumbers[Int(slot)])
-        bodyNumbers[Int(slot)] = .max
+    private func releaseKeptBody(_ entry: Int32) {
+        guard bodyNumbers[Int(entry)] != .max else { return }
+        keptBodies.done(bodyNumbers[Int(entry)])
+        bodyNumbers[Int(entry)] = .max
     }
 
-    func requestNotSent(slot: Int32) {
-        releaseKeptBody(slot)
-        window.retry(slot, .refused, now: shard.loop.now.nanoseconds, into: &settlement)
+    func requestNotSent(entry: Int32) {
+        releaseKeptBody(entry)
+        window.retry(entry, .refused, now: shard.loop.now.nanoseconds, into: &settlement)
     }
 
-    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {
-        guard let stream = window.stream(slot) else { return }
-        releaseKeptBody(slot)
+    func streamClosed(entry: Int32, refused: Bool, errorCode: UInt32) {
+        guard let stream = window.stream(entry) else { return }
+        releaseKeptBody(entry)
         // Streams close only inside `session.receive`, so this is when the answer was read
         // (and not `shard.loop.now`, which retained the loop on every answer).
         let now = readAt
-        let status = Int(statuses[Int(slot)])
+        let status = Int(statuses[Int(entry)])
         guard status != 0 else {
             // No answer: never processed (refused), or reset midway with its fate unknown.
-            window.retry(slot, refused ? .refused : .dropped(connection.machine.dropPolicy), now: now, into: &settlement)
+            window.retry(entry, refused ? .refused : .dropped(connection.machine.dropPolicy), now: now, into: &settlement)
             return
         }
-        let waited = now &- openedAt[Int(slot)]
+        let waited = now &- openedAt[Int(entry)]
         saturation.answered(after: waited)
         answered &+= 1
         if answered & (SenderInstruments.responseLatencySampling - 1) == 0 {
             ledger.instruments.responseLatency.recordNanoseconds(Int64(clamping: waited))
         }
-        let (reason, timestamp) = status == 200 ? ("", nil) : errorBodies.removeValue(forKey: slot)?.reasonAndTimestamp() ?? ("", nil)
+        let (reason, timestamp) = status == 200 ? ("", nil) : errorBodies.removeValue(forKey: entry)?.reasonAndTimestamp() ?? ("", nil)
         let anyAccepted = settlement.accepted > 0 || ledger.accepted.load(ordering: .relaxed) > 0
         switch policy.decide(status: status, reason: reason, timestamp: timestamp, attempts: stream.attempts,
                              anyAccepted: anyAccepted) {
         case .accept:
-            window.accepted(slot, into: &settlement)
+            window.accepted(entry, into: &settlement)
         case .reject(let rejection):
-            window.rejected(slot, rejection, into: &settlement)
+            window.rejected(entry, rejection, into: &settlement)
         case .retryAfterBackoff(let attempt):
             let delay = options.throttleBackoff.delay(attempt: attempt, random: &random)
-            window.retry(slot, .throttled(after: delay.nanosecondsClamped), now: now, into: &settlement)
+            window.retry(entry, .throttled(after: delay.nanosecondsClamped), now: now, into: &settlement)
         case .retryNow:
-            window.retry(slot, .serverError, now: now, into: &settlement)
+            window.retry(entry, .serverError, now: now, into: &settlement)
         case .retryElsewhere(let rejection):
-            window.retry(slot, .unavailable, now: now, into: &settlement)
+            window.retry(entry, .unavailable, now: now, into: &settlement)
             pending.retirement = pending.retirement ?? "retired after \(rejection)"
         case .renewToken:
-            expiredProviderToken(slot, generation: stream.tokenGeneration, now: now)
+            expiredProviderToken(entry, generation: stream.tokenGeneration, now: now)
         case .fail(let reason):
-            window.failed(slot, reason, into: &settlement)
+            window.failed(entry, reason, into: &settlement)
         case .credentialsFault(let fault):
             // Left open: giving up fails it with everything else not final.
             pending.credentialsFault = pending.credentialsFault ?? describe(fault)
@@ -547,8 +547,8 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     }
 
     /// 403 ExpiredProviderToken for a request sent with the token of `generation`.
-    private func expiredProviderToken(_ slot: Int32, generation: UInt32, now: UInt64) {
-        guard let tokens = shard.tokens else {
+    private func expiredProviderToken(_ entry: Int32, generation: UInt32, now: UInt64) {
+        guard let tokens = shard.providerTokens else {
             pending.credentialsFault = "the gateway answered 403 ExpiredProviderToken, but this sender authenticates with a "
                 + "certificate and sends no provider token"
             return
@@ -557,9 +557,9 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
             let verdict = try tokens.expired(generation: generation)
             switch verdict {
             case .retry:
-                window.retry(slot, .expiredToken(after: 0), now: now, into: &settlement)
+                window.retry(entry, .expiredToken(after: 0), now: now, into: &settlement)
             case .retryWhenRenewed:
-                window.retry(slot, .expiredToken(after: Self.storeRenewalWait), now: now, into: &settlement)
+                window.retry(entry, .expiredToken(after: Self.storeRenewalWait.nanosecondsClamped), now: now, into: &settlement)
             case .clockSkew:
                 pending.credentialsFault = "\(verdict) (key id \(tokens.credentials.keyID), team \(tokens.credentials.teamID))"
             }
@@ -572,7 +572,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     private func describe(_ fault: AnswerPolicy.CredentialsFault) -> String {
         switch fault {
         case .refused(let rejection):
-            if let tokens = shard.tokens {
+            if let tokens = shard.providerTokens {
                 return "the gateway refused the provider token (\(rejection)) for key id \(tokens.credentials.keyID), "
                     + "team \(tokens.credentials.teamID): check the .p8 key, --key-id and --team-id"
             }
@@ -581,7 +581,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
         case .tokenUpdatesRefused(let beforeAnyAcceptance):
             // Another sender (or an earlier run) signed a token for the team less than 20
             // minutes before ours.
-            guard let tokens = shard.tokens else { return "the gateway answered 429 TooManyProviderTokenUpdates" }
+            guard let tokens = shard.providerTokens else { return "the gateway answered 429 TooManyProviderTokenUpdates" }
             let team = "team \(tokens.credentials.teamID) (key id \(tokens.credentials.keyID))"
             let store = tokens.store.map { "the \($0) did not have it" } ?? "no token store was used (--no-token-cache)"
             let refused = beforeAnyAcceptance
@@ -639,7 +639,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
         if hasWork, let since = link.noStreamsSince, since.nanoseconds <= limit {
             return "the gateway allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(timeout) while notifications waited"
         }
-        let open = window.openSlots(on: window.connection)
+        let open = window.openEntries(on: window.connection)
         guard let oldest = open.min(by: { openedAt[Int($0)] < openedAt[Int($1)] }), openedAt[Int(oldest)] <= limit else { return nil }
         let begun = open.count(where: { statuses[Int($0)] != 0 })
         return begun > 0
@@ -665,7 +665,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
         pingTimer = shard.loop.schedule(at: now + options.pingInterval, pingAction)
     }
 
-    /// Wakes the slot when the earliest throttled notification is due.
+    /// Wakes the connection when the earliest throttled notification is due.
     private func armRetryTimer() {
         guard let due = window.nextRetryTime(now: shard.loop.now.nanoseconds), due < retryDeadline else { return }
         if let retryTimer { shard.loop.cancel(retryTimer) }
@@ -674,7 +674,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     }
 }
 
-/// One link of an HTTP/2 connection slot and the session on it. The slot's open link has
+/// One link of an HTTP/2 connection and the session on it. The connection's open link has
 /// one, and so has each retired link until its streams are answered.
 final class SessionLink {
     let link: Link

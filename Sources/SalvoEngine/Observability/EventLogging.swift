@@ -26,7 +26,7 @@ extension EventHub {
                 "shard": "\(shard)", "connection": "\(connection)", "resumed_tls": "\(resumed)", "ktls": "\(kernelTLS)",
             ])
         case .disconnected(let shard, let connection, let reason):
-            logger.debug("disconnected; the slot reconnects when it has work", metadata: [
+            logger.debug("disconnected; the connection reconnects when it has work", metadata: [
                 "shard": "\(shard)", "connection": "\(connection)", "cause": "\(reason)",
             ])
         case .connectionFailed(let shard, let connection, let reason):

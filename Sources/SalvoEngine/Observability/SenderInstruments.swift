@@ -50,7 +50,7 @@ extension Sender {
     /// `salvo_sender_failed_total{reason}`, `salvo_sender_resent_total`,
     /// `salvo_sender_reconnects_total`, `salvo_sender_tokens_refreshed_total`. Gauges:
     /// `salvo_sender_in_flight` (submitted, not yet final), `salvo_sender_open_connections`,
-    /// `salvo_sender_open_streams` (HTTP/2), `salvo_sender_connections` (slots in use).
+    /// `salvo_sender_open_streams` (HTTP/2), `salvo_sender_connections` (connections in use).
     /// Histograms: `salvo_sender_error_response_latency_seconds` (binary),
     /// `salvo_sender_response_latency_seconds` (HTTP/2, one answer in 64),
     /// `salvo_sender_write_batch_bytes`.

@@ -28,12 +28,12 @@ struct Outcome: Equatable {
 }
 
 enum Event: Equatable {
-    case status(slot: Int32, value: [UInt8])
-    case body(slot: Int32, chunk: [UInt8])
-    case bodyTaken(slot: Int32, count: Int)
-    case bodyKept(slot: Int32, count: Int)
-    case closed(slot: Int32, refused: Bool, errorCode: UInt32)
-    case notSent(slot: Int32)
+    case status(entry: Int32, value: [UInt8])
+    case body(entry: Int32, chunk: [UInt8])
+    case bodyTaken(entry: Int32, count: Int)
+    case bodyKept(entry: Int32, count: Int)
+    case closed(entry: Int32, refused: Bool, errorCode: UInt32)
+    case notSent(entry: Int32)
     case goAway(lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8])
     case pingAcknowledged
     case settings(streamLimit: Int)
@@ -49,12 +49,12 @@ func run(_ input: UnsafeRawBufferPointer, _ feeding: Feeding) -> Outcome {
     do {
         try settings.withUnsafeBytes { try session.receive($0) }
         var fields = HeaderFields(capacity: 4)
-        for (slot, length) in bodyLengths.enumerated() {
+        for (entry, length) in bodyLengths.enumerated() {
             fields.removeAll()
             fields.add(":method", "POST")
             fields.add(":path", "/3/device/00")
-            let body = [UInt8](repeating: UInt8(truncatingIfNeeded: slot), count: length)
-            try body.withUnsafeBytes { try session.submit(fields, body: $0, slot: Int32(slot)) }
+            let body = [UInt8](repeating: UInt8(truncatingIfNeeded: entry), count: length)
+            try body.withUnsafeBytes { try session.submit(fields, body: $0, entry: Int32(entry)) }
         }
         for piece in feeding.pieces(of: input) {
             try session.receive(UnsafeRawBufferPointer(rebasing: input[piece]))
@@ -71,46 +71,46 @@ final class Recorder: ClientSessionDelegate {
     private var open = Set(0..<Int32(bodyLengths.count))
     private var taken = [Int](repeating: 0, count: bodyLengths.count)
 
-    private func requireOpen(_ slot: Int32, _ what: String) {
-        require(open.contains(slot), "\(what) for slot \(slot), which is not open")
+    private func requireOpen(_ entry: Int32, _ what: String) {
+        require(open.contains(entry), "\(what) for entry \(entry), which is not open")
     }
 
-    func responseStatus(slot: Int32, value: UnsafeRawBufferPointer) {
-        requireOpen(slot, "a response status")
-        outcome.events.append(.status(slot: slot, value: Array(value)))
+    func responseStatus(entry: Int32, value: UnsafeRawBufferPointer) {
+        requireOpen(entry, "a response status")
+        outcome.events.append(.status(entry: entry, value: Array(value)))
     }
 
-    func responseBody(slot: Int32, chunk: UnsafeRawBufferPointer) {
-        requireOpen(slot, "a response body")
-        outcome.events.append(.body(slot: slot, chunk: Array(chunk)))
+    func responseBody(entry: Int32, chunk: UnsafeRawBufferPointer) {
+        requireOpen(entry, "a response body")
+        outcome.events.append(.body(entry: entry, chunk: Array(chunk)))
     }
 
-    func streamClosed(slot: Int32, refused: Bool, errorCode: UInt32) {
-        requireOpen(slot, "a close")
-        open.remove(slot)
-        outcome.events.append(.closed(slot: slot, refused: refused, errorCode: errorCode))
+    func streamClosed(entry: Int32, refused: Bool, errorCode: UInt32) {
+        requireOpen(entry, "a close")
+        open.remove(entry)
+        outcome.events.append(.closed(entry: entry, refused: refused, errorCode: errorCode))
     }
 
-    func requestNotSent(slot: Int32) { outcome.events.append(.notSent(slot: slot)) }
+    func requestNotSent(entry: Int32) { outcome.events.append(.notSent(entry: entry)) }
 
     /// What the windows held back of a body: what went with the request counts as taken.
-    func keepBody(slot: Int32, _ rest: UnsafeRawBufferPointer) {
-        requireOpen(slot, "a kept body")
-        let length = bodyLengths[Int(slot)]
-        require(rest.count > 0 && rest.count <= length, "slot \(slot) kept \(rest.count) of its \(length) bytes")
-        taken[Int(slot)] = length - rest.count
-        outcome.events.append(.bodyKept(slot: slot, count: rest.count))
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) {
+        requireOpen(entry, "a kept body")
+        let length = bodyLengths[Int(entry)]
+        require(rest.count > 0 && rest.count <= length, "entry \(entry) kept \(rest.count) of its \(length) bytes")
+        taken[Int(entry)] = length - rest.count
+        outcome.events.append(.bodyKept(entry: entry, count: rest.count))
     }
 
-    func requestBody(slot: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
-        requireOpen(slot, "a request body")
-        let length = bodyLengths[Int(slot)]
-        let count = min(destination.count, length - taken[Int(slot)])
-        require(count > 0, "slot \(slot)'s body was asked for more than its \(length) bytes")
-        destination.initializeMemory(as: UInt8.self, repeating: UInt8(truncatingIfNeeded: slot))
-        taken[Int(slot)] += count
-        outcome.events.append(.bodyTaken(slot: slot, count: count))
-        return (count, taken[Int(slot)] == length)
+    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        requireOpen(entry, "a request body")
+        let length = bodyLengths[Int(entry)]
+        let count = min(destination.count, length - taken[Int(entry)])
+        require(count > 0, "entry \(entry)'s body was asked for more than its \(length) bytes")
+        destination.initializeMemory(as: UInt8.self, repeating: UInt8(truncatingIfNeeded: entry))
+        taken[Int(entry)] += count
+        outcome.events.append(.bodyTaken(entry: entry, count: count))
+        return (count, taken[Int(entry)] == length)
     }
 
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {

@@ -5,38 +5,6 @@ import SalvoTelemetry
 import SalvoWire
 import Synchronization
 
-/// Why a sender could not start.
-public struct SenderError: Error, Sendable, CustomStringConvertible {
-    /// What is wrong with the configuration or the credentials, said for the user.
-    public var description: String
-}
-
-/// Why one notification was not taken.
-public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
-    /// The payload of the notification with this sequence is empty or too long; nothing
-    /// else is affected.
-    case invalidPayload(FrameEncodingError, sequence: UInt64)
-    /// `finish()` was called.
-    case finished
-    /// Every connection gave up on the gateway; the reason says why (e.g. a certificate
-    /// the gateway refuses).
-    case gatewayUnreachable(String)
-    /// The gateway refused the sender's credentials (the provider token's key, key id or
-    /// team, or the client certificate); the reason names them. Every connection shares
-    /// them, so nothing more can be sent.
-    case credentialsRefused(String)
-
-    /// The problem in a sentence, for error messages.
-    public var description: String {
-        switch self {
-        case .invalidPayload(let error, let sequence): "notification \(sequence): invalid payload: \(error)"
-        case .finished: "the sender has finished; create a new one"
-        case .gatewayUnreachable(let reason): "gave up on the gateway: \(reason)"
-        case .credentialsRefused(let reason): reason
-        }
-    }
-}
-
 /// The embeddable engine: sends notifications over a sharded set of TLS connections to
 /// an APNs gateway, over the HTTP/2 provider API or the binary protocol
 /// (`SenderConfiguration.transport`), and accounts for every one.
@@ -86,10 +54,11 @@ public final class Sender: Sendable {
     private let shards: [Shard]
     /// Each lane with its shard, without reference counting: `lanes` and `shards` keep
     /// them alive, and the hot path then pays no retain/release per notification.
-    private let slots: [Slot]
-    /// How many of `slots` producers publish to (the first ones: they alternate shards).
+    private let publishTargets: [PublishTarget]
+    /// How many of `publishTargets` producers publish to (the first ones: they alternate shards).
     private let growth: ConnectionGrowth
-    private struct Slot {
+    /// Where producers publish: a lane, and the shard whose loop takes from it.
+    private struct PublishTarget {
         unowned(unsafe) let lane: Lane
         unowned(unsafe) let shard: Shard
     }
@@ -105,7 +74,7 @@ public final class Sender: Sendable {
     private let submittedSequenceEnd = Atomic<UInt64>(0)
     private let started = Instant.now()
     /// The team's provider token (HTTP/2 token authentication), for its renewal count.
-    private let tokens: ProviderTokenSigner?
+    private let providerTokens: ProviderTokenSigner?
     /// The first `finish()`'s drain: later calls (and `run()`'s) wait for the same report.
     private let finishing = Locked<Task<SenderReport, Never>?>(nil)
     /// Ends when `finish()` starts: what `run()` watches to stop reporting at once.
@@ -181,10 +150,10 @@ public final class Sender: Sendable {
         hub = EventHub(continuation: continuation, onRejected: onRejected, logger: logger)
 
         // One provider token for the team, shared by every connection of every shard.
-        var tokens: ProviderTokenSigner?
+        var providerTokens: ProviderTokenSigner?
         if case .token(let credentials) = configuration.http2?.authentication {
             do {
-                tokens = try ProviderTokenSigner(credentials: credentials,
+                providerTokens = try ProviderTokenSigner(credentials: credentials,
                                                  clock: configuration.tokenClock ?? ProviderTokenSigner.systemClock,
                                                  logger: logger, store: configuration.http2?.tokenStore)
             } catch {
@@ -200,7 +169,7 @@ public final class Sender: Sendable {
                                       ceiling: configuration.shards * lanesPerShard,
                                       interval: configuration.connectionGrowthInterval, logger: logger)
         self.growth = growth
-        self.tokens = tokens
+        self.providerTokens = providerTokens
         do {
             for shardIndex in 0..<configuration.shards {
                 let shardLanes = (0..<lanesPerShard).map { _ in
@@ -210,7 +179,7 @@ public final class Sender: Sendable {
                 }
                 shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
-                                        tokens: tokens, growth: growth, observer: hub))
+                                        providerTokens: providerTokens, growth: growth, observer: hub))
                 lanes += shardLanes
             }
         } catch {
@@ -221,15 +190,15 @@ public final class Sender: Sendable {
         self.shards = shards
         // Connections wait for a token from the store; its arrival wakes them. Cleared in
         // `deinit`, which ends the cycle it makes.
-        tokens?.setWaker { [shards] in for shard in shards { shard.wake() } }
+        providerTokens?.setWaker { [shards] in for shard in shards { shard.wake() } }
         // Shards alternate, so connections added one at a time spread over the threads.
-        slots = (0..<lanesPerShard).flatMap { laneIndex in
-            shards.indices.map { Slot(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
+        publishTargets = (0..<lanesPerShard).flatMap { laneIndex in
+            shards.indices.map { PublishTarget(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
         }
     }
 
     deinit {
-        tokens?.setWaker(nil)
+        providerTokens?.setWaker(nil)
         shards.forEach { $0.stop() }
         hub.finish()
     }
@@ -344,17 +313,17 @@ public final class Sender: Sendable {
         let count = growth.count
         for offset in 0..<count {
             let index = (turn.lane + offset) % count
-            let slot = slots[index]
+            let target = publishTargets[index]
             let result: StagingRing.PublishResult
             do {
-                result = try slot.lane.staging.publish(notification, source: source, continuesRun: index == turn.previous,
+                result = try target.lane.staging.publish(notification, source: source, continuesRun: index == turn.previous,
                                                        builder: builder)
             } catch {
                 throw .invalidPayload(error, sequence: notification.position.sequence)
             }
             switch result {
             case .published(let wake):
-                if wake { slot.shard.wake() }
+                if wake { target.shard.wake() }
                 turn.previous = index
                 if index == turn.lane {
                     turn.taken += 1
@@ -409,28 +378,28 @@ public final class Sender: Sendable {
         let first = (ticket >> 6) % count
         var unreachable = 0
         for offset in 0..<count {
-            let slot = slots[(first + offset) % count]
-            let retained = slot.lane.retained
+            let target = publishTargets[(first + offset) % count]
+            let retained = target.lane.retained
             let result = retained.lock.withLock { _ -> StagingRing.PublishResult in
                 guard let position = retained.append(token: token, payload: payload, expiry: expiry, priority: priority,
                                                      sequence: sequence) else { return .full }
                 let notification = SourceNotification(token: token, payload: payload, expiry: expiry, priority: priority,
                                                       position: position)
                 // Encoding cannot fail: the payload's length, all it checks, was checked above.
-                let result = (try? slot.lane.staging.publish(notification, source: RetainedStore.sourceID, continuesRun: true,
+                let result = (try? target.lane.staging.publish(notification, source: RetainedStore.sourceID, continuesRun: true,
                                                              builder: builder)) ?? .unavailable
                 if case .published = result {} else { retained.removeLast() }
                 return result
             }
             switch result {
             case .published(let wake):
-                if wake { slot.shard.wake() }
+                if wake { target.shard.wake() }
                 return true
             case .unavailable:
                 unreachable += 1
             case .full:
                 // A full store releases without waiting for the retention: tell the loop.
-                if retained.isUnderPressure.load(ordering: .relaxed) { slot.shard.wake() }
+                if retained.isUnderPressure.load(ordering: .relaxed) { target.shard.wake() }
             }
         }
         if unreachable == count { throw hub.givenUp ?? .gatewayUnreachable("every connection gave up") }
@@ -566,7 +535,7 @@ public final class Sender: Sendable {
     var hasFinished: Bool { isFinished.load(ordering: .relaxed) }
 
     /// Provider tokens renewed so far (HTTP/2 token authentication; 0 otherwise).
-    var tokensRefreshed: Int { tokens?.renewals ?? 0 }
+    var tokensRefreshed: Int { providerTokens?.renewals ?? 0 }
 
     /// Connections open now (active ones, standbys not counted), over every shard.
     var openConnections: Int { lanes.reduce(0) { $0 + ($1.isConnected.load(ordering: .relaxed) ? 1 : 0) } }

@@ -104,7 +104,7 @@ struct Settlement {
 }
 
 /// What the connection machine asks of a window, whatever the protocol.
-protocol SlotWindow: AnyObject {
+protocol ConnectionWindow: AnyObject {
     /// Whether anything is not final.
     var isEmpty: Bool { get }
     /// A connection opened: it writes what is waiting to be written again first.

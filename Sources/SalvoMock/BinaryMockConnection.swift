@@ -5,7 +5,7 @@ import SalvoWire
 /// judges each notification by the failure plan, and publishes counts once per read. With
 /// `FailurePlan.errorDelay`, an error response is held back: the connection stops judging
 /// and drains the client until a timer writes the response and closes.
-final class GatewayConnection: ServerConnection {
+final class BinaryMockConnection: ServerConnection {
     /// Per-connection tallies, copied to a local for each read so that the per-notification
     /// path touches stack memory only (no class-property exclusivity checks).
     struct Ledger {

@@ -62,13 +62,13 @@ struct OpenStream {
     var connection: UInt32 = 0
 }
 
-/// The HTTP/2 settling of a connection slot's window. Every stream gets its own answer,
+/// The HTTP/2 settling of a connection's window. Every stream gets its own answer,
 /// in any order, so a notification is final the moment its answer arrives, and one that
 /// must be tried again (refused, throttled, a server error, a drop) is sent again alone.
 /// Loop thread only; pure (time is passed in), tested without sockets.
 ///
 /// Two structures, both bounded:
-/// - `streams`: one entry per open stream, found through the slot number nghttp2 keeps as
+/// - `streams`: one entry per open stream, found through the entry number the session keeps as
 ///   the stream's user data; never more than the connection's stream limit.
 /// - `records`: one per notification from the oldest not final to the newest, in lane
 ///   order, each with its exact source position. Released from the front as soon as the
@@ -81,7 +81,7 @@ struct OpenStream {
 /// after it, and a run is what is read again. Here nothing is read again but single
 /// notifications, and a record per notification makes every answer O(1) and the
 /// checkpoint exact. Both share the settlement, the drop handling and the `Replayer`.
-final class StreamWindow: SlotWindow {
+final class StreamWindow: ConnectionWindow {
     /// How often a notification may be sent again for what is no answer of the gateway's
     /// before it fails (`AnswerPolicy` limits the retries answers ask for).
     struct Limits {
@@ -114,7 +114,7 @@ final class StreamWindow: SlotWindow {
     /// The lane index the next new notification gets.
     @exclusivity(unchecked) private(set) var end: UInt64 = 0
     @exclusivity(unchecked) private var streams: [OpenStream?] = []
-    @exclusivity(unchecked) private var freeSlots: [Int32] = []
+    @exclusivity(unchecked) private var freeEntries: [Int32] = []
     /// Streams open now on the current connection: what its stream limit counts.
     @exclusivity(unchecked) private(set) var openCount = 0
     /// Retired connections (they open no new streams) and how many of their streams are
@@ -134,7 +134,7 @@ final class StreamWindow: SlotWindow {
         self.capacity = capacity
     }
 
-    // MARK: SlotWindow
+    // MARK: ConnectionWindow
 
     var isEmpty: Bool { records.isEmpty }
     var oldestSequence: UInt64? { records.first?.position.sequence }
@@ -172,14 +172,14 @@ final class StreamWindow: SlotWindow {
         end = index + 1
     }
 
-    /// A stream opens for the notification at `index` (new, or a retry): returns its slot.
+    /// A stream opens for the notification at `index` (new, or a retry): returns its entry.
     func open(_ stream: OpenStream) -> Int32 {
         openCount += 1
         var stream = stream
         stream.connection = connection
-        if let slot = freeSlots.popLast() {
-            streams[Int(slot)] = stream
-            return slot
+        if let entry = freeEntries.popLast() {
+            streams[Int(entry)] = stream
+            return entry
         }
         streams.append(stream)
         return Int32(streams.count - 1)
@@ -206,23 +206,23 @@ final class StreamWindow: SlotWindow {
         retired.removeAll { $0.connection == number }
     }
 
-    func stream(_ slot: Int32) -> OpenStream? { streams[Int(slot)] }
+    func stream(_ entry: Int32) -> OpenStream? { streams[Int(entry)] }
 
-    /// The slots of the streams open on connection `number`.
-    func openSlots(on number: UInt32) -> [Int32] {
+    /// The entries of the streams open on connection `number`.
+    func openEntries(on number: UInt32) -> [Int32] {
         streams.indices.filter { streams[$0]?.connection == number }.map { Int32($0) }
     }
 
     /// The gateway answered 200.
-    func accepted(_ slot: Int32, into settlement: inout Settlement) {
-        let stream = close(slot)
+    func accepted(_ entry: Int32, into settlement: inout Settlement) {
+        let stream = close(entry)
         settlement.accepted += 1
         final(stream.index, source: stream.source, into: &settlement)
     }
 
     /// The gateway refused the notification for good.
-    func rejected(_ slot: Int32, _ rejection: Rejection, into settlement: inout Settlement) {
-        let stream = close(slot)
+    func rejected(_ entry: Int32, _ rejection: Rejection, into settlement: inout Settlement) {
+        let stream = close(entry)
         settlement.refused.append(.init(run: SourceRun(single: stream.index, source: stream.source, position: stream.position),
                                         item: 0, rejection: rejection,
                                         named: (stream.token, stream.position.sequence)))
@@ -230,8 +230,8 @@ final class StreamWindow: SlotWindow {
     }
 
     /// Salvo gives up on the notification.
-    func failed(_ slot: Int32, _ reason: FailureReason, into settlement: inout Settlement) {
-        let stream = close(slot)
+    func failed(_ entry: Int32, _ reason: FailureReason, into settlement: inout Settlement) {
+        let stream = close(entry)
         fail(stream.index, source: stream.source, position: stream.position, reason, into: &settlement)
     }
 
@@ -243,8 +243,8 @@ final class StreamWindow: SlotWindow {
     /// The notification is to be sent again; for a refusal, a drop or an expired token it
     /// fails instead once the cause has reached its limit (an answer's retries are the
     /// `AnswerPolicy`'s to limit). `now` in nanoseconds.
-    func retry(_ slot: Int32, _ cause: RetryCause, now: UInt64, into settlement: inout Settlement) {
-        let stream = close(slot)
+    func retry(_ entry: Int32, _ cause: RetryCause, now: UInt64, into settlement: inout Settlement) {
+        let stream = close(entry)
         var attempts = stream.attempts
         let failure: FailureReason?
         var retry = Retry(index: stream.index, source: stream.source, position: stream.position, attempts: attempts)
@@ -317,16 +317,16 @@ final class StreamWindow: SlotWindow {
     /// The connection `number` (current or retired) ended without answering its open streams.
     func connectionLost(_ drops: DropHandling, number: UInt32) -> Settlement {
         var settlement = Settlement()
-        for slot in streams.indices where streams[slot]?.connection == number {
-            retry(Int32(slot), .dropped(drops), now: 0, into: &settlement)
+        for entry in streams.indices where streams[entry]?.connection == number {
+            retry(Int32(entry), .dropped(drops), now: 0, into: &settlement)
         }
         return settlement
     }
 
     func failAll(reason: FailureReason) -> Settlement {
         var settlement = Settlement()
-        for slot in streams.indices where streams[slot] != nil {
-            failed(Int32(slot), reason, into: &settlement)
+        for entry in streams.indices where streams[entry] != nil {
+            failed(Int32(entry), reason, into: &settlement)
         }
         for retry in ready + delayed {
             fail(retry.index, source: retry.source, position: retry.position, reason, into: &settlement)
@@ -340,10 +340,10 @@ final class StreamWindow: SlotWindow {
 
     // MARK: Internals
 
-    private func close(_ slot: Int32) -> OpenStream {
-        guard let stream = streams[Int(slot)] else { preconditionFailure("stream slot \(slot) is not open") }
-        streams[Int(slot)] = nil
-        freeSlots.append(slot)
+    private func close(_ entry: Int32) -> OpenStream {
+        guard let stream = streams[Int(entry)] else { preconditionFailure("stream entry \(entry) is not open") }
+        streams[Int(entry)] = nil
+        freeEntries.append(entry)
         if !retired.isEmpty, let place = retired.firstIndex(where: { $0.connection == stream.connection }) {
             retired[place].open -= 1
         } else {

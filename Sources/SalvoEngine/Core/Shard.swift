@@ -13,7 +13,7 @@ final class Shard: @unchecked Sendable {
     let sources: SourceRegistry
     let builder: RecordBuilder
     /// The team's provider token, with token authentication over HTTP/2.
-    let tokens: ProviderTokenSigner?
+    let providerTokens: ProviderTokenSigner?
     /// How many connections the sender uses (HTTP/2 connections report their saturation).
     let growth: ConnectionGrowth
     /// Reads rewound notifications again; this shard's own readers.
@@ -32,7 +32,7 @@ final class Shard: @unchecked Sendable {
 
     init(index: Int, lanes: [Lane], configuration: SenderConfiguration, tlsContext: TLSContext,
          addresses: [SocketAddress], ledger: DeliveryLedger, sources: SourceRegistry, builder: RecordBuilder,
-         tokens: ProviderTokenSigner? = nil, growth: ConnectionGrowth, observer: SenderObserver) throws(IOError) {
+         providerTokens: ProviderTokenSigner? = nil, growth: ConnectionGrowth, observer: SenderObserver) throws(IOError) {
         self.index = index
         self.configuration = configuration
         self.tlsContext = tlsContext
@@ -40,7 +40,7 @@ final class Shard: @unchecked Sendable {
         self.ledger = ledger
         self.sources = sources
         self.builder = builder
-        self.tokens = tokens
+        self.providerTokens = providerTokens
         self.growth = growth
         self.observer = observer
         replayer = Replayer(sources: sources)

@@ -12,7 +12,7 @@ struct SettlePolicy {
     var isUrgent: (SourceID) -> Bool
 }
 
-/// The binary protocol's settling of a connection slot's window, on the runs of a
+/// The binary protocol's settling of a connection's window, on the runs of a
 /// `RunLog`: a notification is presumed accepted once its error wait has passed, an error
 /// response rejects the one it names and rewinds everything after it, a drain proves the
 /// rest. Loop thread only; pure (time is passed in), so it is tested without sockets.
@@ -33,7 +33,7 @@ struct SettlePolicy {
 /// A notification counts as accepted only when its run is released; an error response
 /// naming one that is still in the window, however late, rejects it and rewinds
 /// everything after it, none of it counted.
-final class InFlightWindow: SlotWindow {
+final class InFlightWindow: ConnectionWindow {
     // The fields every written notification touches skip Swift's dynamic exclusivity
     // checks: the window lives on its loop's thread and none of its methods re-enters it
     // while an access is open, and those checks were 7% of the binary sender's loop CPU

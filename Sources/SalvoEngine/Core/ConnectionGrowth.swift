@@ -300,7 +300,7 @@ final class ConnectionGrowth: Sendable {
             guard state.shortestWhileLoaded != .max else {
                 // Nothing answered in the run yet: the answer time is at least how long the
                 // connections have been waiting, so a step is safe once that is long.
-                guard roundTrip == .max, now &- state.loadedSince >= Self.unansweredStep else { return nil }
+                guard roundTrip == .max, now &- state.loadedSince >= Self.unansweredStep.nanosecondsClamped else { return nil }
                 return grow(&state, from: current, rate: nil, at: now)
             }
             guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
@@ -314,7 +314,7 @@ final class ConnectionGrowth: Sendable {
                 ? Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip, network: state.networkRoundTrip)
                 : nil
             let heldUnqueued = heldRate != nil && state.shortestWhileLoaded < roundTrip + roundTrip / 4
-            guard heldUnqueued || now &- state.loadedSince >= roundTrip + roundTrip / 4 + 10_000_000 else { return measured }
+            guard heldUnqueued || now &- state.loadedSince >= roundTrip + roundTrip / 4 + Self.measurementSlack else { return measured }
             // Counted, the rate is waited for: the step it judges next is taken on it, and
             // not while the last one is in doubt.
             if heldRate == nil && accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
@@ -393,12 +393,14 @@ final class ConnectionGrowth: Sendable {
     /// waiting for the first answer (a whole answer time: 300 ms at Apple on a slow day)
     /// before the first step, and again before each next, would spend a campaign of a
     /// million ramping up. From the first answer on, every step is judged as above.
-    static let unansweredStep: UInt64 = 20_000_000
+    static let unansweredStep: Duration = .milliseconds(20)
+    /// Added to a round trip before what it measures is judged: timers fire late.
+    private static let measurementSlack = Duration.milliseconds(10).nanosecondsClamped
 
     /// The shortest answer time from which answers are held by the gateway, whatever the
     /// network: a step before the first answer. A gateway that answers at once does so in
     /// a few milliseconds, queue included (loopback: 1–5 ms under load).
-    static let heldAnswerTime: UInt64 = unansweredStep
+    static let heldAnswerTime: UInt64 = unansweredStep.nanosecondsClamped
 
     /// How many network round trips an answer time must be for the answers to have been
     /// held by the gateway. Over a full path the answer time is the round trip and the
@@ -440,7 +442,7 @@ final class ConnectionGrowth: Sendable {
             if loaded || now &- state.steppedAt >= Self.unsaturatedJudgement * roundTrip { state.rateFrom = (now, accepted) }
             return nil
         }
-        guard now &- from.time >= roundTrip + 10_000_000 else { return nil }
+        guard now &- from.time >= roundTrip + Self.measurementSlack else { return nil }
         state.rateFrom = (now, accepted)
         return Double(accepted - from.accepted) * 1e9 / Double(now &- from.time)
     }

@@ -1,45 +1,19 @@
 import SalvoIO
 import SalvoWire
 
-/// Capped exponential backoff with jitter, deterministic for a given seed.
-public struct Backoff: Sendable, Hashable {
-    /// The delay after the first failure.
-    public var initial: Duration
-    /// The longest delay.
-    public var maximum: Duration
-    /// The fraction of each delay that is randomized (0: none, 1: anywhere from 0 to the delay).
-    public var jitter: Double
-
-    /// Delays that start at `initial`, double up to `maximum`, and vary by `jitter`.
-    public init(initial: Duration = .milliseconds(100), maximum: Duration = .seconds(10), jitter: Double = 0.5) {
-        self.initial = initial
-        self.maximum = maximum
-        self.jitter = jitter
-    }
-
-    /// The delay before attempt `attempt` (1-based), with jitter drawn from `random`.
-    func delay(attempt: Int, random: inout SplitMix64) -> Duration {
-        let base = initial.nanosecondsClamped
-        let cap = maximum.nanosecondsClamped
-        let exponential = attempt >= 40 ? cap : min(cap, base << UInt64(max(0, attempt - 1)))
-        let spread = Double(exponential) * min(max(jitter, 0), 1)
-        let unit = random.nextUnit()
-        return .nanoseconds(Int64(Double(exponential) - spread * unit))
-    }
-}
-
-/// One gateway connection slot as a pure state machine: events in, actions out. Its
+/// One connection to the gateway (its links, one after another) as a pure state machine:
+/// events in, actions out. Its
 /// states own the transports (a socket with its TLS stream); it owns the in-flight window
 /// and decides, for every event, what becomes of the notifications in it.
 /// `Connection` performs the actions with real sockets and timers; tests drive this type
 /// alone, with any object standing in for a transport.
 ///
-/// Next to the active connection the slot keeps a *standby*: connected and handshaken
+/// Next to the active link the connection keeps a *standby*: connected and handshaken
 /// while the active one writes. The gateway closes the connection after every error
 /// response; the standby takes over at once, so an error costs no connection setup (on
 /// loopback about 1.4 ms, over a network two round trips), and a new standby is made
 /// in the background.
-struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
+struct ConnectionMachine<Transport: AnyObject, Window: ConnectionWindow> {
     enum State {
         /// Not connected, not trying: nothing to send yet.
         case idle
@@ -51,7 +25,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         case draining(Transport)
         /// Backing off after a failed attempt or a drop; the reconnect timer is armed.
         case waitingToReconnect
-        /// The gateway is out of reach: whatever is and will be sent through this slot fails.
+        /// The gateway is out of reach: whatever is and will be sent through this connection fails.
         case gaveUp(reason: String, failing: FailureReason)
     }
 
@@ -82,7 +56,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         case activated(Transport)
         /// Apply this to the ledger, the events and the sources.
         case settle(Settlement)
-        /// Tell the sender this slot gave up, and refuse and fail what waits to be written
+        /// Tell the sender this connection gave up, and refuse and fail what waits to be written
         /// (`failing` says why: the gateway is out of reach, or refuses our credentials).
         case giveUp(reason: String, failing: FailureReason)
     }
@@ -102,7 +76,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
     private(set) var state: State = .idle
     private(set) var standby: Standby = .none
     /// HTTP/2: connections retired (`retire`): they open no new streams and close once
-    /// their open ones are answered, while the slot goes on with a new connection. Each
+    /// their open ones are answered, while the connection goes on with a new link. Each
     /// with its number in the window.
     private(set) var retiring: [(transport: Transport, number: UInt32)] = []
     let window: Window
@@ -162,7 +136,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         return false
     }
 
-    /// What a slot that gave up fails its notifications as: `gatewayUnreachable`, or
+    /// What a connection that gave up fails its notifications as: `gatewayUnreachable`, or
     /// `authenticationFailed` when the gateway refused the credentials.
     var givenUpFailure: FailureReason? {
         if case .gaveUp(_, let failing) = state { return failing }
@@ -185,7 +159,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
         return .connect
     }
 
-    /// The standby timer fired: open a standby if the slot is still open.
+    /// The standby timer fired: open a standby if the connection is still open.
     mutating func standbyTimerFired() -> Action? {
         guard case .waiting = standby else { return nil }
         standby = .none
@@ -240,7 +214,7 @@ struct ConnectionMachine<Transport: AnyObject, Window: SlotWindow> {
 
     /// A transport ended without an error response. For the active connection that is a
     /// silent drop: what was within its error wait has an unknown fate (the drop policy
-    /// decides), and the slot backs off like after a failed attempt, so that a gateway
+    /// decides), and the connection backs off like after a failed attempt, so that a gateway
     /// that drops every connection is not hammered; a ready standby still takes over.
     ///
     /// A connection that proved nothing counts as one more failed attempt after those
@@ -397,7 +371,7 @@ extension ConnectionMachine where Window == InFlightWindow {
 
     /// While draining, the window emptied without the gateway's answer: the retention
     /// released what was presumed accepted, so there is nothing left to prove. A gateway
-    /// that never answers close_notify must not keep the slot from writing what comes next.
+    /// that never answers close_notify must not keep the connection from writing what comes next.
     mutating func drainOutlived() -> [Action] {
         guard case .draining(let transport) = state, window.isEmpty else { return [] }
         state = .idle
@@ -430,7 +404,7 @@ extension ConnectionMachine where Window == StreamWindow {
     /// new connection after a 503. It opens no new streams; its open ones are answered (or
     /// refused by its GOAWAY) and then it closes (`retiredStreamsAnswered`), or, if they
     /// are not answered in time, it is dropped (`retiredConnectionLost`). Meanwhile the
-    /// slot goes on: it connects anew when it has work (`start`).
+    /// connection goes on: it connects anew when it has work (`start`).
     ///
     /// Closing at once, with GOAWAY, would leave the open streams to the gateway's goodwill:
     /// some servers stop answering a connection once the client says GOAWAY, and every
@@ -451,7 +425,7 @@ extension ConnectionMachine where Window == StreamWindow {
     }
 
     /// A retired connection ended (or was given up on) with streams still open: as for any
-    /// drop, the drop policy decides their fate. The slot's own connection goes on.
+    /// drop, the drop policy decides their fate. The connection's open link goes on.
     mutating func retiredConnectionLost(_ transport: Transport, _ reason: String) -> [Action] {
         guard let place = retiring.firstIndex(where: { $0.transport === transport }) else { return [] }
         let number = retiring.remove(at: place).number
@@ -462,7 +436,7 @@ extension ConnectionMachine where Window == StreamWindow {
     }
 
     /// The gateway refuses the provider's credentials (a 403 other than an expired token):
-    /// nothing sent with them can succeed, so the slot stops, and everything not final
+    /// nothing sent with them can succeed, so the connection stops, and everything not final
     /// fails as `authenticationFailed` (not as a million rejections).
     mutating func credentialsRefused(_ reason: String) -> [Action] {
         guard !hasGivenUp else { return [] }
