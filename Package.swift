@@ -1,6 +1,6 @@
 // swift-tools-version: 6.1
 //
-// Salvo: a high-throughput sender for the APNs binary provider protocol.
+// Salvo: a high-throughput APNs sender: Apple's HTTP/2 provider API, and the legacy binary protocol.
 // See README.md for the layout; ../shared/DESIGN.md for the architecture.
 // The benchmark suites live in Benchmarks/ (their own package), so that building Salvo
 // never builds the benchmark framework.
@@ -76,6 +76,7 @@ let package = Package(
             name: "SalvoPrometheus",
             dependencies: [
                 "SalvoIO",
+                "SalvoTelemetry",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
