@@ -76,6 +76,7 @@ let package = Package(
             name: "SalvoPrometheus",
             dependencies: [
                 "SalvoIO",
+                "SalvoTelemetry",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]

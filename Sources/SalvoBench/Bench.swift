@@ -219,7 +219,7 @@ package enum Bench {
 
         var lines = [results.table().plain(), ""]
         for goal in results.goals() {
-            lines.append("goal: \(goal.goal): \(goal.measured) — \(goal.verdict == .met ? "met" : goal.verdict == .missed ? "NOT MET" : "not measured")")
+            lines.append("goal: \(goal.goal): \(goal.measured) — \(goal.verdict.spoken)")
         }
         if let phpResult, let best = results.best {
             lines.append("PHP baseline: \(BenchFormat.grouped(phpResult.median)) /s; Salvo's best median is \(BenchFormat.fixed(best.rate.median / phpResult.median, 1))× that")

@@ -2,10 +2,43 @@ import Foundation
 
 /// The goals of issue 5, judged from one run's results.
 package struct BenchGoal: Sendable, Equatable {
-    package enum Verdict: String, Sendable { case met = "yes", missed = "**no**", notMeasured = "not measured here" }
+    package enum Verdict: String, Sendable {
+        case met = "yes", missed = "**no**", notMeasured = "not measured here"
+        /// The runs were too short for the goal to say anything: setup weighs on every figure.
+        case tooSmall = "too small to judge"
+
+        /// How the command's last lines say it.
+        package var spoken: String {
+            switch self {
+            case .met: "met"
+            case .missed: "NOT MET"
+            case .notMeasured: "not measured"
+            case .tooSmall: "too small to judge"
+            }
+        }
+    }
     package var goal: String
     package var measured: String
     package var verdict: Verdict
+
+    /// Runs shorter than this judge nothing: connecting, TLS handshakes, threads and the
+    /// sender's setup weigh on the rate, the CPU and the allocations per notification, and
+    /// one error per 1,000 makes too few errors to count.
+    package static let smallestJudgedRun = 100_000
+
+    /// `goals` as a run of `notificationsPerRun` judges them: below `smallestJudgedRun`,
+    /// a goal missed is too small to judge instead.
+    static func judged(_ goals: [BenchGoal], notificationsPerRun: Int) -> [BenchGoal] {
+        guard notificationsPerRun < smallestJudgedRun else { return goals }
+        return goals.map { goal in
+            guard goal.verdict == .missed else { return goal }
+            var judged = goal
+            judged.verdict = .tooSmall
+            judged.measured += " (runs of \(BenchFormat.grouped(Double(notificationsPerRun))) notifications; judge with "
+                + "--count \(BenchFormat.grouped(Double(smallestJudgedRun))) or more)"
+            return judged
+        }
+    }
 }
 
 extension BenchResults {
@@ -18,7 +51,11 @@ extension BenchResults {
 
     /// Each goal with what this run measured for it and whether that meets it.
     package func goals() -> [BenchGoal] {
-        if cells.first?.wireProtocol == .h2 { return http2Goals() }
+        BenchGoal.judged(cells.first?.wireProtocol == .h2 ? http2Goals() : binaryGoals(),
+                         notificationsPerRun: settings.notificationsPerRun)
+    }
+
+    private func binaryGoals() -> [BenchGoal] {
         var goals: [BenchGoal] = []
         let bestFree = errorFreeCells.max { $0.rate.median < $1.rate.median }
 

@@ -59,6 +59,8 @@ public final class PushChannelCampaignReader {
     public private(set) var skippedLines: [BadLine] = []
     /// All bad lines skipped.
     public private(set) var skippedLineCount = 0
+    /// Which lines are read (a resume); the others are passed over unparsed. Nil: all.
+    public var resumePlan: ResumePlan?
     private var lines: LineReader
 
     /// The longest token accepted, in bytes.
@@ -88,6 +90,7 @@ public final class PushChannelCampaignReader {
     public func next() throws(CampaignError) -> PushChannelItem? {
         while let bytes = try lines.nextLine() {
             let line = lines.lineNumber
+            if let resumePlan, !resumePlan.includes(line: line) { continue }
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
             switch parse(bytes, line: line) {
             case .success(let item): return item

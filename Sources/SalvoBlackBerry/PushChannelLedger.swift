@@ -17,8 +17,10 @@ public enum PushChannelOutcome: Sendable, Hashable {
 /// (`SenderReport`), so the CLI, the checkpoint and whoever reads the JSON treat both alike.
 ///
 /// It also knows how far the campaign is done, for checkpoints: the highest line N such
-/// that every line up to N was read and settled as accepted or rejected (a failed one holds
-/// the checkpoint back, so a resume sends it again).
+/// that every line up to N was read and settled (`finalThroughLine`), and which of them
+/// failed (`failedLines`, for the checkpoint to list, so that a resume sends those again
+/// and nothing else); or, without the list, the highest line before the first failure
+/// (`completedThroughLine`).
 public final class PushChannelLedger: Sendable {
     private struct State {
         var submitted = 0
@@ -33,6 +35,10 @@ public final class PushChannelLedger: Sendable {
         var inFlight: Set<Int> = []
         /// The first line that failed.
         var firstFailedLine: Int?
+        /// The lines that failed, while there are at most `failedLinesKept`.
+        var failedLines: Set<Int> = []
+        /// More lines failed than are kept.
+        var failedLinesOverflowed = false
         /// Lines read from the campaign so far (bad and blank ones included).
         var linesRead = 0
         var lastSubmission: ContinuousClock.Instant?
@@ -84,9 +90,20 @@ public final class PushChannelLedger: Sendable {
                 state.failed += 1
                 state.failedByReason[reason, default: 0] += 1
                 state.firstFailedLine = min(state.firstFailedLine ?? line, line)
+                if !state.failedLinesOverflowed {
+                    state.failedLines.insert(line)
+                    if state.failedLines.count > Self.failedLinesKept {
+                        state.failedLines = []
+                        state.failedLinesOverflowed = true
+                    }
+                }
             }
         }
     }
+
+    /// How many failed lines `failedLines` lists at most: a checkpoint lists at most
+    /// `ResumePoint.maximumRetryRanges` runs of them anyway.
+    public static let failedLinesKept = 100_000
 
     /// Every line up to this one is read and settled as accepted or rejected.
     public var completedThroughLine: Int {
@@ -96,6 +113,33 @@ public final class PushChannelLedger: Sendable {
             if let failed = state.firstFailedLine { done = min(done, failed - 1) }
             return done
         }
+    }
+
+    /// Every line up to this one is read and settled: accepted, rejected or failed.
+    public var finalThroughLine: Int {
+        state.withLock { state in
+            guard let first = state.inFlight.min() else { return state.linesRead }
+            return min(state.linesRead, first - 1)
+        }
+    }
+
+    /// The lines that failed, ascending; nil when more failed than are kept.
+    public var failedLines: [Int]? {
+        state.withLock { $0.failedLinesOverflowed ? nil : $0.failedLines.sorted() }
+    }
+
+    /// The checkpoint of a run that read with `plan`: the lines final so far, with the
+    /// failed ones listed for a resume to send again.
+    public func checkpointPlan(after plan: ResumePlan) -> ResumePlan {
+        // One lock for the three, so that they describe the same moment.
+        let (final, failed, clean) = state.withLock { state -> (Int, [Int]?, Int) in
+            var final = state.linesRead
+            if let first = state.inFlight.min() { final = min(final, first - 1) }
+            var clean = final
+            if let failed = state.firstFailedLine { clean = min(clean, failed - 1) }
+            return (final, state.failedLinesOverflowed ? nil : state.failedLines.filter { $0 <= final }.sorted(), clean)
+        }
+        return plan.advanced(finalThrough: final, failedLines: failed, cleanThrough: clean)
     }
 
     /// The counts so far, as a `SenderReport` with `connections` connections.

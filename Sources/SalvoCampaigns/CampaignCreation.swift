@@ -168,10 +168,32 @@ extension CampaignStore {
                 SELECT \(id), g, least(g + \(size) - 1, \(last)), g - 1 FROM generate_series(1, \(last), \(size)) g
                 """)
         }
+        // An empty campaign is a mistake to tell, not one to keep: nothing is left behind.
+        if total == 0 {
+            throw CampaignStoreError("campaign \(name) would have no notifications: "
+                                     + Self.whyEmpty(definition, badLineCount: badLineCount, skippedInvalidated: skipped)
+                                     + "; nothing was created")
+        }
         try await database.query("UPDATE campaigns SET total = \(total) WHERE id = \(id)")
         let chunks = last == 0 ? 0 : Int((last + size - 1) / size)
         return CreatedCampaign(total: Int(total), chunks: chunks, skippedInvalidated: skipped, badLines: badLines,
                                badLineCount: badLineCount)
+    }
+
+    /// Why a campaign came out empty, for the user.
+    private static func whyEmpty(_ definition: CampaignDefinition, badLineCount: Int, skippedInvalidated: Int) -> String {
+        switch definition.input {
+        case .registry(let seenSince, _):
+            let scope = definition.registry.map { "\($0.topic) (\($0.environment.rawValue))" } ?? "its topic"
+            let since = seenSince.map { " seen since \(ISO8601DateFormatter().string(from: $0))" } ?? ""
+            return "the device registry has no valid token of \(scope)\(since)"
+        case .file(let source, _):
+            if skippedInvalidated > 0 {
+                return "every token of \(source.path) (\(skippedInvalidated)) is invalidated in the registry"
+            }
+            if badLineCount > 0 { return "none of the \(badLineCount) notification lines of \(source.path) can be sent" }
+            return "\(source.path) has no notification lines"
+        }
     }
 
     /// Streams the file's notifications into `table` with COPY, numbered from 1, in
@@ -183,17 +205,12 @@ extension CampaignStore {
         // protocol refuses a payload above 2048 bytes when it reaches it.
         let reader = try CampaignReader(source, for: .http2(defaultPushType: .alert), onBadLine: onBadLine)
         let campaignField = "\(campaign)\t"
-        let columns = ["campaign_id", "seq", "token"] + (packed ? [] : ["payload", "expiry", "priority"])
+        let columns = ["campaign_id", "seq", "token"]
+            + (packed ? [] : ["payload", "expiry", "priority", "push_type", "topic", "collapse_id", "apns_id"])
         try await database.connection.copyFrom(table: table, columns: columns, logger: database.logger) { writer in
             var buffer = ByteBuffer()
             var sequence: Int64 = 0
             while let item = try reader.nextItem() {
-                let request = item.request
-                if request.pushType != nil || request.topic != nil || request.collapseID != nil || request.apnsID != nil {
-                    throw CampaignStoreError("\(source.path) line \(item.line): per-line HTTP/2 fields (push_type, topic, "
-                                             + "collapse_id, apns_id) are not stored in a database campaign; give them as "
-                                             + "flags of salvo campaign run")
-                }
                 sequence += 1
                 buffer.writeString(campaignField)
                 buffer.writeString("\(sequence)\t\(item.token.hex)")
@@ -201,6 +218,13 @@ extension CampaignStore {
                     buffer.writeStaticString("\t")
                     Self.writeCopyText(item.payload, to: &buffer)
                     buffer.writeString("\t\(item.expiry.map(String.init) ?? "\\N")\t\(item.priority.map(String.init) ?? "\\N")")
+                    // The line's own headers, as the reader checked them; NULL: the worker's.
+                    let request = item.request
+                    buffer.writeString("\t\(request.pushType?.name ?? "\\N")\t")
+                    if let topic = request.topic { Self.writeCopyText(topic, to: &buffer) } else { buffer.writeStaticString("\\N") }
+                    buffer.writeStaticString("\t")
+                    if let collapseID = request.collapseID { Self.writeCopyText(collapseID, to: &buffer) } else { buffer.writeStaticString("\\N") }
+                    buffer.writeString("\t\(request.apnsID?.description ?? "\\N")")
                 }
                 buffer.writeStaticString("\n")
                 if buffer.readableBytes >= 1 << 18 {

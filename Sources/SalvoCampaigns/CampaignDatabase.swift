@@ -26,6 +26,14 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     public let description: String
     /// The user, for messages about refused credentials.
     let user: String
+    /// Where a connection goes, for messages: `host:port`, or the socket's path.
+    let endpoint: Endpoint
+
+    /// Where a connection goes.
+    enum Endpoint: Sendable {
+        case tcp(host: String, port: Int)
+        case socket(path: String, directory: String, port: Int)
+    }
 
     /// Parses `text`; throws a `CampaignStoreError` naming what is wrong with it.
     public init(_ text: String) throws(CampaignStoreError) {
@@ -42,13 +50,15 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         description = shown.string ?? "postgres://"
         self.user = user
         if let socketDirectory, socketDirectory.hasPrefix("/") {
-            configuration = .init(unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password,
-                                  database: database)
+            let path = "\(socketDirectory)/.s.PGSQL.\(port)"
+            configuration = .init(unixSocketPath: path, username: user, password: password, database: database)
+            endpoint = .socket(path: path, directory: socketDirectory, port: port)
         } else {
             guard let host = components.host, !host.isEmpty else {
                 throw CampaignStoreError("--db \(description): no host (postgres://user:password@host:port/database)")
             }
             configuration = .init(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+            endpoint = .tcp(host: host, port: port)
         }
     }
 
@@ -165,6 +175,41 @@ public final class CampaignDatabase: Sendable {
             return CampaignStoreError("the database \(url) refused the connection: \(message) (SQLSTATE \(state))")
         }
         let cause = error.underlying.map { "\($0)" } ?? "\(error.code)"
-        return CampaignStoreError("cannot reach the database \(url): \(cause)")
+        return CampaignStoreError("cannot reach the database \(url): " + unreachable(url.endpoint, cause: cause))
+    }
+
+    /// Why nothing answered at `endpoint`, and what to check, from postgres-nio's `cause`
+    /// (its errors name system calls and socket types, not what the user can do).
+    static func unreachable(_ endpoint: DatabaseURL.Endpoint, cause: String) -> String {
+        switch endpoint {
+        case .socket(let path, let directory, let port):
+            if cause.contains("No such file") {
+                return "there is no PostgreSQL socket \(path); is PostgreSQL running, with \(directory) among its "
+                    + "unix_socket_directories and port \(port)? (check --db's host= and port)"
+            }
+            if cause.contains("Permission denied") {
+                return "permission denied on the socket \(path): this user may not enter \(directory) or use the socket"
+            }
+            if cause.contains("Connection refused") {
+                return "nothing accepts connections on the socket \(path) (a stale socket file?); is PostgreSQL running?"
+            }
+            return "cannot connect to the socket \(path) (\(cause)); is PostgreSQL running?"
+        case .tcp(let host, let port):
+            if cause.contains("Connection refused") {
+                return "nothing listens on \(host) port \(port) (connection refused); is PostgreSQL running there, and "
+                    + "listening on that address and port (listen_addresses and port in postgresql.conf)?"
+            }
+            if cause.contains("UnknownHost") || cause.contains("Name or service not known") || cause.contains("DNS error") {
+                return "the host name \(host) is not known (DNS); check --db's host"
+            }
+            if cause.contains("unreachable") || cause.contains("No route") {
+                return "no route to \(host) (network unreachable); check --db's host and this machine's network"
+            }
+            if cause.contains("connectTimeout") || cause.contains("timed out") || cause.contains("serverClosedConnection") {
+                return "no answer from \(host) port \(port) within the connect timeout; is the host up, the port right, "
+                    + "and no firewall dropping the connection?"
+            }
+            return "cannot connect to \(host) port \(port) (\(cause)); is PostgreSQL running there?"
+        }
     }
 }

@@ -27,6 +27,12 @@ public struct CampaignStatus: Sendable {
     public var chunks: Int, doneChunks: Int, leasedChunks: Int
     /// Chunks taken over from a worker whose lease expired.
     public var takeovers: Int
+    /// Of the report's possible duplicates, those counted at takeovers: what the workers
+    /// whose leases expired may have sent after their last write-back. The rest are the
+    /// workers' resends after silent drops.
+    public var takeoverDuplicates: Int
+    /// The protocols its workers spoke to the gateway (`h2`, `binary`), as they wrote back.
+    public var protocols: Set<String>
     /// Whether it was cancelled.
     public var isCancelled: Bool
     /// Per worker.
@@ -34,8 +40,12 @@ public struct CampaignStatus: Sendable {
     /// The totals, as `salvo send --report` has them: `submitted` is what is final.
     public var report: SenderReport
 
-    /// Notifications made final per second, from the first lease to the last write-back.
+    /// Notifications made final per second while the campaign was active: from its first
+    /// lease to its last write-back, or to now while chunks are leased.
     public var ratePerSecond: Double { report.ratePerSecond }
+
+    /// Whether its workers spoke HTTP/2 (every one that wrote back).
+    public var isHTTP2: Bool { !protocols.isEmpty && protocols == ["h2"] }
 
     /// Whether every chunk is done.
     public var isFinished: Bool { doneChunks == chunks }
@@ -52,17 +62,23 @@ extension CampaignStore {
                        coalesce(sum(takeovers), 0)::bigint,
                        coalesce(sum(accepted), 0)::bigint, coalesce(sum(rejected), 0)::bigint, coalesce(sum(failed), 0)::bigint,
                        coalesce(sum(resent), 0)::bigint, coalesce(sum(possible_duplicates), 0)::bigint,
-                       coalesce(extract(epoch FROM max(coalesce(finished_at, now())) - min(started_at)), 0)::float8
+                       coalesce(sum(takeover_duplicates), 0)::bigint,
+                       -- Active time: from the first lease to the last write-back, or to now
+                       -- while a chunk is leased (a campaign that ended does not slow down).
+                       coalesce(extract(epoch FROM
+                           CASE WHEN bool_or(NOT done AND lease_owner IS NOT NULL AND lease_expires_at >= now()) THEN now()
+                                ELSE max(coalesce(written_at, finished_at, started_at)) END
+                           - min(started_at)), 0)::float8
                 FROM campaign_chunks WHERE campaign_id = \(campaign.id)
                 """)
             var status = CampaignStatus(name: name, total: campaign.total, chunks: 0, doneChunks: 0, leasedChunks: 0, takeovers: 0,
-                                        isCancelled: campaign.isCancelled, workers: [],
+                                        takeoverDuplicates: 0, protocols: [], isCancelled: campaign.isCancelled, workers: [],
                                         report: SenderReport(submitted: 0, accepted: 0, rejected: 0, failed: 0, seconds: 0))
-            for try await (chunks, done, leased, takeovers, accepted, rejected, failed, resent, duplicates, seconds)
-                in rows.decode((Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Double).self)
+            for try await (chunks, done, leased, takeovers, accepted, rejected, failed, resent, duplicates, takeoverDuplicates, seconds)
+                in rows.decode((Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Double).self)
             {
-                (status.chunks, status.doneChunks, status.leasedChunks, status.takeovers) =
-                    (Int(chunks), Int(done), Int(leased), Int(takeovers))
+                (status.chunks, status.doneChunks, status.leasedChunks, status.takeovers, status.takeoverDuplicates) =
+                    (Int(chunks), Int(done), Int(leased), Int(takeovers), Int(takeoverDuplicates))
                 let final = Int(accepted + rejected + failed)
                 status.report = SenderReport(
                     submitted: final, accepted: Int(accepted), rejected: Int(rejected), failed: Int(failed), resent: Int(resent),
@@ -71,12 +87,15 @@ extension CampaignStore {
                     failedByReason: try await sums(of: "failed_by_reason", campaign: campaign.id))
             }
             let workers = try await database.query("""
-                SELECT worker, chunks, final, accepted, extract(epoch FROM now() - last_seen_at)::float8
+                SELECT worker, chunks, final, accepted, extract(epoch FROM now() - last_seen_at)::float8, protocol
                 FROM campaign_workers WHERE campaign_id = \(campaign.id) ORDER BY worker
                 """)
-            for try await (worker, chunks, final, accepted, seen) in workers.decode((String, Int64, Int64, Int64, Double).self) {
+            for try await (worker, chunks, final, accepted, seen, spoken)
+                in workers.decode((String, Int64, Int64, Int64, Double, String?).self)
+            {
                 status.workers.append(.init(name: worker, chunks: Int(chunks), final: Int(final), accepted: Int(accepted),
                                             secondsSinceSeen: seen))
+                if let spoken { status.protocols.insert(spoken) }
             }
             return status
         } catch {

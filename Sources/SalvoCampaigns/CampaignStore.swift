@@ -117,6 +117,8 @@ public struct CampaignStore: Sendable {
                 UPDATE campaign_chunks k
                 SET possible_duplicates = k.possible_duplicates
                         + CASE WHEN k.lease_owner IS NULL THEN 0 ELSE k.last_seq - k.completed_through END,
+                    takeover_duplicates = k.takeover_duplicates
+                        + CASE WHEN k.lease_owner IS NULL THEN 0 ELSE k.last_seq - k.completed_through END,
                     takeovers = k.takeovers + CASE WHEN k.lease_owner IS NULL THEN 0 ELSE 1 END,
                     lease_owner = \(worker), lease_generation = k.lease_generation + 1,
                     lease_expires_at = now() + make_interval(secs => \(offset + seconds)),
@@ -194,15 +196,20 @@ public struct CampaignStore: Sendable {
             var sequences: [Int64] = []
             var items: [NotificationList.Item] = []
             let rows = try await database.query("""
-                SELECT seq, token, payload, expiry, priority FROM campaign_items
+                SELECT seq, token, payload, expiry, priority, push_type, topic, collapse_id, apns_id FROM campaign_items
                 WHERE campaign_id = \(lease.campaign) AND seq > \(lease.completedThrough) AND seq <= \(lease.lastSequence)
                 ORDER BY seq
                 """)
-            for try await (seq, hex, payload, expiry, priority) in rows.decode((Int64, String, String?, Int64?, Int16?).self) {
+            for try await (seq, hex, payload, expiry, priority, pushType, topic, collapseID, apnsID)
+                in rows.decode((Int64, String, String?, Int64?, Int16?, String?, String?, String?, String?).self)
+            {
                 sequences.append(seq)
                 items.append(.init(token: try Self.token(hex, sequence: seq, in: campaign),
                                    payload: Array((payload ?? campaign.payload ?? "").utf8),
-                                   expiry: expiry.map { UInt32(clamping: $0) }, priority: priority.map { UInt8(clamping: $0) }))
+                                   expiry: expiry.map { UInt32(clamping: $0) }, priority: priority.map { UInt8(clamping: $0) },
+                                   pushType: try pushType.map { try Self.pushType($0, sequence: seq, in: campaign) },
+                                   topic: topic, collapseID: collapseID,
+                                   apnsID: try apnsID.map { try Self.apnsID($0, sequence: seq, in: campaign) }))
             }
             return (NotificationList(items), sequences)
         } catch {
@@ -237,6 +244,21 @@ public struct CampaignStore: Sendable {
             }
         }
         return nil
+    }
+
+    private static func pushType(_ name: String, sequence: Int64, in campaign: Campaign) throws -> APNsPushType {
+        guard let type = APNsPushType.allCases.first(where: { $0.name == name }) else {
+            throw CampaignStoreError("campaign \(campaign.name) item \(sequence): push type \(name) is none APNs knows",
+                                     isUsageError: false)
+        }
+        return type
+    }
+
+    private static func apnsID(_ text: String, sequence: Int64, in campaign: Campaign) throws -> APNsID {
+        guard let id = APNsID(text) else {
+            throw CampaignStoreError("campaign \(campaign.name) item \(sequence): apns-id \(text) is not a UUID", isUsageError: false)
+        }
+        return id
     }
 
     private static func token(_ hex: String, sequence: Int64, in campaign: Campaign) throws -> DeviceToken {
@@ -297,8 +319,9 @@ public struct CampaignStore: Sendable {
     /// items, the checkpoint, the worker's progress, and the registry's invalidations; then
     /// releases the lease. Only while the lease is still this worker's (same generation):
     /// returns false, writing nothing, when another worker has taken the chunk over.
-    public func writeBack(_ outcome: ChunkOutcome, for lease: Lease, of campaign: Campaign, worker: String)
-        async throws(CampaignStoreError) -> Bool
+    /// `speaking`: the worker's protocol, `h2` or `binary`, for `status`'s wording.
+    public func writeBack(_ outcome: ChunkOutcome, for lease: Lease, of campaign: Campaign, worker: String,
+                          speaking wireProtocol: String? = nil) async throws(CampaignStoreError) -> Bool
     {
         let o = outcome
         let rejections = o.rejections
@@ -319,7 +342,7 @@ public struct CampaignStore: Sendable {
                                 SELECT * FROM jsonb_each_text(failed_by_reason)
                                 UNION ALL SELECT * FROM jsonb_each_text(\(Self.json(o.failedByReason))::jsonb)
                             ) AS counts GROUP BY key) AS sums),
-                        lease_owner = NULL, lease_expires_at = NULL, last_worker = \(worker),
+                        lease_owner = NULL, lease_expires_at = NULL, last_worker = \(worker), written_at = now(),
                         finished_at = CASE WHEN \(o.isDone) THEN now() ELSE finished_at END
                     WHERE campaign_id = \(lease.campaign) AND first_seq = \(lease.firstSequence)
                       AND lease_owner = \(worker) AND lease_generation = \(lease.generation)
@@ -347,11 +370,11 @@ public struct CampaignStore: Sendable {
                 }
                 let final = o.accepted + o.rejected + o.failed
                 try await database.query("""
-                    INSERT INTO campaign_workers (campaign_id, worker, chunks, final, accepted)
-                    VALUES (\(lease.campaign), \(worker), \(o.isDone ? 1 : 0), \(final), \(o.accepted))
+                    INSERT INTO campaign_workers (campaign_id, worker, chunks, final, accepted, protocol)
+                    VALUES (\(lease.campaign), \(worker), \(o.isDone ? 1 : 0), \(final), \(o.accepted), \(wireProtocol))
                     ON CONFLICT (campaign_id, worker) DO UPDATE SET chunks = campaign_workers.chunks + excluded.chunks,
                         final = campaign_workers.final + excluded.final, accepted = campaign_workers.accepted + excluded.accepted,
-                        last_seen_at = now()
+                        protocol = coalesce(excluded.protocol, campaign_workers.protocol), last_seen_at = now()
                     """)
                 return true
             }

@@ -61,8 +61,13 @@ public final class CampaignWorker: Sendable {
         public var takeovers = 0
         /// Chunks it lost to another worker before writing them back.
         public var lostLeases = 0
-        /// The counts of what it sent (and wrote back).
+        /// The counts of what it sent (and wrote back). `possibleDuplicates` counts, as
+        /// `campaign status` does, both what its sender resent after silent drops and
+        /// `takeoverDuplicates`.
         public var accepted = 0, rejected = 0, failed = 0, possibleDuplicates = 0
+        /// What the workers before it may have sent of the chunks it took over: everything
+        /// after their last write-back.
+        public var takeoverDuplicates = 0
         /// Whether it stopped because the campaign was cancelled.
         public var cancelled = false
     }
@@ -160,7 +165,7 @@ public final class CampaignWorker: Sendable {
         let (submitted, pipe) = AsyncStream.makeStream(of: Submitted.self)
         let renewing = Task { await renewLeases() }
         let writer = Task { try await writeBack(submitted) }
-        var takeovers = 0
+        var takeovers = (chunks: 0, duplicates: 0)
         var failure: (any Error)?
         do {
             try await produce(into: pipe, takeovers: &takeovers)
@@ -172,7 +177,9 @@ public final class CampaignWorker: Sendable {
         var summary = Summary()
         do {
             summary = try await writer.value
-            summary.takeovers = takeovers
+            summary.takeovers = takeovers.chunks
+            summary.takeoverDuplicates = takeovers.duplicates
+            summary.possibleDuplicates += takeovers.duplicates
         } catch {
             failure = failure ?? error
         }
@@ -190,7 +197,8 @@ public final class CampaignWorker: Sendable {
     /// Leases, reads and submits chunk after chunk. The next chunks are leased and read
     /// while the sender takes the current one, one on each leasing connection: reading a
     /// chunk from the database takes longer than the sender takes to send it.
-    private func produce(into pipe: AsyncStream<Submitted>.Continuation, takeovers: inout Int) async throws {
+    private func produce(into pipe: AsyncStream<Submitted>.Continuation,
+                         takeovers: inout (chunks: Int, duplicates: Int)) async throws {
         var ahead: [(store: CampaignStore, chunk: Task<Chunk?, any Error>)] = []
         var idle = leasing
         // Set when a look-ahead found nothing free: the others are awaited before asking again.
@@ -219,7 +227,11 @@ public final class CampaignWorker: Sendable {
                 dry = true
                 continue
             }
-            if chunk.lease.isTakeover { takeovers += 1 }
+            if chunk.lease.isTakeover {
+                // As the lease counted them in the chunk's row: what `campaign status` shows.
+                takeovers.chunks += 1
+                takeovers.duplicates += Int(chunk.lease.lastSequence - chunk.lease.completedThrough)
+            }
             // Its connection reads the next one while this one is taken.
             if dry { idle.append(look.store) } else { ahead.append((look.store, Task { try await self.lease(on: look.store) })) }
             let source = InterruptibleList(list: chunk.list, sequences: chunk.sequences)
@@ -302,7 +314,8 @@ public final class CampaignWorker: Sendable {
             (back.resent, back.possibleDuplicates) = (progress.resent - reported.resent,
                                                       progress.possibleDuplicates - reported.possibleDuplicates)
             do {
-                guard try await writing.writeBack(back, for: lease, of: campaign, worker: settings.name) else {
+                guard try await writing.writeBack(back, for: lease, of: campaign, worker: settings.name,
+                                                  speaking: sender.configuration.http2 == nil ? "binary" : "h2") else {
                     written.lostLeases += 1
                     continue
                 }

@@ -7,7 +7,7 @@ import PostgresNIO
 /// newer Salvo may have changed what the tables mean).
 enum Schema {
     /// The version this Salvo writes.
-    static let version: Int32 = 2
+    static let version: Int32 = 3
 
     /// Creates what is missing, under a transaction-scoped advisory lock so that workers
     /// starting together do not race; refuses a newer schema with its version.
@@ -45,6 +45,16 @@ enum Schema {
         // updated at every lease and write-back; its tokens, out of line, are not copied.
         (2, ["ALTER TABLE campaign_chunks ADD COLUMN IF NOT EXISTS tokens bytea",
              "ALTER TABLE campaign_chunks ALTER COLUMN tokens SET STORAGE EXTERNAL"]),
+        // A JSONL line's own HTTP/2 headers; the possible duplicates of takeovers apart from
+        // the sender's; a chunk's last write-back (the campaign's rate is over its active
+        // time); the protocol each worker speaks (for `campaign status`'s wording).
+        (3, ["ALTER TABLE campaign_items ADD COLUMN IF NOT EXISTS push_type text",
+             "ALTER TABLE campaign_items ADD COLUMN IF NOT EXISTS topic text",
+             "ALTER TABLE campaign_items ADD COLUMN IF NOT EXISTS collapse_id text",
+             "ALTER TABLE campaign_items ADD COLUMN IF NOT EXISTS apns_id text",
+             "ALTER TABLE campaign_chunks ADD COLUMN IF NOT EXISTS takeover_duplicates bigint NOT NULL DEFAULT 0",
+             "ALTER TABLE campaign_chunks ADD COLUMN IF NOT EXISTS written_at timestamptz",
+             "ALTER TABLE campaign_workers ADD COLUMN IF NOT EXISTS protocol text"]),
     ]
 
     /// The tables as this version has them. Constant text, no input in it.
@@ -72,6 +82,11 @@ enum Schema {
             payload text,
             expiry bigint,
             priority smallint,
+            -- The line's own HTTP/2 headers (push_type, topic, collapse_id, apns_id); NULL: the worker's.
+            push_type text,
+            topic text,
+            collapse_id text,
+            apns_id text,
             PRIMARY KEY (campaign_id, seq)
         )
         """,
@@ -97,11 +112,16 @@ enum Schema {
             failed bigint NOT NULL DEFAULT 0,
             resent bigint NOT NULL DEFAULT 0,
             possible_duplicates bigint NOT NULL DEFAULT 0,
+            -- Of possible_duplicates, those counted when the chunk was taken over from a
+            -- worker whose lease expired (the rest: the senders' resends after silent drops).
+            takeover_duplicates bigint NOT NULL DEFAULT 0,
             rejected_by_reason jsonb NOT NULL DEFAULT '{}',
             failed_by_reason jsonb NOT NULL DEFAULT '{}',
             last_worker text,
             started_at timestamptz,
             finished_at timestamptz,
+            -- The last write-back: with started_at, when the campaign was active.
+            written_at timestamptz,
             PRIMARY KEY (campaign_id, first_seq)
         )
         """,
@@ -124,6 +144,8 @@ enum Schema {
             chunks bigint NOT NULL DEFAULT 0,
             final bigint NOT NULL DEFAULT 0,
             accepted bigint NOT NULL DEFAULT 0,
+            -- h2 or binary: what the worker spoke to the gateway.
+            protocol text,
             first_seen_at timestamptz NOT NULL DEFAULT now(),
             last_seen_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (campaign_id, worker)

@@ -31,17 +31,18 @@ public final class MetricsEndpoint: @unchecked Sendable {
         thread.loop.execute { [server] in server.start() }
     }
 
-    /// A metrics factory for `registry` with Salvo's histogram buckets: latencies from
-    /// 100 µs to 60 s, write batches from 256 bytes to 64 KiB.
-    public static func factory(for registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = [
-            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2),
-            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-            .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(60),
-        ]
-        factory.defaultValueHistogramBuckets = (8...16).map { Double(1 << $0) }
-        return factory
+    /// A metrics factory for `registry` with Salvo's histogram buckets (latencies from
+    /// 100 µs to 60 s, write batches from 256 bytes to 64 KiB) and a `# HELP` line for every
+    /// metric (`DescribedMetricsFactory`).
+    public static func factory(for registry: PrometheusCollectorRegistry) -> DescribedMetricsFactory {
+        DescribedMetricsFactory(
+            registry: registry,
+            durationBuckets: [
+                .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2),
+                .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(60),
+            ],
+            valueBuckets: (8...16).map { Double(1 << $0) })
     }
 
     /// Stops listening, closes what is open and joins the thread. Idempotent.

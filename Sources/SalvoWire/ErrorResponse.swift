@@ -35,17 +35,37 @@ public struct ErrorResponse: FixedLengthRecord, Hashable, Sendable, CustomString
     ///   bytes after the first 6 are ignored (the gateway sends nothing after them).
     /// - Throws: `ErrorResponseDecodingError.unexpectedCommand` when the first byte is
     ///   not 8: the peer is not speaking the protocol; close the connection.
+    ///   `.http2Frame` when the bytes are an HTTP/2 server's first frame: the gateway
+    ///   speaks HTTP/2.
     @inlinable
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(ErrorResponseDecodingError) -> ErrorResponse? {
         guard !bytes.isEmpty, let base = bytes.baseAddress else { return nil }
         let command = base.load(as: UInt8.self)
         // Judge the command byte as soon as it is there: waiting for 6 bytes from a peer
         // that sends garbage would only delay the diagnosis.
-        guard command == Self.command else { throw .unexpectedCommand(command) }
+        guard command == Self.command else {
+            if let type = Self.http2FrameType(bytes) { throw .http2Frame(type: type) }
+            throw .unexpectedCommand(command)
+        }
         guard bytes.count >= byteCount else { return nil }
         return ErrorResponse(
             status: Status(rawValue: base.load(fromByteOffset: 1, as: UInt8.self)),
             identifier: UInt32(bigEndian: base.loadUnaligned(fromByteOffset: 2, as: UInt32.self)))
+    }
+
+    /// The frame type when `bytes` start like what an HTTP/2 server sends first (RFC 9113,
+    /// 3.4): a SETTINGS frame (or a GOAWAY, refusing what it read) on stream 0, its header
+    /// read as far as 6 bytes go. A gateway that speaks the binary protocol starts with 8.
+    @usableFromInline
+    static func http2FrameType(_ bytes: UnsafeRawBufferPointer) -> UInt8? {
+        guard bytes.count >= byteCount else { return nil }
+        let length = Int(bytes[0]) << 16 | Int(bytes[1]) << 8 | Int(bytes[2])
+        let (type, flags, streamHigh) = (bytes[3], bytes[4], bytes[5] & 0x7F)
+        switch type {
+        case 0x04 where length % 6 == 0 && flags & 0xFE == 0 && streamHigh == 0: return type  // SETTINGS
+        case 0x07 where length >= 8 && flags == 0 && streamHigh == 0: return type  // GOAWAY
+        default: return nil
+        }
     }
 
     /// Reads a response from the start of `bytes`; see `decode(_:)` for an unsafe buffer.
@@ -71,12 +91,24 @@ public enum ErrorResponseDecodingError: Error, Hashable, Sendable, CustomStringC
     /// The first byte was this instead of 8; the peer is not an APNs binary gateway, or
     /// the stream lost its framing. Close the connection and treat the window as unknown.
     case unexpectedCommand(UInt8)
+    /// The peer sent an HTTP/2 frame of this type (SETTINGS 4, GOAWAY 7) first: it speaks
+    /// HTTP/2, Apple's provider API, and will on every connection.
+    case http2Frame(type: UInt8)
+
+    /// Whether another connection cannot do better: the gateway speaks another protocol.
+    public var isPermanent: Bool {
+        if case .http2Frame = self { return true }
+        return false
+    }
 
     /// The problem in a sentence, for error messages.
     public var description: String {
         switch self {
         case .unexpectedCommand(let byte):
             return "expected an error response (command 8) from the gateway, got byte \(byte); the peer is not speaking the APNs binary protocol"
+        case .http2Frame(let type):
+            return "the gateway answered with an HTTP/2 \(type == 0x04 ? "SETTINGS" : "GOAWAY") frame: it speaks HTTP/2 "
+                + "(Apple's provider API), not the binary protocol"
         }
     }
 }

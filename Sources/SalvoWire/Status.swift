@@ -57,6 +57,13 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
     /// 255: unknown error.
     public static let unknown = Status(rawValue: 255)
 
+    /// The statuses an error response rejects a notification with: every documented one
+    /// but 0 (never sent) and 10 (a shutdown, after which the named one was accepted).
+    public static let rejections: [Status] = [
+        .processingError, .missingDeviceToken, .missingTopic, .missingPayload, .invalidTokenSize, .invalidTopicSize,
+        .invalidPayloadSize, .invalidToken, .protocolError, .unknown,
+    ]
+
     /// A stable snake_case name for logs, metrics and reports, e.g. `"invalid_token"`;
     /// codes without a name render as `"status_NN"` (decimal).
     public var name: String {

@@ -27,8 +27,8 @@ extension DemoCommand {
         var configuration = PushChannelConfiguration(route: .noc(host: "127.0.0.1", port: noc.port))
         configuration.trustedCertificatesFile = "\(directory)/ca.pem"
         let client = try PushChannelClient(configuration)
-        printError("mock NOC on 127.0.0.1:\(noc.port); sending \(count) Push Channel notifications over "
-                   + "\(configuration.connections) connections (every 100th token is dead)")
+        printError("mock NOC on 127.0.0.1:\(noc.port); sending \(counted(count, "Push Channel notification")) over "
+                   + "\(counted(configuration.connections, "connection")) (every 100th token is dead)")
         let run = PushChannelRun(client: client)
         let ending = await run.send(from: try PushChannelCampaignReader(.jsonl(campaign)))
         try await client.shutdown()

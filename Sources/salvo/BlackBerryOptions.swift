@@ -12,8 +12,32 @@ enum PushTarget: String, ExpressibleByArgument, CaseIterable {
     case blackberry
 }
 
-/// The flags of `--target blackberry`: where the Push Channel service is and how hard to try.
+/// The flags of `--target blackberry`: where the Push Channel service is, how hard to try,
+/// and the largest payload sent.
 struct BlackBerryOptions: ParsableArguments {
+    @OptionGroup var connection: BlackBerryConnectionOptions
+
+    @Option(name: .customLong("max-payload-bytes"),
+            help: ArgumentHelp("Largest payload sent, UTF-8 bytes; longer lines are bad lines.", valueName: "bytes"))
+    var maximumPayloadBytes: Int = GNP.defaultMaximumPayloadBytes
+
+    /// The flag that was given when it should not have been (for APNs).
+    var givenFlag: String? { connection.givenFlag }
+
+    func check() throws {
+        try connection.check()
+        if maximumPayloadBytes < 0 { throw ValidationError("--max-payload-bytes must not be negative") }
+    }
+
+    /// The client configuration, with the TLS flags' CA file and verification.
+    func configuration(trust: ServerTrustOptions) throws -> PushChannelConfiguration {
+        try connection.configuration(trust: trust)
+    }
+}
+
+/// Where the Push Channel service is and how hard to try: what `salvo send --target
+/// blackberry` and `salvo check-token` share.
+struct BlackBerryConnectionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The NOC, HTTPS (--target blackberry). A campaign line's \"host\" replaces it.",
                                valueName: "host:port"))
     var noc: String?
@@ -38,10 +62,6 @@ struct BlackBerryOptions: ParsableArguments {
                                                                        valueName: "ms"))
     var requestTimeoutMilliseconds: Int = 30_000
 
-    @Option(name: .customLong("max-payload-bytes"),
-            help: ArgumentHelp("Largest payload sent, UTF-8 bytes; longer lines are bad lines.", valueName: "bytes"))
-    var maximumPayloadBytes: Int = GNP.defaultMaximumPayloadBytes
-
     /// The flag that was given when it should not have been (for APNs).
     var givenFlag: String? {
         firstGivenFlag([("--noc", noc != nil), ("--proxy", proxy != nil), ("--proxy-tls", proxyTLS)])
@@ -58,7 +78,6 @@ struct BlackBerryOptions: ParsableArguments {
         if connections < 1 || connections > 1024 { throw ValidationError("--noc-connections must be 1...1024, got \(connections)") }
         if attempts < 1 || attempts > 20 { throw ValidationError("--attempts must be 1...20, got \(attempts)") }
         if requestTimeoutMilliseconds < 1 { throw ValidationError("--request-timeout-ms must be positive") }
-        if maximumPayloadBytes < 0 { throw ValidationError("--max-payload-bytes must not be negative") }
     }
 
     func route() throws -> PushChannelConfiguration.Route {
@@ -70,14 +89,14 @@ struct BlackBerryOptions: ParsableArguments {
         return .noc(host: host, port: port)
     }
 
-    /// The client configuration, with the TLS flags' CA file and verification.
-    func configuration(tls: TLSOptions) throws -> PushChannelConfiguration {
+    /// The client configuration, with the CA file and verification of `trust`.
+    func configuration(trust: ServerTrustOptions) throws -> PushChannelConfiguration {
         var configuration = PushChannelConfiguration(route: try route())
         configuration.connections = connections
         configuration.maximumAttempts = attempts
         configuration.requestTimeout = .milliseconds(requestTimeoutMilliseconds)
-        configuration.trustedCertificatesFile = tls.trustedCertificates
-        configuration.verifyCertificates = !tls.insecure
+        configuration.trustedCertificatesFile = trust.trustedCertificates
+        configuration.verifyCertificates = !trust.insecure
         return configuration
     }
 
@@ -115,7 +134,8 @@ extension SendCommand {
     /// `--target blackberry`: the APNs-only flags are refused, the Push Channel ones checked.
     func validateBlackBerry() throws {
         let apnsOnly = firstGivenFlag([("--gateway", gateway != nil), ("--protocol", wireProtocol != nil),
-                                       ("--cert", tls.certificate != nil)]) ?? http2.givenFlag
+                                       ("--cert", tls.certificate != nil)]) ?? http2.givenFlag ?? engine.givenFlag
+            ?? observability.givenFlag
         if let apnsOnly { throw ValidationError("\(apnsOnly) is for APNs, not --target blackberry") }
         try blackberry.check()
         try registry.check()

@@ -17,8 +17,10 @@ struct BlackBerryRun {
     var onBadLine: BadLinePolicy
     /// Lines in the input, for the progress display.
     var countLines: () -> Int?
-    var options: BlackBerryOptions
-    var tls: TLSOptions
+    var options: BlackBerryConnectionOptions
+    /// The largest payload sent (longer lines are bad lines).
+    var maximumPayloadBytes = GNP.defaultMaximumPayloadBytes
+    var trust: ServerTrustOptions
     var request: PushChannelRequest
     var reportPath: String?
     var rejectedPath: String?
@@ -37,15 +39,16 @@ struct BlackBerryRun {
     }
 
     private func send(invalidations: PushChannelInvalidations?) async throws {
-        if tls.insecure {
-            printError("warning: TLS verification is OFF: the NOC's certificate and name are not checked. Use --ca to trust a private CA instead.")
+        if trust.insecure {
+            printError("salvo \(command): warning: TLS verification is OFF: the NOC's certificate and name are not checked. Use --ca to trust a private CA instead.")
         }
-        let (reader, checkpoint, resumedAfter) = try open()
+        let (reader, checkpoint, plan) = try open()
+        let resumedAfter = plan.doneThrough
         let rejectedFile: RejectedTokenFile?
         let client: PushChannelClient
         do {
             rejectedFile = try rejectedPath.map(RejectedTokenFile.init(path:))
-            client = try PushChannelClient(try options.configuration(tls: tls))
+            client = try PushChannelClient(try options.configuration(trust: trust))
         } catch {
             printError("salvo \(command): \(error)")
             throw ExitCode(2)
@@ -54,7 +57,7 @@ struct BlackBerryRun {
             rejectedFile?.append(token: item.token, code: code.number, reason: code.text)
             if code.number == GNPCode.invalidToken.number { invalidations?.note(item.token) }
         }
-        let background = startBackgroundWork(run, checkpoint: checkpoint, invalidations: invalidations)
+        let background = startBackgroundWork(run, checkpoint: checkpoint, plan: plan, invalidations: invalidations)
         let ending = await run.send(from: reader)
         for task in background { task.cancel() }
         for task in background { await task.value }
@@ -64,8 +67,8 @@ struct BlackBerryRun {
         if isatty(STDERR_FILENO) == 1 { printError("") }
 
         let report = run.ledger.report(connections: options.connections)
-        let done = run.ledger.completedThroughLine
-        if let checkpoint { Self.save(checkpoint, line: done) }
+        let saved = run.ledger.checkpointPlan(after: plan)
+        if let checkpoint { Self.save(checkpoint, saved, command: command) }
         print(CampaignRun.summary(report, badLineCount: reader.skippedLineCount, resumedAfter: resumedAfter, http2: true))
         switch ending {
         case .readToEnd: break
@@ -74,16 +77,16 @@ struct BlackBerryRun {
         case .unreachable(let reason):
             printError("salvo \(command): the Push Channel service is out of reach: \(reason)")
         }
-        if let checkpoint, done < reader.linesRead || ending != .readToEnd {
-            printError("checkpoint \(checkpoint.checkpoint.path): " + (done > 0 ? "lines 1–\(done) are done" : "no line is done")
-                       + "; the same command with --resume continues with line \(done + 1)")
+        let continues = saved.doneThrough < reader.linesRead || ending != .readToEnd
+        if let checkpoint, continues || !saved.retry.isEmpty {
+            printError(CampaignRun.checkpointNote(checkpoint.checkpoint.path, saved, continues: continues))
         }
         if let reportPath {
             do {
                 try CampaignRun.writeReport(report, badLines: reader.skippedLines, badLineCount: reader.skippedLineCount,
                                             resumedAfter: resumedAfter, to: reportPath)
             } catch {
-                printError("warning: cannot write the report to \(reportPath): \(error)")
+                printError("salvo \(command): warning: cannot write the report to \(reportPath): \(error)")
             }
         }
         let registryFailed = invalidations.map(reportRegistry) ?? false
@@ -91,25 +94,55 @@ struct BlackBerryRun {
         if report.failed > 0 || ending != .readToEnd || registryFailed { throw ExitCode(1) }
     }
 
-    /// The reader, the checkpoint, and the line a resume starts after.
-    private func open() throws -> (PushChannelCampaignReader, CampaignCheckpoint?, Int) {
+    /// The reader, the checkpoint, and the lines the run reads (a resume: after the
+    /// checkpoint's line, and the failed ones before it). Ends the command before anything
+    /// connects when there is nothing to send.
+    private func open() throws -> (PushChannelCampaignReader, CampaignCheckpoint?, ResumePlan) {
         do {
             let source = try self.source()
-            let reader = try PushChannelCampaignReader(source, maximumPayloadBytes: options.maximumPayloadBytes,
+            let reader = try PushChannelCampaignReader(source, maximumPayloadBytes: maximumPayloadBytes,
                                                        onBadLine: onBadLine)
             let bound = try checkpointPath.map { try CampaignCheckpoint(Checkpoint(path: $0), campaign: source.path) }
-            var resumedAfter = 0
+            var plan = ResumePlan.fresh
             if resume, let bound, let point = try bound.resumePoint() {
-                try reader.skip(throughLine: point.line)
-                printError("resuming after line \(point.line) (from \(bound.checkpoint.path))")
-                resumedAfter = point.line
+                plan = ResumePlan(point)
+                reader.resumePlan = plan
+                printError(SendCommand.resumeNote(plan, checkpoint: bound.checkpoint.path))
             }
-            try bound?.save(completedThroughLine: resumedAfter)
-            return (reader, bound, resumedAfter)
+            try refuseEmpty(source, plan: plan)
+            try bound?.save(plan)
+            return (reader, bound, plan)
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             printError("salvo \(command): \(error)")
             throw ExitCode(2)
         }
+    }
+
+    /// As `SendCommand.refuseEmpty`, for a Push Channel campaign.
+    private func refuseEmpty(_ source: PushChannelCampaignSource, plan: ResumePlan) throws {
+        let probe = try PushChannelCampaignReader(source, maximumPayloadBytes: maximumPayloadBytes, onBadLine: onBadLine)
+        probe.resumePlan = plan
+        do {
+            if try probe.next() != nil { return }
+        } catch {
+            return  // a bad line under --on-bad-line abort: the run reports it, with its number
+        }
+        if plan != .fresh {
+            print("nothing left to send: the checkpoint records every line of \(source.path) as done")
+            throw ExitCode.success
+        }
+        let (what, one) = request == .checkToken ? ("tokens", "a token") : ("notifications", "a notification")
+        if probe.skippedLineCount > 0 {
+            let first = probe.skippedLines.first.map { " (the first, \($0))" } ?? ""
+            printError("salvo \(command): none of the \(probe.skippedLineCount) lines of \(source.path) can be sent\(first): "
+                       + "nothing was sent")
+        } else {
+            printError("salvo \(command): \(source.path) has no \(what) (\(probe.linesRead) line\(probe.linesRead == 1 ? "" : "s"), "
+                       + "none of them \(one)): nothing was sent")
+        }
+        throw ExitCode(2)
     }
 
     /// What the registry learnt, on stderr; returns whether a write failed.
@@ -127,7 +160,7 @@ struct BlackBerryRun {
 
     /// The progress line on a terminal, and every half second the dead tokens written to the
     /// registry, then the checkpoint saved: a line it records as done has its token recorded.
-    private func startBackgroundWork(_ run: PushChannelRun, checkpoint: CampaignCheckpoint?,
+    private func startBackgroundWork(_ run: PushChannelRun, checkpoint: CampaignCheckpoint?, plan: ResumePlan,
                                      invalidations: PushChannelInvalidations?) -> [Task<Void, Never>] {
         var tasks: [Task<Void, Never>] = []
         let connections = options.connections
@@ -141,17 +174,17 @@ struct BlackBerryRun {
             })
         }
         if checkpoint != nil || invalidations != nil {
-            tasks.append(Task {
-                var saved: Int?
+            tasks.append(Task { [command] in
+                var saved: ResumePlan?
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
                     guard !Task.isCancelled else { return }
                     // Read before the flush: every dead token of the lines up to it was noted.
-                    let line = run.ledger.completedThroughLine
+                    let next = run.ledger.checkpointPlan(after: plan)
                     await invalidations?.flush()
-                    if let checkpoint, line != saved {
-                        Self.save(checkpoint, line: line)
-                        saved = line
+                    if let checkpoint, next != saved {
+                        Self.save(checkpoint, next, command: command)
+                        saved = next
                     }
                 }
             })
@@ -159,11 +192,11 @@ struct BlackBerryRun {
         return tasks
     }
 
-    private static func save(_ checkpoint: CampaignCheckpoint, line: Int) {
+    private static func save(_ checkpoint: CampaignCheckpoint, _ plan: ResumePlan, command: String) {
         do {
-            try checkpoint.save(completedThroughLine: line)
+            try checkpoint.save(plan)
         } catch {
-            printError("warning: cannot save the checkpoint: \(error)")
+            printError("salvo \(command): warning: cannot save the checkpoint: \(error)")
         }
     }
 }

@@ -169,10 +169,12 @@ extension CampaignCommand {
             let created = try await withCampaignDatabase(target.db, command: "campaign create") { database in
                 try await CampaignStore(database).create(definition)
             }
-            var line = "campaign \(target.name): \(created.total) notifications in \(created.chunks) chunks"
-            if created.skippedInvalidated > 0 { line += "; \(created.skippedInvalidated) tokens left out (invalidated in the registry)" }
+            var line = "campaign \(target.name): \(counted(created.total, "notification")) in \(counted(created.chunks, "chunk"))"
+            if created.skippedInvalidated > 0 {
+                line += "; \(counted(created.skippedInvalidated, "token")) left out (invalidated in the registry)"
+            }
             if created.badLineCount > 0 {
-                line += "; \(created.badLineCount) bad lines skipped: "
+                line += "; \(counted(created.badLineCount, "bad line")) skipped: "
                     + created.badLines.prefix(10).map(\.description).joined(separator: "; ")
             }
             print(line)
@@ -218,8 +220,23 @@ extension CampaignCommand {
         var leaseSeconds: Double = 10
 
         func validate() throws {
-            try SendCommand.validateGateway(gateway, wireProtocol, http2: http2, tls: tls)
+            try SendCommand.validateGateway(gateway, wireProtocol, http2: http2, tls: tls, engine: engine)
             guard leaseSeconds >= 0.3 else { throw ValidationError("--lease-seconds must be at least 0.3") }
+        }
+
+        /// The worker's last line: what it did, its possible duplicates counted as `campaign
+        /// status` counts them (takeovers included), and said where they come from.
+        static func render(_ summary: CampaignWorker.Summary, worker: String) -> String {
+            func number(_ n: Int) -> String { n.formatted(.number.grouping(.automatic)) }
+            var line = "worker \(worker): \(counted(summary.chunks, "chunk")) (\(number(summary.takeovers)) taken over, "
+                + "\(number(summary.lostLeases)) lost); accepted \(number(summary.accepted)), rejected \(number(summary.rejected)), "
+                + "failed \(number(summary.failed)), possible duplicates \(number(summary.possibleDuplicates))"
+            if summary.takeoverDuplicates > 0 {
+                line += " (\(number(summary.takeoverDuplicates)) in the chunks it took over: what the workers before it may have "
+                    + "sent after their last write-back; \(number(summary.possibleDuplicates - summary.takeoverDuplicates)) "
+                    + "resent after silent drops)"
+            }
+            return line + (summary.cancelled ? "; the campaign was cancelled" : "")
         }
 
         func run() async throws {
@@ -242,9 +259,7 @@ extension CampaignCommand {
                 printError("salvo campaign run: \(error)")
                 throw ExitCode(1)
             }
-            print("worker \(name): \(summary.chunks) chunks (\(summary.takeovers) taken over, \(summary.lostLeases) lost); "
-                  + "accepted \(summary.accepted), rejected \(summary.rejected), failed \(summary.failed), "
-                  + "possible duplicates \(summary.possibleDuplicates)" + (summary.cancelled ? "; the campaign was cancelled" : ""))
+            print(Self.render(summary, worker: name))
             if summary.failed > 0 { throw ExitCode(1) }
         }
     }
@@ -273,18 +288,45 @@ extension CampaignCommand {
             }
         }
 
+        /// A rate as people read it: whole numbers, grouped; a tenth below 10.
+        static func rate(_ perSecond: Double) -> String {
+            perSecond < 10 ? String(format: "%.1f", perSecond) : Int(perSecond.rounded()).formatted(.number.grouping(.automatic))
+        }
+
         static func render(_ status: CampaignStatus) -> String {
+            func number(_ n: Int) -> String { n.formatted(.number.grouping(.automatic)) }
+            func breakdown(_ counts: [String: Int]) -> String {
+                counts.isEmpty ? "" : "  (" + counts.sorted { $0.key < $1.key }.map { "\($0.key): \(number($0.value))" }
+                    .joined(separator: ", ") + ")"
+            }
+            let report = status.report
             let state = status.isCancelled ? "cancelled" : status.isFinished ? "finished" : "sending"
+            let spoken = status.protocols.isEmpty ? "" : status.isHTTP2 ? ", HTTP/2"
+                : status.protocols == ["binary"] ? ", binary protocol" : ", HTTP/2 and binary protocol"
             var lines = [
-                "campaign \(status.name) (\(state)): \(status.total) notifications, \(status.report.submitted) final; chunks "
-                    + "\(status.doneChunks)/\(status.chunks) done, \(status.leasedChunks) leased, \(status.takeovers) taken over; "
-                    + "\(Int(status.ratePerSecond.rounded())) /s",
+                "campaign \(status.name) (\(state)\(spoken)): \(counted(status.total, "notification")), \(number(report.submitted)) "
+                    + "final; chunks \(number(status.doneChunks))/\(number(status.chunks)) done, \(number(status.leasedChunks)) "
+                    + "leased, \(number(status.takeovers)) taken over; \(Self.rate(status.ratePerSecond)) /s over "
+                    + "\(String(format: "%.2f", report.seconds)) s active (from the first lease to the last write-back"
+                    + (status.leasedChunks > 0 ? ", now" : "") + ")",
             ]
             for worker in status.workers {
-                lines.append("  worker \(worker.name): \(worker.chunks) chunks, \(worker.final) final (\(worker.accepted) accepted), "
-                             + "last write-back \(String(format: "%.1f", worker.secondsSinceSeen)) s ago")
+                lines.append("  worker \(worker.name): \(counted(worker.chunks, "chunk")), \(number(worker.final)) final "
+                             + "(\(number(worker.accepted)) accepted), last write-back "
+                             + "\(String(format: "%.1f", worker.secondsSinceSeen)) s ago")
             }
-            lines.append(CampaignRun.summary(status.report))
+            lines.append("  accepted  \(number(report.accepted))")
+            lines.append("  rejected  \(number(report.rejected))" + breakdown(report.rejectedByReason))
+            lines.append("  failed    \(number(report.failed))" + breakdown(report.failedByReason))
+            var duplicates = "  resent \(number(report.resent)), possible duplicates \(number(report.possibleDuplicates))"
+            if status.takeoverDuplicates > 0 {
+                duplicates += " (\(number(status.takeoverDuplicates)) in chunks taken over: what workers whose leases expired may "
+                    + "have sent after their last write-back; \(number(report.possibleDuplicates - status.takeoverDuplicates)) "
+                    + "resent after silent drops)"
+            }
+            lines.append(duplicates)
+            lines.append(report.isComplete ? "  accounting: complete (final = accepted + rejected + failed)"
+                                           : "  accounting: INCOMPLETE")
             return lines.joined(separator: "\n")
         }
     }

@@ -31,6 +31,9 @@ struct CampaignOptions: ParsableArguments {
         case (nil, nil, _?): throw ValidationError("--payload goes with --tokens FILE")
         case (nil, nil, nil): throw ValidationError("nothing to send: give --input FILE.jsonl, or --tokens FILE with --payload FILE.json")
         }
+        try refuseDirectory(input, flag: "--input")
+        try refuseDirectory(tokens, flag: "--tokens")
+        try refuseDirectory(payload, flag: "--payload")
     }
 
     /// The campaign as a source the sender can read again.

@@ -15,8 +15,16 @@ final class CampaignRun: Sendable {
     private let command: String
     private let rejectedFile: RejectedTokenFile?
     private let checkpoint: CampaignCheckpoint?
+    /// The lines this run reads: after the checkpoint it resumed from, and the lines that
+    /// failed before it (`.fresh` without a resume).
+    private let resumePlan: ResumePlan
+    /// The lines that failed in this run, for the checkpoint.
+    private let failures = FailedLines()
     private let total: Int?
     private let background: Locked<[Task<Void, Never>]> = Locked([])
+    /// Reads the sender's events until the sender finishes (not cancelled: the last
+    /// failures must be counted before the checkpoint is saved).
+    private let eventReader: Locked<Task<Void, Never>?> = Locked(nil)
     /// The sender (and `services`) as a service group: metrics every second, and a
     /// graceful finish on SIGTERM or SIGINT.
     private let group: ServiceGroup
@@ -41,11 +49,12 @@ final class CampaignRun: Sendable {
 
     /// - Parameter services: run beside the sender, shut down after it (the demo's mock).
     init(command: String, configuration: SenderConfiguration, rejectedPath: String?, checkpoint: CampaignCheckpoint?,
-         total: Int?, services: [any Service] = []) throws {
+         resumePlan: ResumePlan = .fresh, total: Int?, services: [any Service] = []) throws {
         self.command = command
         let rejectedFile = try rejectedPath.map(RejectedTokenFile.init(path:))
         self.rejectedFile = rejectedFile
         self.checkpoint = checkpoint
+        self.resumePlan = resumePlan
         self.total = total
         let logger = Logger(label: "salvo.sender")
         sender = try Sender(configuration, logger: logger) { token, rejection, _ in
@@ -81,7 +90,10 @@ final class CampaignRun: Sendable {
     }
 
     private func startBackgroundWork() {
-        var tasks: [Task<Void, Never>] = [Task { [sender] in await reportSenderEvents(sender) }]
+        eventReader.withLock { [sender, failures, command] in
+            $0 = Task { await reportSenderEvents(sender, command: command, failures: failures) }
+        }
+        var tasks: [Task<Void, Never>] = []
         // The service group drains on the first SIGTERM or SIGINT (at most --drain-timeout);
         // a second one ends the drain at once.
         tasks.append(Task { [weak self, sender, command] in
@@ -111,13 +123,17 @@ final class CampaignRun: Sendable {
         }
         if let checkpoint {
             tasks.append(Task { [weak self] in
-                var saved: UInt64?
+                var saved: ResumePlan?
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
                     guard let self, !Task.isCancelled else { return }
-                    if let line = self.sender.completedSequence(), line != saved {
-                        self.saveCheckpoint(checkpoint, line: Int(line))
-                        saved = line
+                    // While the run goes on, a failure holds the checkpoint back: its event
+                    // may not have been read yet, so it cannot be listed.
+                    guard let clean = self.sender.completedSequence() else { continue }
+                    let plan = self.resumePlan.advanced(finalThrough: Int(clean), failedLines: nil, cleanThrough: Int(clean))
+                    if plan != saved {
+                        self.saveCheckpoint(checkpoint, plan)
+                        saved = plan
                     }
                 }
             })
@@ -125,11 +141,11 @@ final class CampaignRun: Sendable {
         background.withLock { $0 = tasks }
     }
 
-    private func saveCheckpoint(_ checkpoint: CampaignCheckpoint, line: Int) {
+    private func saveCheckpoint(_ checkpoint: CampaignCheckpoint, _ plan: ResumePlan) {
         do {
-            try checkpoint.save(completedThroughLine: line)
+            try checkpoint.save(plan)
         } catch {
-            printError("warning: cannot save the checkpoint: \(error)")
+            printError("salvo \(command): warning: cannot save the checkpoint: \(error)")
         }
     }
 
@@ -151,14 +167,11 @@ final class CampaignRun: Sendable {
         }
         // The checkpoint task may be saving right now: let it end before the last save.
         for task in tasks { await task.value }
+        // The sender's events end with it: every failure has been read once this returns.
+        if let events = eventReader.withLock({ $0 }) { await events.value }
         if isatty(STDERR_FILENO) == 1 { printError("") }
-        // Everything read is final now. All of it is done when the input was read to its
-        // end and nothing failed; otherwise only what the sender completed: a run stopped
-        // early leaves the line that stopped it (and what it read and could not send) for
-        // the resume, and a failed notification holds the checkpoint back.
-        let done = ending == .readToEnd && report.failed == 0
-            ? lastLine : sender.completedSequence().map { Int($0) } ?? resumedAfter
-        if let checkpoint { saveCheckpoint(checkpoint, line: done) }
+        let plan = finalPlan(report, ending: ending, lastLine: lastLine)
+        if let checkpoint { saveCheckpoint(checkpoint, plan) }
         rejectedFile?.close()
         print(Self.summary(report, badLineCount: badLineCount, resumedAfter: resumedAfter,
                            http2: sender.configuration.http2 != nil))
@@ -169,19 +182,49 @@ final class CampaignRun: Sendable {
             printError("salvo \(command): stopped by a signal; nothing more was taken, and everything handed to the sender "
                        + "is accounted for above")
         }
-        if let checkpoint, done < lastLine || ending != .readToEnd {
-            printError("checkpoint \(checkpoint.checkpoint.path): " + (done > 0 ? "lines 1–\(done) are done" : "no line is done")
-                       + "; the same command with --resume continues with line \(done + 1)")
+        if let checkpoint, plan.doneThrough < lastLine || ending != .readToEnd || !plan.retry.isEmpty {
+            printError(Self.checkpointNote(checkpoint.checkpoint.path, plan, continues: plan.doneThrough < lastLine || ending != .readToEnd))
         }
         if let reportPath {
             do {
                 try Self.writeReport(report, badLines: badLines, badLineCount: badLineCount, resumedAfter: resumedAfter,
                                      to: reportPath)
             } catch {
-                printError("warning: cannot write the report to \(reportPath): \(error)")
+                printError("salvo \(command): warning: cannot write the report to \(reportPath): \(error)")
             }
         }
         return report
+    }
+
+    /// The checkpoint after the run. Everything read is final now. When the input was read
+    /// to its end every line is; otherwise up to what the sender completed: a run stopped
+    /// early leaves the line that stopped it (and what it read and could not send) for the
+    /// resume. The lines that failed are listed for the resume to send again; when some
+    /// could not be named, the first failure holds the checkpoint back instead.
+    private func finalPlan(_ report: SenderReport, ending: Ending, lastLine: Int) -> ResumePlan {
+        let finalThrough = ending == .readToEnd ? lastLine : sender.completedSequence(holdingBackFailures: false).map { Int($0) } ?? 0
+        let cleanThrough = ending == .readToEnd && report.failed == 0 ? lastLine : sender.completedSequence().map { Int($0) } ?? 0
+        return resumePlan.advanced(finalThrough: finalThrough, failedLines: failures.exactly(report.failed),
+                                   cleanThrough: cleanThrough)
+    }
+
+    /// What a checkpoint left for a resume, and what `--resume` will do with it.
+    static func checkpointNote(_ path: String, _ plan: ResumePlan, continues: Bool) -> String {
+        let failed = plan.retryLineCount
+        var note = "checkpoint \(path): "
+        if failed > 0 {
+            note += "lines 1–\(plan.doneThrough) are final, \(failed) of them failed (line\(failed == 1 ? "" : "s") "
+                + "\(ResumePlan.describe(plan.retry)))"
+        } else {
+            note += plan.doneThrough == 0 ? "no line is done" : "lines 1–\(plan.doneThrough) are done"
+        }
+        note += "; the same command with --resume "
+        switch (failed > 0, continues) {
+        case (true, true): note += "sends the failed line\(failed == 1 ? "" : "s") again and continues with line \(plan.doneThrough + 1)"
+        case (true, false): note += "sends the failed line\(failed == 1 ? "" : "s") again, and nothing else"
+        case (false, _): note += "continues with line \(plan.doneThrough + 1)"
+        }
+        return note
     }
 
     static func summary(_ report: SenderReport, badLineCount: Int = 0, resumedAfter: Int = 0, http2: Bool = false) -> String {
@@ -225,7 +268,10 @@ final class CampaignRun: Sendable {
             lines.append("  resumed after line \(number(resumedAfter)): notifications written within the record retention "
                          + "before the interruption may have been sent twice")
         }
-        if let cause = report.failureCause { lines.append("  why they failed: \(cause)") }
+        if let cause = report.failureCause {
+            lines.append("  why they failed: \(cause)")
+            if let hint = gatewayHint(cause) { lines.append("  what to do: \(hint)") }
+        }
         lines.append(report.isComplete ? "  accounting: complete (submitted = accepted + rejected + failed)"
                                        : "  accounting: INCOMPLETE — \(report.submitted - report.accepted - report.rejected - report.failed) unsettled")
         return lines.joined(separator: "\n")
@@ -243,20 +289,68 @@ final class CampaignRun: Sendable {
     }
 }
 
+/// What to do when the gateway cannot be used for `reason`, when the reason says: the flag
+/// that would help. Nil for reasons a retry may fix, or that say enough themselves.
+func gatewayHint(_ reason: String) -> String? {
+    if reason.contains("it speaks HTTP/2") {
+        return "the gateway speaks HTTP/2: add --protocol h2 (with --auth-key, --key-id, --team-id and --topic, or --cert)"
+    }
+    if reason.contains("does not speak HTTP/2") {
+        return "the gateway speaks the binary protocol, not HTTP/2: leave out --protocol h2 and its flags (HOST:PORT speaks "
+            + "the binary protocol by default)"
+    }
+    if reason.contains("certificate verify failed") || reason.contains("CERTIFICATE_VERIFY_FAILED") {
+        return "the server's certificate does not chain to a CA this machine trusts: give --ca FILE, the CA that issued it "
+            + "(salvo mock names its throwaway ca.pem on standard error), or --insecure for a test"
+    }
+    return nil
+}
+
+/// The lines of a run that failed, as the sender's events name them, for the checkpoint to
+/// list. Kept only while every failure is named and there are not too many: otherwise the
+/// checkpoint falls back to stopping before the first failure.
+final class FailedLines: Sendable {
+    private let state = Locked<(lines: Set<Int>, complete: Bool)>(([], true))
+    /// More failed lines than this are not kept: a checkpoint lists at most
+    /// `ResumePoint.maximumRetryRanges` runs of them anyway.
+    static let limit = 100_000
+
+    func failed(line: Int) {
+        state.withLock { state in
+            guard state.complete else { return }
+            state.lines.insert(line)
+            if state.lines.count > Self.limit { state = ([], false) }
+        }
+    }
+
+    /// Failures that cannot be told by line.
+    func unnamed() { state.withLock { $0 = ([], false) } }
+
+    /// The failed lines, when they are exactly the `count` failures the report counts (none
+    /// missed: the event stream drops its oldest events when it is not read fast enough).
+    func exactly(_ count: Int) -> [Int]? {
+        state.withLock { state in state.complete && state.lines.count == count ? state.lines.sorted() : nil }
+    }
+}
+
 /// Tells the user, on stderr, what the connections do: the first failed attempt (the
 /// sender retries with backoff), giving up, whether kTLS engaged when it was asked for,
-/// a raised error wait, and notifications that failed without a name.
-private func reportSenderEvents(_ sender: Sender) async {
+/// a raised error wait, and notifications that failed without a name. Notes the lines
+/// that failed in `failures`.
+private func reportSenderEvents(_ sender: Sender, command: String, failures: FailedLines) async {
     var toldFailure = false
+    var toldUnreachable = false
     var toldCredentials = false
     var toldKernelTLS = !sender.configuration.tls.kernelTLS
     for await event in sender.events {
         switch event {
         case .connectionFailed(_, _, let reason) where !toldFailure:
             toldFailure = true
-            printError("\nconnection failed: \(reason); retrying with backoff")
-        case .unreachable(let reason):
-            printError("\ngateway unreachable: \(reason)")
+            // One no retry can fix is told once, with what to do, when the sender gives up.
+            if gatewayHint(reason) == nil { printError("\nconnection failed: \(reason); retrying with backoff") }
+        case .unreachable(let reason) where !toldUnreachable:
+            toldUnreachable = true
+            printError("\nsalvo \(command): gave up on the gateway: \(reason)" + (gatewayHint(reason).map { "\n  \($0)" } ?? ""))
         case .credentialsRefused(let reason) where !toldCredentials:
             toldCredentials = true
             printError("\n\(reason)")
@@ -270,8 +364,11 @@ private func reportSenderEvents(_ sender: Sender) async {
             printError("\nan error response arrived \(latency), later than the error wait of "
                        + "\(Int((raise.from.secondsDouble * 1000).rounded())) ms; raising the wait to "
                        + "\(Int((raise.to.secondsDouble * 1000).rounded())) ms for the rest of the run")
+        case .failed(_, _, let sequence):
+            failures.failed(line: Int(clamping: sequence))
         case .failedUnnamed(let count, let reason, _, let detail):
-            printError("\n\(count) notification(s) failed (\(reason.rawValue)): \(detail)")
+            failures.unnamed()
+            printError("\n\(count) notification\(count == 1 ? "" : "s") failed (\(reason.rawValue)): \(detail)")
         default:
             break
         }

@@ -25,10 +25,10 @@ struct CheckTokenCommand: AsyncParsableCommand {
     var onBadLine: CampaignOptions.BadLineChoice = .abort
 
     @OptionGroup(title: "BlackBerry Dynamics Push Channel")
-    var blackberry: BlackBerryOptions
+    var blackberry: BlackBerryConnectionOptions
 
     @OptionGroup(title: "TLS")
-    var tls: TLSOptions
+    var trust: ServerTrustOptions
 
     @Option(help: ArgumentHelp("Write the final report as JSON to this file.", valueName: "file"))
     var report: String?
@@ -45,7 +45,7 @@ struct CheckTokenCommand: AsyncParsableCommand {
     func validate() throws {
         guard target == .blackberry else { throw ValidationError("check-token is for --target blackberry") }
         if resume && checkpoint == nil { throw ValidationError("--resume needs --checkpoint FILE") }
-        if tls.certificate != nil { throw ValidationError("--cert is for APNs, not --target blackberry") }
+        try refuseDirectory(tokens, flag: "--tokens")
         try blackberry.check()
     }
 
@@ -53,7 +53,7 @@ struct CheckTokenCommand: AsyncParsableCommand {
         let tokens = self.tokens
         try await BlackBerryRun(command: "check-token", source: { .tokens(tokens, payload: []) },
                                 onBadLine: onBadLine == .skip ? .skip : .abort, countLines: { CampaignOptions.countLines(path: tokens) },
-                                options: blackberry, tls: tls, request: .checkToken, reportPath: report,
+                                options: blackberry, trust: trust, request: .checkToken, reportPath: report,
                                 rejectedPath: rejected, checkpointPath: checkpoint, resume: resume).run()
     }
 }

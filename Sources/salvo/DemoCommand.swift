@@ -49,7 +49,9 @@ struct DemoCommand: AsyncParsableCommand {
             if let flag = failures.h2OnlyFlag { throw ValidationError("\(flag) is for --protocol h2") }
         case .h2:
             do { _ = try failures.h2Plan() } catch { throw ValidationError(error.message) }
-            if let flag = failures.binaryOnlyFlag { throw ValidationError("\(flag) is for the binary protocol, not --protocol h2") }
+            if let flag = failures.binaryOnlyFlag ?? engine.binaryOnlyFlag {
+                throw ValidationError("\(flag) is for the binary protocol, not --protocol h2")
+            }
         }
     }
 
@@ -71,7 +73,7 @@ struct DemoCommand: AsyncParsableCommand {
                 tls: .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
                              trustRoots: .certificates(pki.authority.certificate)))
             engine.apply(to: &configuration)
-            configuration.transport = .binary(engine.format.format)
+            configuration.transport = .binary(engine.frameFormat)
         case .h2:
             // Token authentication, as most providers use it: a throwaway signing key that the
             // mock verifies every request's provider token against.
@@ -88,8 +90,9 @@ struct DemoCommand: AsyncParsableCommand {
             configuration.transport = .http2(HTTP2Options(topic: "com.example.demo", authentication: .token(credentials)))
         }
         defer { gateway.stop() }
-        printError("mock \(wireProtocol == .h2 ? "HTTP/2 " : "")gateway on 127.0.0.1:\(gateway.port); sending \(count) "
-                   + "notifications over \(configuration.shards) shard(s) x \(configuration.connectionsPerShard) connection(s)")
+        printError("mock \(wireProtocol == .h2 ? "HTTP/2 " : "")gateway on 127.0.0.1:\(gateway.port); sending "
+                   + "\(counted(count, "notification")) over \(counted(configuration.shards, "shard")), "
+                   + Self.connectionPlan(configuration))
 
         let run = try CampaignRun(command: "demo", configuration: configuration, rejectedPath: nil, checkpoint: nil,
                                   total: count, services: [gateway])
@@ -112,6 +115,17 @@ struct DemoCommand: AsyncParsableCommand {
               + (duplicates > 0 ? " (\(duplicates) resent after silent drops counted twice)" : ""))
         await observability.finish()
         if !agrees || !report.isComplete { throw ExitCode(1) }
+    }
+}
+
+extension DemoCommand {
+    /// How many connections a run starts with per shard, and how far they may grow: the
+    /// report's count is the most that were open.
+    static func connectionPlan(_ configuration: SenderConfiguration) -> String {
+        let start = configuration.connectionsPerShard, most = configuration.maximumConnectionsPerShard
+        let starting = "starting with \(counted(start, "connection")) each"
+        guard most > start else { return starting + " (a fixed number: --max-connections)" }
+        return starting + "; more are added while every one is full, up to \(most) per shard (--max-connections)"
     }
 }
 

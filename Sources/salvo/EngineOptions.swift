@@ -4,8 +4,8 @@ import SalvoWire
 
 /// Engine tuning flags shared by `send` and `demo`.
 struct EngineOptions: ParsableArguments {
-    @Option(help: "Binary protocol: the frame format, frame (command 2), enhanced (1) or simple (0, no identifiers).")
-    var format: FormatChoice = .frame
+    @Option(help: "Binary protocol: the frame format, frame (command 2; the default), enhanced (1) or simple (0, no identifiers).")
+    var format: FormatChoice?
 
     @Option(help: ArgumentHelp("Event-loop threads. Default: one per core.", valueName: "n"))
     var shards: Int?
@@ -19,7 +19,7 @@ struct EngineOptions: ParsableArguments {
     var maximumConnections: Int?
 
     @Option(name: .customLong("error-wait-ms"),
-            help: ArgumentHelp("How long an error can still arrive for a written notification (default 1000, as Apple needs).",
+            help: ArgumentHelp("Binary protocol: how long an error can still arrive for a written notification (default 1000, as Apple needed).",
                                valueName: "ms"))
     var errorWaitMilliseconds: Int?
 
@@ -27,7 +27,7 @@ struct EngineOptions: ParsableArguments {
     var onDrop: DropPolicy = .atLeastOnce
 
     @Option(name: .customLong("retention-ms"),
-            help: ArgumentHelp("How long records of presumed-accepted notifications are kept for late error responses (default 5000; at least twice the error wait).",
+            help: ArgumentHelp("Binary protocol: how long records of presumed-accepted notifications are kept for late error responses (default 5000; at least twice the error wait).",
                                valueName: "ms"))
     var retentionMilliseconds: Int?
 
@@ -58,6 +58,25 @@ struct EngineOptions: ParsableArguments {
             case .simple: .simple
             }
         }
+    }
+
+    /// The frame format: `--format`, or command 2.
+    var frameFormat: FrameFormat { (format ?? .frame).format }
+
+    /// The first flag given that only the binary protocol has a use for: HTTP/2 has no
+    /// frame format, and every stream answers for itself, so nothing waits for errors.
+    var binaryOnlyFlag: String? {
+        firstGivenFlag([("--format", format != nil), ("--error-wait-ms", errorWaitMilliseconds != nil),
+                        ("--retention-ms", retentionMilliseconds != nil)])
+    }
+
+    /// The first flag given, for a command that does not use the engine (`--target blackberry`).
+    var givenFlag: String? {
+        binaryOnlyFlag ?? firstGivenFlag([
+            ("--shards", shards != nil), ("--connections", connections != 1), ("--max-connections", maximumConnections != nil),
+            ("--on-drop", onDrop != .atLeastOnce), ("--ring-mib", ringMiB != nil), ("--socket-buffer-kib", socketBufferKiB != nil),
+            ("--drain-timeout", drainTimeoutSeconds != 30), ("--ktls", kernelTLS),
+        ])
     }
 
     func validate() throws {

@@ -55,7 +55,7 @@ struct FeedbackCommand: AsyncParsableCommand {
 
     func run() async throws {
         let endpoint = try Endpoint(parsing: host, service: .feedback)
-        let context = try tls.makeContext()
+        let context = try tls.makeContext(command: "feedback")
         let tuples: [FeedbackTuple]
         do {
             tuples = try FeedbackClient.fetch(

@@ -13,26 +13,33 @@ import ServiceLifecycle
 struct MockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mock",
-        abstract: "Run a mock APNs gateway: the legacy binary protocol and feedback service, or HTTP/2 (--protocol h2).",
+        abstract: "Run a mock gateway: Apple's HTTP/2 provider API (--protocol h2), the legacy binary protocol and its "
+            + "feedback service (the default), or a BlackBerry Dynamics NOC (--protocol gnp).",
         discussion: """
-            The first line on standard output is `listening gateway=PORT feedback=PORT` (with \
-            --protocol h2: `listening gateway=PORT`). On SIGINT or SIGTERM, or after \
-            --duration, the gateway's statistics are written as JSON (to --report, else \
-            standard output) and the command exits 0.
+            The first line on standard output says where it listens: `listening gateway=PORT \
+            feedback=PORT` (binary), `listening gateway=PORT` (--protocol h2) or `listening \
+            noc=PORT` (--protocol gnp). On SIGINT or SIGTERM, or after --duration, its \
+            statistics are written as JSON (to --report, else standard output) and the command \
+            exits 0.
 
-            Without --cert and --key, throwaway certificates are made in a new temporary \
-            directory (named on standard error): trust its ca.pem; its client.pem and \
-            client.key pass --require-client-cert. scripts/certs.sh makes a lasting set.
+            Every protocol takes --port, --host, --loops, --duration, --report, \
+            --record-accepted, the TLS flags and the log and metrics flags. Without --cert and \
+            --key, throwaway certificates are made in a new temporary directory (named on \
+            standard error): trust its ca.pem; its client.pem and client.key pass \
+            --require-client-cert. scripts/certs.sh makes a lasting set. A flag of another \
+            protocol is refused (exit 2), naming it.
 
-            Failure rules (see FailurePlan): --invalid-token/--invalid-token-suffix reject \
+            Binary (the default; see FailurePlan): --invalid-token/--invalid-token-suffix reject \
             with status 8; --reject-every N rejects every Nth notification gateway-wide; \
             --shutdown-every N answers status 10 after N accepted on a connection; \
             --drop-every N closes a connection silently at its Nth notification; \
             --stall-every N stops reading a connection for --stall-ms after every N; \
             --error-delay-ms MS holds back every error response (not silent drops) that \
-            long, discarding what the client sends meanwhile, as a slow gateway does.
+            long, discarding what the client sends meanwhile, as a slow gateway does. Its own \
+            flags: --feedback-port, --feedback-tuple, --receive-buffer-kib, and the failure \
+            flags marked "binary".
 
-            With --protocol h2 (see H2MockGateway and H2FailurePlan): ALPN h2, or no ALPN \
+            HTTP/2 (--protocol h2; see H2MockGateway and H2FailurePlan): ALPN h2, or no ALPN \
             and HTTP/2 by prior knowledge (as Apple takes it); every \
             request validated with Apple's statuses and reasons; token authentication with \
             --auth-key, --key-id and --team-id (one stream per connection until a valid \
@@ -49,10 +56,22 @@ struct MockCommand: AsyncParsableCommand {
             the report when they are sent; those never sent (the client left first) in \
             unsentAnswers. --record-requests reports each accepted request's token and \
             APNs headers (acceptedRequests), for checking what a sender put on the wire.
+
+            BlackBerry Dynamics NOC (--protocol gnp; see GNPMockNOC): the Push Channel \
+            back-end API over HTTPS, notify (POST /GNP1.0?method=notify) and checkToken (GET \
+            /GNP1.0?method=checkToken), answered with a GNP code in a header; the default port is \
+            443. What `salvo send --target blackberry --noc 127.0.0.1:PORT` and `salvo \
+            check-token` talk to. Tokens ending in --dead-token-suffix (default `dead`) are dead \
+            (code 402); --reject-every N answers every Nth notification 402 as well; \
+            --unavailable-every N answers HTTP 503 (the sender retries); --busy-every N answers \
+            code 503 (retried too); --unknown-code-every N answers code 409, a code no sender \
+            knows (it fails); --drop-every N closes the connection without an answer; \
+            --response-delay-ms D holds every answer D ms (no jitter); a payload over \
+            --max-payload-bytes gets code 413. The other failure flags are refused.
             """)
 
     @Option(name: .customLong("protocol"),
-            help: "binary (the legacy protocol, default), h2 (the HTTP/2 provider API) or gnp (a BlackBerry Dynamics NOC).")
+            help: "binary (the legacy protocol; the default), h2 (Apple's HTTP/2 provider API) or gnp (a BlackBerry Dynamics NOC).")
     var wireProtocol: MockProtocol = .binary
 
     @OptionGroup(title: "BlackBerry Dynamics NOC (--protocol gnp)")
@@ -118,6 +137,7 @@ struct MockCommand: AsyncParsableCommand {
             switch wireProtocol {
             case .gnp:
                 if let flag = h2.givenFlag { throw UsageError("\(flag) is for --protocol h2") }
+                if let flag = binaryOnlyFlag { throw UsageError("\(flag) is for the binary protocol, not --protocol gnp") }
                 _ = try gnp.plan(failures)
             case .binary:
                 if let flag = h2.givenFlag ?? failures.h2OnlyFlag { throw UsageError("\(flag) is for --protocol h2") }
@@ -135,8 +155,7 @@ struct MockCommand: AsyncParsableCommand {
             if probeRuns < 1 { throw UsageError("--probe-runs must be at least 1") }
             if observability.metricsHold != nil { throw UsageError("--metrics-hold is for send and demo: the mock serves until it stops") }
         } catch let error as UsageError {
-            FileHandle.standardError.write(Data("Error: \(error.message)\nUsage: see 'salvo mock --help'.\n".utf8))
-            throw ExitCode(2)
+            throw ValidationError(error.message)
         }
     }
 

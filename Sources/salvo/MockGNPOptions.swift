@@ -45,6 +45,7 @@ struct GNPMockOptions: ParsableArguments {
             ("--throttle-every", failures.throttleEvery != nil), ("--internal-error-every", failures.internalErrorEvery != nil),
             ("--goaway-every", failures.goawayEvery != nil), ("--stall-every", failures.stallEvery != nil),
             ("--error-delay-ms", failures.errorDelayMilliseconds != nil),
+            ("--silent-after-client-goaway", failures.silentAfterClientGoAway), ("--misbehave", failures.misbehave != nil),
         ]) ?? failures.binaryOnlyFlag
         if let unsupported { throw UsageError("\(unsupported) is not a --protocol gnp rule") }
         var plan = GNPFailurePlan()

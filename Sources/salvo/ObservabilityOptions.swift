@@ -30,6 +30,13 @@ struct ObservabilityOptions: ParsableArguments {
                                valueName: "seconds"))
     var metricsHold: Double?
 
+    /// The first flag given, for a run that neither logs nor serves metrics (`--target blackberry`).
+    var givenFlag: String? {
+        firstGivenFlag([("--log-level", logLevel != nil), ("--log-format", logFormat != .text),
+                        ("--metrics-port", metricsPort != nil), ("--metrics-host", metricsHost != "127.0.0.1"),
+                        ("--metrics-hold", metricsHold != nil)])
+    }
+
     func validate() throws {
         if let metricsPort, !(0...65535).contains(metricsPort) {
             throw ValidationError("--metrics-port must be 0...65535, got \(metricsPort)")

@@ -44,7 +44,11 @@ struct PayloadCommand: AsyncParsableCommand {
     @Option(help: "The notification format: frame (command 2, the default), enhanced (1) or simple (0); binary only.")
     var format: Format?
     @Option(help: "The notification identifier (frame and enhanced; default 1); binary only.") var identifier: UInt32?
-    @Option(help: "Expiry, UNIX seconds (frame, enhanced, or apns-expiration); 0 = do not store.") var expiry: UInt32?
+    @Option(help: ArgumentHelp("apns-expiration, or the frame's expiry (frame, enhanced): UNIX seconds; 0 = do not store.",
+                               valueName: "seconds"))
+    var expiration: UInt32?
+    // The old name, kept working for scripts; `salvo send` calls it --expiration.
+    @Option(name: .customLong("expiry"), help: .hidden) var expiryAlias: UInt32?
     @Option(help: "Priority: 10 (immediate) or 5 (power-saving), frame only; with --protocol h2 also 1 (background: 5).")
     var priority: UInt8?
 
@@ -107,6 +111,9 @@ struct PayloadCommand: AsyncParsableCommand {
 
     var pushType: APNsPushType { http2.pushType ?? .alert }
 
+    /// `--expiration`, or its old spelling `--expiry`.
+    var expiry: UInt32? { expiration ?? expiryAlias }
+
     /// The payload limit: `--max-length`, else the protocol's (the push type's for HTTP/2).
     var limit: Int {
         maxLength ?? (wireProtocol == .h2 ? pushType.payloadLimit : PayloadBuilder.binaryMaximumLength)
@@ -118,6 +125,9 @@ struct PayloadCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        if expiration != nil, expiryAlias != nil {
+            throw ValidationError("--expiry is the old name of --expiration: give one of them")
+        }
         if let maxLength, !(1...Int(UInt16.max)).contains(maxLength) {
             throw ValidationError("--max-length must be 1...65535 (the binary interface allows 2048)")
         }

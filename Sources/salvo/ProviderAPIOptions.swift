@@ -19,6 +19,9 @@ extension APNsPushType: ExpressibleByArgument {
     }
 
     public static var allValueStrings: [String] { allCases.map(\.name) }
+
+    /// None: help lists the names (ArgumentParser would key descriptions by the raw values).
+    public static var allValueDescriptions: [String: String] { [:] }
 }
 
 /// The flags of Apple's HTTP/2 provider API (`--protocol h2`): the topic, what every
@@ -29,8 +32,12 @@ struct ProviderAPIOptions: ParsableArguments {
                                valueName: "bundle-id"))
     var topic: String?
 
-    @Option(name: .customLong("push-type"), help: "apns-push-type of lines that name none.")
-    var pushType: APNsPushType = .alert
+    // Optional, with the default in the text: ArgumentParser would show a defaulted enum's raw value.
+    @Option(name: .customLong("push-type"), help: "apns-push-type of lines that name none (default: alert).")
+    var pushTypeChoice: APNsPushType?
+
+    /// `--push-type`, or alert.
+    var pushType: APNsPushType { pushTypeChoice ?? .alert }
 
     @Option(help: ArgumentHelp("apns-priority of lines that name none: 10, 5 or 1 (default: APNs's 10; background is always 5).",
                                valueName: "n"))
@@ -80,7 +87,7 @@ struct ProviderAPIOptions: ParsableArguments {
     /// The first of these flags given, for the message that says they need `--protocol h2`.
     var givenFlag: String? {
         firstGivenFlag([
-            ("--topic", topic != nil), ("--push-type", pushType != .alert), ("--priority", priority != nil),
+            ("--topic", topic != nil), ("--push-type", pushTypeChoice != nil), ("--priority", priority != nil),
             ("--expiration", expiration != nil), ("--collapse-id", collapseID != nil), ("--auth-key", authKey != nil),
             ("--key-id", keyID != nil), ("--team-id", teamID != nil), ("--max-streams", maximumStreams != nil),
             ("--token-cache", tokenCache != nil), ("--no-token-cache", noTokenCache), ("--token-store", tokenStore != nil),
@@ -145,13 +152,19 @@ struct ProviderAPIOptions: ParsableArguments {
 
     /// The HTTP/2 transport these flags describe, with the campaign-wide header defaults
     /// set on `configuration`. Reads the `.p8` key (refusing one every user may read unless
-    /// `allowWorldReadableKey`); tokens are shared through `tokenStore`.
+    /// `allowWorldReadableKey`); tokens are shared through `tokenStore`. Returns the doubts
+    /// about the key and its ids (`ProviderCredentials.warnings`), for the user to see
+    /// before anything is sent.
+    @discardableResult
     func apply(to configuration: inout SenderConfiguration, allowWorldReadableKey: Bool,
-               tokenStore: (any ProviderTokenStore)?) throws {
+               tokenStore: (any ProviderTokenStore)?) throws -> [String] {
         var authentication = HTTP2Authentication.certificate
+        var warnings: [String] = []
         if let authKey, let keyID, let teamID {
-            authentication = .token(try ProviderCredentials(keyFile: authKey, keyID: keyID, teamID: teamID,
-                                                            allowWorldReadable: allowWorldReadableKey))
+            let credentials = try ProviderCredentials(keyFile: authKey, keyID: keyID, teamID: teamID,
+                                                      allowWorldReadable: allowWorldReadableKey)
+            warnings = credentials.warnings
+            authentication = .token(credentials)
         }
         var options = HTTP2Options(topic: topic, pushType: pushType, authentication: authentication)
         options.tokenStore = tokenStore
@@ -161,5 +174,6 @@ struct ProviderAPIOptions: ParsableArguments {
         configuration.transport = .http2(options)
         configuration.defaultPriority = priority
         configuration.defaultExpiry = expiration
+        return warnings
     }
 }

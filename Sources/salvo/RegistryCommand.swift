@@ -27,19 +27,23 @@ extension RegistryCommand {
         @Option(help: ArgumentHelp("A list of hex device tokens, one per line.", valueName: "file"))
         var tokens: String
 
-        @OptionGroup(title: "Device registry")
-        var registry: RegistryScopeOptions
+        @Option(help: ArgumentHelp("The app's bundle id the tokens belong to.", valueName: "bundle-id"))
+        var topic: String
+
+        @Option(help: "The APNs environment of the tokens: production or sandbox.")
+        var environment: RegistryScope.Environment = .production
 
         func validate() throws {
             do { _ = try DatabaseURL(db) } catch { throw ValidationError(error.description) }
-            guard registry.topic != nil else { throw ValidationError("registry import needs the tokens' --topic BUNDLE_ID") }
+            guard !topic.isEmpty else { throw ValidationError("--topic must not be empty: give the app's bundle id") }
+            try refuseDirectory(tokens, flag: "--tokens")
         }
 
         func run() async throws {
             let count = try await withCampaignDatabase(db, command: "registry import") { database in
-                try await DeviceRegistry(database).importTokens(from: tokens, into: registry.scope!)
+                try await DeviceRegistry(database).importTokens(from: tokens, into: RegistryScope(topic: topic, environment: environment))
             }
-            print("imported \(count) tokens into the registry (\(registry.topic!), \(registry.environment.rawValue))")
+            print("imported \(count) token\(count == 1 ? "" : "s") into the registry (\(topic), \(environment.rawValue))")
         }
     }
 

@@ -7,12 +7,13 @@ import SalvoIO
 internal import CJemalloc
 #endif
 
-/// `salvo`: bulk sends over the APNs binary protocol, the mock gateway, and the benchmarks.
+/// `salvo`: bulk sends to APNs (Apple's HTTP/2 provider API, or the legacy binary protocol), the
+/// mock gateway, and the benchmarks.
 @main
 struct Salvo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "salvo",
-        abstract: "A high-throughput sender for the APNs binary provider protocol.",
+        abstract: "A high-throughput APNs sender: Apple's HTTP/2 provider API, and the legacy binary protocol.",
         discussion: """
             Exit codes: 0 when every notification was accepted or rejected by the gateway, \
             1 when any failed, 2 for usage or input errors.
@@ -23,8 +24,9 @@ struct Salvo: AsyncParsableCommand {
                       CampaignCommand.self, RegistryCommand.self]
     )
 
-    /// Runs the command; usage errors exit with 2 (ArgumentParser's own default is 64),
-    /// so scripts can tell "fix the command line" from "some notifications failed" (1).
+    /// Runs the command. Every error is told in one form, `salvo <command>: <what>` on
+    /// standard error; usage errors exit with 2 (ArgumentParser's own default is 64), so
+    /// scripts can tell "fix the command line" from "some notifications failed" (1).
     static func main() async {
         do {
             var command = try parseAsRoot()
@@ -35,10 +37,27 @@ struct Salvo: AsyncParsableCommand {
             }
         } catch {
             let code = exitCode(for: error)
-            guard code == .validationFailure else { exit(withError: error) }
-            printError(fullMessage(for: error))
+            // Help, version, and exits whose message the command printed itself.
+            if error is ExitCode || code == .success { exit(withError: error) }
+            let name = commandPath(CommandLine.arguments.dropFirst())
+            printError("\(name): \(message(for: error))")
+            guard code == .validationFailure else { Foundation.exit(code.rawValue) }
+            printError("see '\(name) --help'")
             Foundation.exit(2)
         }
+    }
+
+    /// `salvo` and the subcommands `arguments` start with, as the user typed them:
+    /// `salvo campaign create`. What messages are prefixed with.
+    static func commandPath(_ arguments: ArraySlice<String>) -> String {
+        var path = ["salvo"]
+        var commands = configuration.subcommands
+        for argument in arguments {
+            guard let command = commands.first(where: { $0._commandName == argument }) else { break }
+            path.append(argument)
+            commands = command.configuration.subcommands
+        }
+        return path.joined(separator: " ")
     }
 }
 
@@ -72,6 +91,12 @@ var jemallocVersion: String {
     }
     return total
     #endif
+}
+
+/// `count` and the noun, grouped and in the number it takes: `1 notification`,
+/// `20,000 notifications` (`plural`: when adding an s will not do).
+func counted(_ count: Int, _ singular: String, _ plural: String? = nil) -> String {
+    "\(count.formatted(.number.grouping(.automatic))) \(count == 1 ? singular : plural ?? singular + "s")"
 }
 
 /// The first flag of `flags` whose condition holds: what a message about flags that do

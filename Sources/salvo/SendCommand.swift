@@ -76,19 +76,22 @@ struct SendCommand: AsyncParsableCommand {
         if target == .blackberry { return try validateBlackBerry() }
         if let flag = blackberry.givenFlag ?? registry.givenFlag { throw ValidationError("\(flag) is for --target blackberry") }
         guard let gateway else { throw ValidationError("give --gateway (APNs), or --target blackberry with --noc or --proxy") }
-        try Self.validateGateway(gateway, wireProtocol, http2: http2, tls: tls)
+        try Self.validateGateway(gateway, wireProtocol, http2: http2, tls: tls, engine: engine)
     }
 
-    /// The checks of --gateway, --protocol, the HTTP/2 flags and the credentials, shared
-    /// with `salvo campaign run`.
+    /// The checks of --gateway, --protocol, the HTTP/2 and engine flags and the credentials,
+    /// shared with `salvo campaign run`.
     static func validateGateway(_ gateway: String, _ wireProtocol: WireProtocol?, http2: ProviderAPIOptions,
-                                tls: TLSOptions) throws {
+                                tls: TLSOptions, engine: EngineOptions) throws {
         let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
         do { _ = try Endpoint(parsing: gateway, service: spoken.service) } catch { throw ValidationError(error.description) }
         switch spoken {
         case .binary:
             if let flag = http2.givenFlag { throw ValidationError("\(flag) is for the HTTP/2 provider API (--protocol h2)") }
         case .h2:
+            if let flag = engine.binaryOnlyFlag {
+                throw ValidationError("\(flag) is for the binary protocol; HTTP/2 (--protocol h2) has no use for it")
+            }
             if http2.authKey != nil, tls.certificate != nil {
                 throw ValidationError("give --auth-key (token authentication) or --cert (certificate authentication), not both")
             }
@@ -107,7 +110,9 @@ struct SendCommand: AsyncParsableCommand {
             let campaign = self.campaign, maximum = blackberry.maximumPayloadBytes
             return try await BlackBerryRun(command: "send", source: { try campaign.pushChannelSource(maximumPayloadBytes: maximum) },
                                            onBadLine: campaign.onBadLine == .skip ? .skip : .abort,
-                                           countLines: campaign.countLines, options: blackberry, tls: tls, request: .notify,
+                                           countLines: campaign.countLines, options: blackberry.connection,
+                                           maximumPayloadBytes: maximum, trust: tls.trust,
+                                           request: .notify,
                                            reportPath: report, rejectedPath: rejected, checkpointPath: checkpoint,
                                            resume: resume, registry: registry.db == nil ? nil : registry).run()
         }
@@ -129,12 +134,12 @@ extension SendCommand {
     func prepare() throws -> (CampaignFile, CampaignReader, resumedAfter: Int, CampaignRun) {
         let (configuration, campaignProtocol) = try Self.senderConfiguration(
             gateway!, wireProtocol, http2: http2, tls: tls, engine: engine, command: "send")  // validate() checked it
-        let (campaign, reader, checkpoint, resumedAfter) = try openCampaign(for: campaignProtocol)
+        let (campaign, reader, checkpoint, plan) = try openCampaign(for: campaignProtocol)
         // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
         let total = isatty(STDERR_FILENO) == 1 ? self.campaign.countLines() : nil
         let run = try CampaignRun(command: "send", configuration: configuration, rejectedPath: rejected,
-                                  checkpoint: checkpoint, total: total)
-        return (campaign, reader, resumedAfter, run)
+                                  checkpoint: checkpoint, resumePlan: plan, total: total)
+        return (campaign, reader, plan.doneThrough, run)
     }
 
     /// The sender's configuration from the gateway, TLS, HTTP/2 and engine flags, and the
@@ -145,16 +150,17 @@ extension SendCommand {
         let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
         let endpoint = try Endpoint(parsing: gateway, service: spoken.service)
         var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
-        if tls.insecure { _ = try tls.makeContext() }  // prints the warning once
+        if tls.insecure { _ = try tls.makeContext(command: command) }  // prints the warning once
         engine.apply(to: &configuration)
         switch spoken {
         case .binary:
-            configuration.transport = .binary(engine.format.format)
+            configuration.transport = .binary(engine.frameFormat)
             return (configuration, .binary(maximumPayloadLength: configuration.maximumPayloadLength))
         case .h2:
             do {
-                try http2.apply(to: &configuration, allowWorldReadableKey: tls.allowWorldReadableKey,
-                                tokenStore: try http2.providerTokenStore(fallback: tokenStore))
+                let warnings = try http2.apply(to: &configuration, allowWorldReadableKey: tls.allowWorldReadableKey,
+                                               tokenStore: try http2.providerTokenStore(fallback: tokenStore))
+                for warning in warnings { printError("salvo \(command): warning: \(warning)") }
             } catch {
                 printError("salvo \(command): \(error)")
                 throw ExitCode(2)
@@ -164,33 +170,73 @@ extension SendCommand {
     }
 
     /// Opens the input and the checkpoint; with --resume, checks that the checkpoint belongs
-    /// to the input and moves past the lines it records as done.
+    /// to the input and reads only what it does not record as done: the lines after it,
+    /// and those that failed before it. Says so, and ends the command (before connecting)
+    /// when there is nothing to send.
     func openCampaign(for campaignProtocol: CampaignProtocol)
-        throws -> (CampaignFile, CampaignReader, CampaignCheckpoint?, resumedAfter: Int)
+        throws -> (CampaignFile, CampaignReader, CampaignCheckpoint?, ResumePlan)
     {
         do {
-            let file = try campaign.campaignFile(for: campaignProtocol)
-            let reader = try file.makeReader()
+            var file = try campaign.campaignFile(for: campaignProtocol)
             let bound = try checkpoint.map { try CampaignCheckpoint(Checkpoint(path: $0), campaign: file.source.path) }
-            var resumedAfter = 0
+            var plan = ResumePlan.fresh
             if resume, let bound, let point = try bound.resumePoint() {
                 if point.prefix == nil {
-                    printError("warning: checkpoint \(bound.checkpoint.path) is from an older salvo and does not record its "
-                               + "campaign: resuming after line \(point.line) of \(file.source.path) without checking that "
-                               + "they belong together (the checkpoint is rewritten in the current format)")
+                    printError("salvo send: warning: checkpoint \(bound.checkpoint.path) is from an older salvo and does not "
+                               + "record its campaign: resuming after line \(point.line) of \(file.source.path) without checking "
+                               + "that they belong together (the checkpoint is rewritten in the current format)")
                 }
-                try reader.skip(throughLine: point.line)
-                printError("resuming after line \(point.line) (from \(bound.checkpoint.path))")
-                resumedAfter = point.line
+                plan = ResumePlan(point)
+                file.resumePlan = plan
+                printError(Self.resumeNote(plan, checkpoint: bound.checkpoint.path))
             }
+            try Self.refuseEmpty(file, plan: plan, command: "send")
+            let reader = try file.makeReader()
             // From here on the checkpoint describes this run (without --resume it starts
             // over), and one that cannot be written stops the run before anything is sent.
-            try bound?.save(completedThroughLine: resumedAfter)
-            return (file, reader, bound, resumedAfter)
+            try bound?.save(plan)
+            return (file, reader, bound, plan)
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             printError("salvo send: \(error)")
             throw ExitCode(2)
         }
+    }
+
+    /// What a resume reads, for stderr: `resuming after line N (from FILE)`, and the failed
+    /// lines it sends again first.
+    static func resumeNote(_ plan: ResumePlan, checkpoint: String) -> String {
+        let failed = plan.retryLineCount
+        guard failed > 0 else { return "resuming after line \(plan.doneThrough) (from \(checkpoint))" }
+        return "resuming after line \(plan.doneThrough) (from \(checkpoint)); first sending again the \(failed) line"
+            + "\(failed == 1 ? "" : "s") that failed: \(ResumePlan.describe(plan.retry))"
+    }
+
+    /// Ends the command before anything connects when `file` holds no notification to send
+    /// under `plan`: an empty campaign (or one of bad lines only) is an input error, exit 2;
+    /// a resume with nothing left is done, exit 0.
+    static func refuseEmpty(_ file: CampaignFile, plan: ResumePlan, command: String) throws {
+        let probe = try file.makeReader()
+        do {
+            if try probe.nextItem() != nil { return }
+        } catch {
+            return  // a bad line under --on-bad-line abort: the run reports it, with its number
+        }
+        let path = file.source.path
+        if plan != .fresh {
+            print("nothing left to send: the checkpoint records every line of \(path) as done")
+            throw ExitCode.success
+        }
+        if probe.skippedLineCount > 0 {
+            let first = probe.skippedLines.first.map { " (the first, \($0))" } ?? ""
+            printError("salvo \(command): none of the \(probe.skippedLineCount) notification lines of \(path) can be sent"
+                       + "\(first): nothing was sent")
+        } else {
+            printError("salvo \(command): the campaign \(path) has no notifications (\(probe.linesRead) line"
+                       + "\(probe.linesRead == 1 ? "" : "s"), none of them a notification): nothing was sent")
+        }
+        throw ExitCode(2)
     }
 }
 

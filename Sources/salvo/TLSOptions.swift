@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import SalvoIO
 import SystemPackage
 #if canImport(Glibc)
@@ -23,12 +24,12 @@ struct TLSOptions: ParsableArguments {
             help: ArgumentHelp("A file holding the private key's passphrase (one line).", valueName: "file"))
     var passphraseFile: String?
 
-    @Option(name: .customLong("ca"),
-            help: ArgumentHelp("Trust these CA certificates (PEM) instead of the system's.", valueName: "file"))
-    var trustedCertificates: String?
+    @OptionGroup var trust: ServerTrustOptions
 
-    @Flag(help: "Do not verify the server's certificate or name. For development only.")
-    var insecure = false
+    /// `--ca`: the CA file the server is verified against instead of the system's.
+    var trustedCertificates: String? { trust.trustedCertificates }
+    /// `--insecure`: the server is not verified.
+    var insecure: Bool { trust.insecure }
 
     @Flag(name: .customLong("allow-world-readable-key"),
           help: "Accept a private key file that other users can read (refused by default).")
@@ -40,9 +41,6 @@ struct TLSOptions: ParsableArguments {
         }
         if passphraseFile != nil, certificate == nil {
             throw ValidationError("--passphrase-file needs --cert and the key it unlocks")
-        }
-        if insecure, trustedCertificates != nil {
-            throw ValidationError("--ca and --insecure contradict each other: --ca verifies against a CA, --insecure verifies nothing")
         }
     }
 
@@ -58,10 +56,10 @@ struct TLSOptions: ParsableArguments {
         return configuration
     }
 
-    /// Builds the client context, warning on stderr when verification is off.
-    func makeContext() throws -> TLSContext {
+    /// Builds the client context, warning on stderr (for `command`) when verification is off.
+    func makeContext(command: String) throws -> TLSContext {
         if insecure {
-            printError("warning: TLS verification is OFF: the server's certificate and name are not checked, so anyone on the network path can pose as it. Use --ca to trust a private CA instead.")
+            printError("salvo \(command): warning: TLS verification is OFF: the server's certificate and name are not checked, so anyone on the network path can pose as it. Use --ca to trust a private CA instead.")
         }
         return try TLSContext(try configuration(), role: .client)
     }
@@ -72,6 +70,32 @@ struct TLSOptions: ParsableArguments {
         let text = String(decoding: bytes, as: UTF8.self)
         return String(text.prefix { $0 != "\n" && $0 != "\r\n" && $0 != "\r" })
     }
+}
+
+/// How the server's certificate is checked: `--ca` and `--insecure`, the TLS flags of every
+/// client, also those that present no certificate of their own (`salvo check-token`).
+struct ServerTrustOptions: ParsableArguments {
+    @Option(name: .customLong("ca"),
+            help: ArgumentHelp("Trust these CA certificates (PEM) instead of the system's.", valueName: "file"))
+    var trustedCertificates: String?
+
+    @Flag(help: "Do not verify the server's certificate or name. For development only.")
+    var insecure = false
+
+    func validate() throws {
+        if insecure, trustedCertificates != nil {
+            throw ValidationError("--ca and --insecure contradict each other: --ca verifies against a CA, --insecure verifies nothing")
+        }
+    }
+}
+
+/// Refuses a directory given where a file is read (a campaign, a token list, a payload):
+/// reading one fails only later, in the middle of a run. What does not exist is left for
+/// the open to report.
+func refuseDirectory(_ path: String?, flag: String) throws {
+    var isDirectory: ObjCBool = false
+    guard let path, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else { return }
+    throw ValidationError("\(flag) \(path) is a directory; give a file")
 }
 
 /// Why a file given on the command line could not be read.

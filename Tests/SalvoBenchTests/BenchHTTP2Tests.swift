@@ -34,7 +34,7 @@ import Testing
         return BenchResults(
             date: "2026-11-25T23:00:00Z", commit: "abc1234", command: "salvo bench --protocol h2",
             machine: .init(cores: 2, cpu: "Test CPU", kernel: "6.0", memoryGib: 8),
-            settings: .init(notificationsPerRun: 1000, runsPerCell: 1, warmup: false, ringMib: 1, shards: 1,
+            settings: .init(notificationsPerRun: 1_000_000, runsPerCell: 1, warmup: false, ringMib: 1, shards: 1,
                             pinning: "mock on core 1", gateway: "mock"),
             ceiling: nil, php: nil,
             cells: [cell(0, 0, delay: 0, median: 500_000, used: 4), cell(0, 0.001, delay: 0, median: 490_000, used: 4),

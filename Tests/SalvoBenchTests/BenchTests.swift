@@ -87,7 +87,8 @@ struct BenchStatisticsTests {
 }
 
 struct BenchOutputTests {
-    static func sample(ceiling: Bool = true, php: Bool = true, mismatch: Bool = false, waits: [Int] = [50]) -> BenchResults {
+    static func sample(ceiling: Bool = true, php: Bool = true, mismatch: Bool = false, waits: [Int] = [50],
+                       count: Int = 1_000_000) -> BenchResults {
         func cell(_ connections: Int, _ rate: Double, _ median: Double, wait: Int, exact: Bool = true) -> BenchResults.Cell {
             let run = BenchResults.Run(rate: median, seconds: 1, cpuUserSeconds: 0.1, cpuSystemSeconds: 0.02, accepted: 1000,
                                        rejected: 0, failed: 0, resent: 0, reconnects: 0, possibleDuplicates: 0,
@@ -104,7 +105,7 @@ struct BenchOutputTests {
         return BenchResults(
             date: "2026-11-23T10:00:00Z", commit: "abc1234", command: "salvo bench --quick",
             machine: .init(cores: 2, cpu: "Test CPU", kernel: "6.0", memoryGib: 8),
-            settings: .init(notificationsPerRun: 1000, runsPerCell: 3, warmup: true, ringMib: 4,
+            settings: .init(notificationsPerRun: count, runsPerCell: 3, warmup: true, ringMib: 4,
                             shards: 1, pinning: "mock on core 1", gateway: "mock"),
             ceiling: ceiling ? .init(frameBytes: 161, framesPerRun: 100, framesPerSecond: [9e6, 10e6, 11e6]) : nil,
             php: php ? .init(payloadBytes: 100, notificationsPerRun: 1000, notificationsPerSecond: [200_000], accountingExact: true) : nil,
@@ -294,5 +295,15 @@ struct BenchOutputTests {
         #expect(Self.sample(ceiling: false).goals()[0].verdict == .notMeasured)
         #expect(Self.sample(mismatch: true).cells[3].accounting.exact == false)
         #expect(Self.sample(mismatch: true).cells[3].accounting.summary.hasPrefix("MISMATCH"))
+    }
+
+    /// Runs of a thousand notifications measure setup, not sending: a goal they miss is
+    /// too small to judge, never NOT MET; one they meet is still met.
+    @Test func aRunTooSmallToJudgeSaysSoInsteadOfMissed() {
+        let goals = Self.sample(count: 1000).goals()
+        #expect(goals.map(\.verdict) == [.met, .tooSmall, .tooSmall, .met, .notMeasured])
+        #expect(goals[1].measured.hasSuffix("(runs of 1,000 notifications; judge with --count 100,000 or more)"))
+        #expect(goals[1].verdict.spoken == "too small to judge")
+        #expect(Self.sample(count: BenchGoal.smallestJudgedRun).goals()[1].verdict == .missed)
     }
 }

@@ -71,13 +71,13 @@ import Testing
         // 255 bytes of topic, written with escapes as 1 + 127 × 6 + … bytes of JSON.
         let fullTopic = "a" + String(repeating: #"\u002ea"#, count: 127)
         let reader = try reader("""
-            \(line(1, #", "push_type": "\u0076oip", "topic": "com.example\u002eapp", "collapse_id": "\u00e9t\u00e9 \"1\"", "apns_id": "\#(Self.uuid.replacingOccurrences(of: "-", with: #"\u002d"#))""#))
+            \(line(1, #", "push_type": "\u0076oip", "topic": "com.example\u002eapp\u002evoip", "collapse_id": "\u00e9t\u00e9 \"1\"", "apns_id": "\#(Self.uuid.replacingOccurrences(of: "-", with: #"\u002d"#))""#))
             \(line(2, #", "topic": "\#(fullTopic)", "collapse_id": "\#(fullCollapseID)""#))
             \(line(3, #", "topic": "plain.topic", "collapse_id": "plain\/slash""#))
             """)
         let items = try readAll(reader)
         #expect(items.map(\.request) == [
-            ReadRequest(pushType: .voip, topic: "com.example.app", collapseID: #"été "1""#, apnsID: APNsID(Self.uuid)),
+            ReadRequest(pushType: .voip, topic: "com.example.app.voip", collapseID: #"été "1""#, apnsID: APNsID(Self.uuid)),
             ReadRequest(topic: "a" + String(repeating: ".a", count: 127), collapseID: String(repeating: "é", count: 32)),
             ReadRequest(topic: "plain.topic", collapseID: "plain/slash"),
         ])
@@ -111,6 +111,36 @@ import Testing
     }
 
     // MARK: - Bad lines
+
+    /// A line's topic is the whole apns-topic: it must end in its push type's suffix, and
+    /// in no other type's (APNs answers 400 InvalidPushType). Such a line is a bad line,
+    /// before anything is sent, whichever type and suffix.
+    @Test func aTopicThatCannotCarryItsPushTypeIsABadLine() throws {
+        for type in APNsPushType.allCases {
+            let priority = type == .background ? #", "priority": 5"# : ""
+            let named = #", "push_type": "\#(type.name)""# + priority
+            if let suffix = type.topicSuffix {
+                #expect(try firstError(line(1, named + #", "topic": "com.example.app\#(suffix)""#)) == nil, "\(type)")
+                #expect(try firstError(line(1, named + #", "topic": "com.example.app""#))
+                    == #"line 1: "topic" com.example.app does not end in "\#(suffix)": a \#(type) push goes to the app's bundle id followed by "\#(suffix)""#)
+            } else {
+                #expect(try firstError(line(1, named + #", "topic": "com.example.app""#)) == nil, "\(type)")
+                #expect(try firstError(line(1, named + #", "topic": "com.example.app.voip""#))
+                    == #"line 1: "topic" com.example.app.voip ends in ".voip", the suffix of voip pushes, but the line's "push_type" is \#(type): give "push_type": "voip", or the bare bundle id"#)
+            }
+        }
+        // A line without a push type is the default's: --push-type's.
+        #expect(try firstError(line(1, #", "topic": "com.example.app.push-type.widgets""#))
+            == #"line 1: "topic" com.example.app.push-type.widgets ends in ".push-type.widgets", the suffix of widgets pushes, but the line names no "push_type" (the default is alert): give "push_type": "widgets", or the bare bundle id"#)
+        #expect(try firstError(line(1, #", "topic": "com.example.app.voip""#), for: .http2(defaultPushType: .voip)) == nil)
+        // .voip-ptt is push to talk's, not voip's with something after it.
+        #expect(try firstError(line(1, #", "push_type": "voip", "topic": "com.example.app.voip-ptt""#))
+            == #"line 1: "topic" com.example.app.voip-ptt does not end in ".voip": a voip push goes to the app's bundle id followed by ".voip""#)
+        // Under --on-bad-line skip it is listed and the rest is read.
+        let reader = try reader("\(line(1, #", "push_type": "voip", "topic": "com.example.app""#))\n\(line(2))\n", onBadLine: .skip)
+        #expect(try readAll(reader).map(\.token) == [campaignToken(2)])
+        #expect(reader.skippedLines.map(\.line) == [1])
+    }
 
     @Test func badLinesAreNamedWithTheirLineAndReason() throws {
         let pushTypes = "alert, background, voip, complication, fileprovider, mdm, location, liveactivity, pushtotalk, widgets, controls"

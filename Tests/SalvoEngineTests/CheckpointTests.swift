@@ -75,6 +75,35 @@ import Testing
         }
     }
 
+    @Test func textAndParseAreInversesWithLinesToRetry() throws {
+        var generator = SplitMix64(seed: 11)
+        for _ in 0..<200 {
+            let line = Int.random(in: 1...999_999_999, using: &generator)
+            var retry: [ClosedRange<Int>] = []
+            var next = 1
+            for _ in 0..<Int.random(in: 1...20, using: &generator) {
+                let first = next + Int.random(in: 0...1000, using: &generator)
+                let last = first + (Bool.random(using: &generator) ? 0 : Int.random(in: 1...50, using: &generator))
+                guard last <= line else { break }
+                retry.append(first...last)
+                next = last + 2
+            }
+            let point = ResumePoint(line: line, prefix: Self.prefix, retry: retry)
+            #expect(point.text.hasPrefix(retry.isEmpty ? "salvo-checkpoint v2\n" : "salvo-checkpoint v3\n"))
+            #expect(try ResumePoint.parse(Array(point.text.utf8)) == point)
+        }
+        let most = (0..<ResumePoint.maximumRetryRanges).map { $0 * 1_000_000_000 + 1...$0 * 1_000_000_000 + 999_999_999 }
+        let fullest = ResumePoint(line: most.last!.upperBound, prefix: Self.prefix, retry: most)
+        #expect(try ResumePoint.parse(Array(fullest.text.utf8)) == fullest, "the longest checkpoint is read back")
+    }
+
+    /// Without lines to retry a checkpoint is written as version 2, which salvos before
+    /// version 3 read too.
+    @Test func aCheckpointWithoutLinesToRetryIsVersion2() throws {
+        let text = ResumePoint(line: 7, prefix: Self.prefix).text
+        #expect(text.hasPrefix("salvo-checkpoint v2\nline 7\n") && !text.contains("retry"))
+    }
+
     @Test func aVersion1CheckpointIsReadWithoutAPrefix() throws {
         #expect(try ResumePoint.parse(Array("salvo-checkpoint v1\nline 42\n".utf8)) == ResumePoint(line: 42, prefix: nil))
     }
@@ -82,8 +111,22 @@ import Testing
     static let hex = String(repeating: "ab", count: 32)
 
     @Test(arguments: [
-        ("", "the first line is not \"salvo-checkpoint v2\""),
-        ("salvo-checkpoint v3\nline 5\n", "the first line is not \"salvo-checkpoint v2\""),
+        ("", "the first line is not \"salvo-checkpoint v3\""),
+        ("salvo-checkpoint v4\nline 5\n", "the first line is not \"salvo-checkpoint v3\""),
+        ("salvo-checkpoint v3\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\n",
+         "expected \"line N\", \"prefix-bytes B\", \"prefix-sha256 H\" and \"retry L...\" after the first line, one per line, and nothing after them"),
+        ("salvo-checkpoint v3\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\nretry \n",
+         "\"\" in the retry line is not a line number N or a run N-M with N < M"),
+        ("salvo-checkpoint v3\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\nretry 3-3\n",
+         "\"3-3\" in the retry line is not a line number N or a run N-M with N < M"),
+        ("salvo-checkpoint v3\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\nretry 2 3\n",
+         "the retry line's lines are not ascending and apart, or not within 1…5"),
+        ("salvo-checkpoint v3\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\nretry 4-6\n",
+         "the retry line's lines are not ascending and apart, or not within 1…5"),
+        ("salvo-checkpoint v3\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\nretry 0\n",
+         "the retry line's lines are not ascending and apart, or not within 1…5"),
+        ("salvo-checkpoint v3\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)\nfailed 2\n",
+         "\"failed 2\" is not \"retry\" and the lines to send again"),
         ("salvo-checkpoint v2\nline 5\n",
          "expected \"line N\", \"prefix-bytes B\" and \"prefix-sha256 H\" after the first line, one per line, and nothing after them"),
         ("salvo-checkpoint v2\nline 5\nprefix-bytes 9\nprefix-sha256 \(CheckpointTests.hex)",
@@ -103,7 +146,7 @@ import Testing
         ("salvo-checkpoint v1\nline 00\n", "\"line 00\" is not \"line N\" with N a whole number without leading zeros"),
         ("salvo-checkpoint v1\nline -3\n", "\"line -3\" is not \"line N\" with N a whole number without leading zeros"),
         ("salvo-checkpoint v1\nline 99999999999999999999\n", "\"line 99999999999999999999\" is not \"line N\" with N a whole number without leading zeros"),
-        (String(repeating: "x", count: 600), "it is longer than a checkpoint can be"),
+        (String(repeating: "x", count: 50_000), "it is longer than a checkpoint can be"),
     ])
     func corruptFilesAreClearErrors(content: String, reason: String) throws {
         let path = try directory.write("bad.checkpoint", content)
@@ -114,7 +157,7 @@ import Testing
         let path = try directory.write("bad.checkpoint", "garbage")
         let error = try #require(throws: CheckpointError.self) { try Checkpoint(path: path).load() }
         #expect(error.description == """
-            checkpoint \(path) is not valid: the first line is not "salvo-checkpoint v2"; delete it to start from the beginning
+            checkpoint \(path) is not valid: the first line is not "salvo-checkpoint v3"; delete it to start from the beginning
             """)
     }
 

@@ -42,8 +42,9 @@ import Testing
     static func expectMetrics(_ metrics: PrometheusText, agreeWith report: SenderReport) {
         #expect(metrics.value("salvo_sender_submitted_total") == Double(report.submitted))
         #expect(metrics.value("salvo_sender_accepted_total") == Double(report.accepted))
-        #expect(metrics.values("salvo_sender_rejected_total", by: "reason") == report.rejectedByReason)
-        #expect(metrics.values("salvo_sender_failed_total", by: "reason") == report.failedByReason)
+        // The reasons that never happened are there too, at 0.
+        #expect(metrics.values("salvo_sender_rejected_total", by: "reason").filter { $0.value > 0 } == report.rejectedByReason)
+        #expect(metrics.values("salvo_sender_failed_total", by: "reason").filter { $0.value > 0 } == report.failedByReason)
         #expect(metrics.value("salvo_sender_resent_total") == Double(report.resent))
         #expect(metrics.value("salvo_sender_reconnects_total") == Double(report.reconnects))
         #expect(metrics.value("salvo_sender_in_flight") == 0)
@@ -88,7 +89,11 @@ import Testing
         #expect(written, "stderr: \(sender.errors)")
         let report = try SendCommandTests.report(reportPath)
         #expect(report.submitted == 20_000 && report.isComplete && report.rejected > 0)
-        Self.expectMetrics(try Self.scrape(try Self.metricsPort(of: sender)), agreeWith: report)
+        let final = try Self.scrape(try Self.metricsPort(of: sender))
+        Self.expectMetrics(final, agreeWith: report)
+        // One transport's histograms only: an HTTP/2 run has no error-response latencies.
+        #expect((final.value("salvo_sender_error_response_latency_seconds_count") != nil) == !h2)
+        #expect((final.value("salvo_sender_response_latency_seconds_count") != nil) == h2)
         // SIGTERM ends the hold at once, with the run's exit status.
         sender.kill(SIGTERM)
         #expect(try sender.exitStatus(within: .seconds(20)) == 0)
@@ -100,6 +105,63 @@ import Testing
         #expect(mockRejected.values.reduce(0, +) == report.rejected)
         mock.kill(SIGTERM)
         #expect(try mock.exitStatus(within: .seconds(20)) == 0)
+    }
+
+    /// Every metric has its `# HELP`, and the series a dashboard watches are there from the
+    /// first scrape: the rejection reasons and failure reasons at 0 before any happens.
+    @Test(arguments: ["binary", "h2"])
+    func everyMetricIsDescribedAndTheRejectedAndFailedSeriesStartAtZero(wireProtocol: String) throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let h2 = wireProtocol == "h2"
+        // Answers held 20 ms on one stream: the run lasts long enough to scrape it midway.
+        let (mock, gatewayPort, mockMetrics) = try Self.startMock(
+            workspace, h2 ? ["--protocol", "h2", "--response-delay-ms", "20", "--max-streams", "1", "--require-client-cert",
+                             "--ca", workspace.path("ca.pem")]
+                          : ["--feedback-port", "0", "--require-client-cert", "--ca", workspace.path("ca.pem")])
+        defer { mock.kill(SIGKILL) }
+        let mockEarly = eventually({ (try? Self.scrapeText(mockMetrics)) ?? "" }, until: { $0.contains("salvo_mock_rejected_total{") })
+        let campaign = try workspace.writeCampaign(lines: h2 ? 300 : 2000)
+        let sender = try SendCommandTests.launch(
+            ["send", "--protocol", wireProtocol, "--gateway", "127.0.0.1:\(gatewayPort)", "--input", campaign, "--metrics-port", "0",
+             "--metrics-hold", "120", "--shards", "1", "--connections", "1", "--max-connections", "1"]
+                + workspace.tlsArguments() + (h2 ? ["--topic", "com.example.app"] : ["--error-wait-ms", "100"]))
+        defer { sender.kill(SIGKILL) }
+        let port = try Self.metricsPort(of: sender)
+        let during = eventually({ (try? Self.scrapeText(port)) ?? "" }, until: { $0.contains("salvo_sender_submitted_total ") })
+        let final = eventually({ sender.errors.contains("serving the final") ? (try? Self.scrapeText(port)) : nil },
+                               within: .seconds(120), until: { $0 != nil }) ?? ""
+        sender.kill(SIGTERM)
+        #expect(try sender.exitStatus(within: .seconds(20)) == 0, "stderr: \(sender.errors)")
+        for text in [during, final, mockEarly] {
+            let described = Set(text.split(separator: "\n").filter { $0.hasPrefix("# HELP ") }.map { $0.split(separator: " ")[2] })
+            let reported = Set(text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map { line in
+                String(line.prefix { $0 != "{" && $0 != " " }).replacingOccurrences(of: #"_(bucket|sum|count)$"#, with: "",
+                                                                                    options: .regularExpression)
+            })
+            #expect(!reported.isEmpty && reported.isSubset(of: Set(described.map(String.init))),
+                    "without # HELP: \(reported.subtracting(described.map(String.init)))")
+            #expect(!text.contains("not described"), "a salvo metric without its own description")
+        }
+        let early = PrometheusText(during)
+        let rejections = h2 ? ["BadDeviceToken", "Unregistered", "PayloadTooLarge"] : ["invalid_token", "processing_error"]
+        for reason in rejections {
+            #expect(early.value("salvo_sender_rejected_total", ["reason": reason]) == 0, "\(reason)")
+        }
+        for reason in ["gateway_unreachable", "retry_budget_exhausted", "delivery_unknown"] {
+            #expect(early.value("salvo_sender_failed_total", ["reason": reason]) == 0, "\(reason)")
+        }
+        #expect(PrometheusText(mockEarly).value("salvo_mock_rejected_total", ["reason": h2 ? "BadDeviceToken" : "invalid_token"]) == 0)
+        #expect(final.contains("salvo_sender_error_response_latency_seconds") == !h2)
+        mock.kill(SIGTERM)
+        #expect(try mock.exitStatus(within: .seconds(20)) == 0)
+    }
+
+    /// The text of one scrape of `http://127.0.0.1:port/metrics` with curl.
+    static func scrapeText(_ port: Int) throws -> String {
+        let (status, body, errors) = try MockH2CommandTests.curl(["--silent", "--show-error", "--fail", "http://127.0.0.1:\(port)/metrics"])
+        #expect(status == 0, "curl: \(errors)")
+        return body
     }
 
     @Test func sigtermStopsTakingNotificationsFinishesWhatWasSentAndSavesTheCheckpointForAResume() throws {

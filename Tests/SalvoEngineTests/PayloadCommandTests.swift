@@ -138,6 +138,6 @@ import Testing
     func aRefusedFlagIsNamed(_ arguments: [String], _ message: String) throws {
         let (status, output, errors) = try SendCommandTests.run(arguments, timeout: .seconds(30))
         #expect(status == 2, "stdout: \(output)")
-        #expect(errors.contains("Error: \(message)"), "stderr: \(errors)")
+        #expect(errors.contains("salvo payload: \(message)"), "stderr: \(errors)")
     }
 }

@@ -426,8 +426,8 @@ extension ProviderTokenSignerTests {
 
             let unusual = try ProviderCredentials(keyFile: path, keyID: "KEY-1", teamID: "team_42")
             #expect(unusual.warnings.count == 3)
-            #expect(unusual.warnings[0].contains("key id 'KEY-1' is not 10 letters and digits"))
-            #expect(unusual.warnings[1].contains("team id 'team_42' is not 10 letters and digits"))
+            #expect(unusual.warnings[0].contains("key id 'KEY-1' has 5 characters; Apple's key ids are 10 letters and digits"))
+            #expect(unusual.warnings[1].contains("team id 'team_42' has 7 characters; Apple's team ids are 10 letters and digits"))
             #expect(unusual.warnings[2] == "the key file's name says key id '\(AuthKey.keyID)', but 'KEY-1' was given")
         }
 

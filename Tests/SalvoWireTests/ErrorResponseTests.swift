@@ -40,4 +40,23 @@ struct ErrorResponseTests {
             try ErrorResponse.decode(Array("HTTP/1.1 400".utf8))
         }
     }
+
+    /// A gateway that speaks HTTP/2 starts with its SETTINGS frame (or a GOAWAY refusing
+    /// what it read): told apart from other garbage, and permanent, since every connection
+    /// will meet the same.
+    @Test("an HTTP/2 server's first frame says the gateway speaks HTTP/2")
+    func http2Frames() {
+        let settings = wireHex("00000c 04 00 00000000")  // 12 bytes of settings on stream 0
+        #expect(throws: ErrorResponseDecodingError.http2Frame(type: 4)) { try ErrorResponse.decode(settings) }
+        #expect(throws: ErrorResponseDecodingError.http2Frame(type: 4)) { try ErrorResponse.decode(wireHex("000000 04 01 000000")) }
+        #expect(throws: ErrorResponseDecodingError.http2Frame(type: 7)) { try ErrorResponse.decode(wireHex("000008 07 00 000000")) }
+        // Before 6 bytes, a SETTINGS on another stream, an odd length: plain garbage.
+        #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0)) { try ErrorResponse.decode(Array(settings[..<4])) }
+        #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0)) { try ErrorResponse.decode(wireHex("00000c 04 00 010000")) }
+        #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0)) { try ErrorResponse.decode(wireHex("000005 04 00 000000")) }
+        #expect(ErrorResponseDecodingError.http2Frame(type: 4).isPermanent)
+        #expect(!ErrorResponseDecodingError.unexpectedCommand(0).isPermanent)
+        #expect(ErrorResponseDecodingError.http2Frame(type: 4).description
+            == "the gateway answered with an HTTP/2 SETTINGS frame: it speaks HTTP/2 (Apple's provider API), not the binary protocol")
+    }
 }

@@ -211,8 +211,9 @@ final class BinaryTransport: ConnectionTransport {
                 case .success(nil):
                     continue
                 case .failure(let error):
-                    // A gateway that speaks something else: handled as a drop.
-                    connection.connectionLost(link, "\(error)", permanent: nil)
+                    // A gateway that speaks something else: handled as a drop, or given up
+                    // on when it speaks HTTP/2 (no connection will do better).
+                    connection.connectionLost(link, "\(error)", permanent: error.isPermanent ? "\(error)" : nil)
                     return
                 }
             case .wouldBlock:

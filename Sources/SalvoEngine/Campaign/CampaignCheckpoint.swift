@@ -99,8 +99,17 @@ public final class CampaignCheckpoint: Sendable {
     ///   it was); `.campaignUnreadable`; `.otherCampaign` when the campaign has fewer than
     ///   `line` lines (it was cut short during the run).
     public func save(completedThroughLine line: Int) throws(CheckpointError) {
+        try save(ResumePlan(doneThrough: line, retry: []))
+    }
+
+    /// Saves `plan`: every line up to its `doneThrough` is final, and those of its `retry`
+    /// are to be sent again; with the fingerprint of lines 1…`doneThrough`.
+    ///
+    /// - Throws: as `save(completedThroughLine:)`.
+    public func save(_ plan: ResumePlan) throws(CheckpointError) {
         try prefixes.withLock { prefixes throws(CheckpointError) in
-            try checkpoint.save(ResumePoint(line: line, prefix: try prefix(throughLine: line, of: prefixes)))
+            let prefix = try prefix(throughLine: plan.doneThrough, of: prefixes)
+            try checkpoint.save(ResumePoint(line: plan.doneThrough, prefix: prefix, retry: plan.retry))
         }
     }
 

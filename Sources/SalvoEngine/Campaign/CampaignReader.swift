@@ -229,6 +229,9 @@ public final class CampaignReader {
     public private(set) var skippedLines: [BadLine] = []
     /// How many lines were skipped under `.skip`.
     public private(set) var skippedLineCount = 0
+    /// Which lines are read (a resume: those after its checkpoint, and the failed ones
+    /// before it); the others are passed over without being parsed. Nil: every line.
+    public var resumePlan: ResumePlan?
 
     private var lines: LineReader
     /// The `id` of the last JSONL line parsed, for `nextItem()`.
@@ -361,6 +364,7 @@ public final class CampaignReader {
     /// `id` is not, and the send path copies what it reads a few times.
     private func nextNotification() throws(CampaignError) -> SourceNotification? {
         while let line = try lines.nextLine() {
+            if let resumePlan, !resumePlan.includes(line: lines.lineNumber) { continue }
             do throws(LineProblem) {
                 if let notification = try parse(line) { return notification }
             } catch {
@@ -457,8 +461,9 @@ public final class CampaignReader {
 
         let expiry = try expiryField(fields, in: line)
         let priority = try priorityField(fields.priority, pushType: pushType, in: line)
-        if defaultPushType != nil {
+        if let pushType {
             request.topic = try topicField(fields.topic, in: line)
+            if let topic = request.topic { try Self.checkSuffix(of: topic, for: pushType, named: request.pushType != nil) }
             request.collapseID = try collapseIDField(fields.collapseID, in: line)
             request.apnsID = try apnsIDField(fields.apnsID, in: line)
         }
@@ -550,6 +555,25 @@ public final class CampaignReader {
                 "\"topic\" must be a bundle id: dot-separated parts of letters, digits, '-' and '_'; not \(Self.excerpt(member, in: line))")
         }
         return topic
+    }
+
+    /// A line's own topic is the whole apns-topic, so it must carry its push type's suffix
+    /// and no other type's, as APNs requires (it answers 400 InvalidPushType otherwise):
+    /// refused here, before it is sent, saying which suffix. `named`: the line gives its
+    /// push type (else it is the default).
+    private static func checkSuffix(of topic: UnsafeRawBufferPointer, for pushType: APNsPushType, named: Bool)
+        throws(LineProblem)
+    {
+        let owner = APNsPushType.owningSuffix(of: topic)
+        if let suffix = pushType.topicSuffix {
+            guard owner != pushType else { return }
+            throw LineProblem(reason: "\"topic\" \(String(decoding: topic, as: UTF8.self)) does not end in \"\(suffix)\": a "
+                              + "\(pushType) push goes to the app's bundle id followed by \"\(suffix)\"")
+        }
+        guard let owner else { return }
+        let whose = named ? "the line's \"push_type\" is \(pushType)" : "the line names no \"push_type\" (the default is \(pushType))"
+        throw LineProblem(reason: "\"topic\" \(String(decoding: topic, as: UTF8.self)) ends in \"\(owner.topicSuffix!)\", the suffix of "
+                          + "\(owner) pushes, but \(whose): give \"push_type\": \"\(owner)\", or the bare bundle id")
     }
 
     /// `collapse_id`: at most 64 bytes, and a valid HTTP/2 header value.
@@ -797,6 +821,8 @@ public struct CampaignFile: NotificationSource {
     public let campaignProtocol: CampaignProtocol
     /// What its readers do with a line they cannot use.
     public let badLinePolicy: BadLinePolicy
+    /// The lines its readers read (a resume); nil: all of them.
+    public var resumePlan: ResumePlan?
 
     /// The largest payload its readers yield: see `CampaignReader.maximumPayloadLength`.
     public var maximumPayloadLength: Int { campaignProtocol.largestPayloadLength(for: source) }
@@ -814,7 +840,9 @@ public struct CampaignFile: NotificationSource {
     }
 
     public func makeReader() throws(CampaignError) -> CampaignReader {
-        try CampaignReader(source, for: campaignProtocol, onBadLine: badLinePolicy)
+        let reader = try CampaignReader(source, for: campaignProtocol, onBadLine: badLinePolicy)
+        reader.resumePlan = resumePlan
+        return reader
     }
 }
 

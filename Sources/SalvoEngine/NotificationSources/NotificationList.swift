@@ -19,14 +19,30 @@ public struct NotificationList: NotificationSource {
         public var expiry: UInt32?
         /// 10 or 5 (or 1 over HTTP/2); nil: the sender's default.
         public var priority: UInt8?
+        /// HTTP/2: `apns-push-type`; nil: the sender's default.
+        public var pushType: APNsPushType?
+        /// HTTP/2: the whole `apns-topic`; nil: the sender's topic with the push type's suffix.
+        public var topic: String?
+        /// HTTP/2: `apns-collapse-id`; nil: none.
+        public var collapseID: String?
+        /// HTTP/2: `apns-id`; nil: the sender makes one.
+        public var apnsID: APNsID?
 
-        /// An entry sending `payload` to `token`.
-        public init(token: DeviceToken, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil) {
+        /// An entry sending `payload` to `token`, with these headers (over HTTP/2).
+        public init(token: DeviceToken, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil,
+                    pushType: APNsPushType? = nil, topic: String? = nil, collapseID: String? = nil, apnsID: APNsID? = nil) {
             self.token = token
             self.payload = payload
             self.expiry = expiry
             self.priority = priority
+            self.pushType = pushType
+            self.topic = topic
+            self.collapseID = collapseID
+            self.apnsID = apnsID
         }
+
+        /// Whether it sets an HTTP/2 header of its own.
+        var setsRequest: Bool { pushType != nil || topic != nil || collapseID != nil || apnsID != nil }
     }
 
     private let storage: Storage
@@ -39,7 +55,8 @@ public struct NotificationList: NotificationSource {
     /// One payload per token.
     public init(_ items: [Item]) {
         storage = Storage(tokens: items.map(\.token), payloads: items.map(\.payload),
-                          details: .perItem(items.map { ($0.expiry, $0.priority) }))
+                          details: .perItem(items.map { ($0.expiry, $0.priority) }),
+                          requests: items.contains(where: \.setsRequest) ? items : nil)
     }
 
     /// The number of notifications.
@@ -79,22 +96,49 @@ public struct NotificationList: NotificationSource {
         private let details: Details
         private let bytes: UnsafeMutableRawBufferPointer
         private let payloadRanges: [Range<Int>]
+        /// Item `i`'s HTTP/2 headers, whose texts lie in `bytes` after the payloads; nil
+        /// when no item sets one.
+        private let requests: UnsafeMutableBufferPointer<RequestFields>?
 
-        init(tokens: [DeviceToken], payloads: [[UInt8]], details: Details) {
+        /// - Parameter requests: the items whose HTTP/2 headers to keep, one per token.
+        init(tokens: [DeviceToken], payloads: [[UInt8]], details: Details, requests items: [Item]? = nil) {
             self.tokens = tokens
             self.details = details
-            bytes = .allocate(byteCount: max(1, payloads.reduce(0) { $0 + $1.count }), alignment: 16)
+            let texts = items?.reduce(0) { $0 + ($1.topic?.utf8.count ?? 0) + ($1.collapseID?.utf8.count ?? 0) } ?? 0
+            let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, payloads.reduce(0) { $0 + $1.count } + texts),
+                                                               alignment: 16)
+            self.bytes = bytes
             var ranges: [Range<Int>] = []
             var cursor = 0
+            func store(_ text: some Collection<UInt8>) -> UnsafeRawBufferPointer {
+                let room = UnsafeMutableRawBufferPointer(rebasing: bytes[cursor..<cursor + text.count])
+                room.copyBytes(from: text)
+                cursor += text.count
+                return UnsafeRawBufferPointer(room)
+            }
             for payload in payloads {
-                UnsafeMutableRawBufferPointer(rebasing: bytes[cursor..<cursor + payload.count]).copyBytes(from: payload)
                 ranges.append(cursor..<cursor + payload.count)
-                cursor += payload.count
+                _ = store(payload)
+            }
+            var requests: UnsafeMutableBufferPointer<RequestFields>?
+            if let items {
+                let fields = UnsafeMutableBufferPointer<RequestFields>.allocate(capacity: items.count)
+                for (index, item) in items.enumerated() {
+                    let topic = item.topic.map { store($0.utf8) }
+                    let collapseID = item.collapseID.map { store($0.utf8) }
+                    (fields.baseAddress! + index).initialize(to: RequestFields(
+                        pushType: item.pushType, topic: topic, collapseID: collapseID, apnsID: item.apnsID))
+                }
+                requests = fields
             }
             payloadRanges = ranges
+            self.requests = requests
         }
 
-        deinit { bytes.deallocate() }
+        deinit {
+            bytes.deallocate()
+            requests?.deallocate()
+        }
 
         func notification(at index: Int) -> SourceNotification {
             let position = SourcePosition(offset: UInt64(index), sequence: UInt64(index))
@@ -103,8 +147,10 @@ public struct NotificationList: NotificationSource {
                 return SourceNotification(token: tokens[index], payload: UnsafeRawBufferPointer(rebasing: bytes[payloadRanges[0]]),
                                           expiry: expiry, priority: priority, position: position)
             case .perItem(let items):
+                let request = requests.flatMap { $0[index].isEmpty ? nil : UnsafePointer($0.baseAddress! + index) }
                 return SourceNotification(token: tokens[index], payload: UnsafeRawBufferPointer(rebasing: bytes[payloadRanges[index]]),
-                                          expiry: items[index].expiry, priority: items[index].priority, position: position)
+                                          expiry: items[index].expiry, priority: items[index].priority, position: position,
+                                          request: request)
             }
         }
     }

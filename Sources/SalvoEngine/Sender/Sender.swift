@@ -111,7 +111,7 @@ public final class Sender: Sendable {
         }
         self.configuration = configuration
         self.logger = logger
-        let instruments = SenderInstruments(factory: metricsFactory ?? MetricsSystem.factory)
+        let instruments = SenderInstruments(factory: metricsFactory ?? MetricsSystem.factory, http2: configuration.http2 != nil)
         self.instruments = instruments
         switch configuration.transport {
         case .binary(let format):
@@ -448,7 +448,11 @@ public final class Sender: Sendable {
     /// notification holds it back for good (S stays below it), so that resuming from a
     /// checkpoint sends it again. Meaningful for one source at a time whose sequences
     /// increase (a campaign's line numbers): what a checkpoint records.
-    public func completedSequence() -> UInt64? {
+    ///
+    /// - Parameter holdingBackFailures: false: every notification up to S is final, failed
+    ///   ones included; for a caller that knows which ones failed (a checkpoint that lists
+    ///   them).
+    public func completedSequence(holdingBackFailures: Bool = true) -> UInt64? {
         // The high-water mark first: every notification up to it is then either final or
         // still in a lane when the lanes are read. (Read the other way round, one
         // published during the scan could be missed.)
@@ -460,7 +464,7 @@ public final class Sender: Sendable {
             oldest = min(oldest, lane.oldestSequenceInWindow.load(ordering: .acquiring))
         }
         // Failures are noted before they leave the lanes: read after them, so none is missed.
-        oldest = min(oldest, ledger.firstFailedSequence.load(ordering: .acquiring))
+        if holdingBackFailures { oldest = min(oldest, ledger.firstFailedSequence.load(ordering: .acquiring)) }
         if oldest == .max { return end - 1 }
         return oldest == 0 ? nil : min(end - 1, oldest - 1)
     }

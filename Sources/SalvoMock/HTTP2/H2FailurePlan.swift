@@ -1,3 +1,5 @@
+import SalvoWire
+
 /// What the HTTP/2 mock does wrong on purpose, and when, with the statuses and reasons
 /// Apple documents for each. Every rule is a pure function of the requests the gateway
 /// receives and their order, so the same traffic fails in the same places; `seed` makes
@@ -12,8 +14,8 @@
 ///   1-based, on one counter; the per-connection rules (`dropEvery`, `stallEvery`) count
 ///   valid requests on their connection.
 /// - Each valid request is judged by the rules in this order: `dropEvery`, `rejectEvery`,
-///   `throttleEvery`, `unavailableEvery`, `internalErrorEvery`, then the token rules, which
-///   are always on, as tokens Apple knows to be gone: a token whose hex ends in `dead`
+///   `throttleEvery`, `unavailableEvery`, `internalErrorEvery`, `unavailableTokens`, then
+///   the token rules, which are always on, as tokens Apple knows to be gone: a token whose hex ends in `dead`
 ///   (either case) gets 410 Unregistered, one ending in `fade` 410 ExpiredToken, both with
 ///   a `timestamp` (ms). The first that fires decides; if none does, the request is
 ///   accepted (200).
@@ -68,6 +70,9 @@ public struct H2FailurePlan: Sendable, Hashable {
     /// A protocol fault committed on every connection, beside (or instead of) the rules
     /// above; nil: none.
     public var misbehaviour: H2Misbehaviour?
+    /// These tokens get 503 ServiceUnavailable every time they are sent, after the rules
+    /// above: notifications that fail whatever the sender does (for resume tests).
+    public var unavailableTokens: Set<DeviceToken> = []
 
     /// A plan; by default nothing fails (but tokens ending in `dead` or `fade`).
     public init(

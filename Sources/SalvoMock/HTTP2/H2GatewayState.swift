@@ -79,6 +79,7 @@ final class H2GatewayState: Sendable {
             decision.reason = Self.reason(at: position, plan)
             if let every = plan.goawayEvery, position % every == 0 { decision.goAway = true }
         }
+        if decision.reason == nil, plan.unavailableTokens.contains(token) { decision.reason = .serviceUnavailable }
         if decision.reason == nil { decision.reason = Self.reason(for: token) }
         return decision
     }

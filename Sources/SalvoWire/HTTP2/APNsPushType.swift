@@ -72,11 +72,22 @@ public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringC
     }
 
     /// The type whose topic suffix ends `topic` (after at least one byte of bundle id), if any.
+    /// A loop over raw values, not `allCases`, which allocates per call in debug builds:
+    /// the mock asks for every request, the campaign reader for every line with a topic.
     public static func owningSuffix(of topic: UnsafeRawBufferPointer) -> APNsPushType? {
-        allCases.first { type in
-            guard let suffix = type.topicSuffixText, topic.count > suffix.utf8CodeUnitCount else { return false }
-            return suffix.isSpelled(by: UnsafeRawBufferPointer(rebasing: topic.suffix(suffix.utf8CodeUnitCount)))
+        var raw: UInt8 = 0
+        while let type = APNsPushType(rawValue: raw) {
+            if type.isSuffix(of: topic) { return type }
+            raw += 1
         }
+        return nil
+    }
+
+    /// Whether `topic` ends in this type's suffix after at least one byte of bundle id;
+    /// false for a type without one.
+    public func isSuffix(of topic: UnsafeRawBufferPointer) -> Bool {
+        guard let suffix = topicSuffixText, topic.count > suffix.utf8CodeUnitCount else { return false }
+        return suffix.isSpelled(by: UnsafeRawBufferPointer(rebasing: topic[(topic.count - suffix.utf8CodeUnitCount)...]))
     }
 
     /// The header value, as `name` gives it.

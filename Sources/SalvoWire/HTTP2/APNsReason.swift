@@ -110,6 +110,13 @@ public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringCon
     }
 
     /// The HTTP status a response with this reason carries.
+    /// Whether an answer with this reason rejects its notification for good: the request
+    /// itself is wrong, or the token is (400, 404, 405, 410, 413). The others are retried
+    /// (429, 500, 503), configuration faults (403), or the connection's (IdleTimeout).
+    public var isRejection: Bool {
+        [400, 404, 405, 410, 413].contains(status) && self != .idleTimeout
+    }
+
     public var status: Int {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,

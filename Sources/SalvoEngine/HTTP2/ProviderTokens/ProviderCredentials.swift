@@ -120,12 +120,18 @@ public struct ProviderCredentials: Sendable {
         func looksLikeApples(_ id: String) -> Bool {
             id.utf8.count == 10 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
         }
+        func shape(_ id: String) -> String {
+            let count = id.count
+            return count == 10 ? "has characters other than letters and digits" : "has \(count) character\(count == 1 ? "" : "s")"
+        }
         var doubts: [String] = []
         if !looksLikeApples(keyID) {
-            doubts.append("key id '\(keyID)' is not 10 letters and digits as Apple's are: check it if the gateway answers InvalidProviderToken")
+            doubts.append("key id '\(keyID)' \(shape(keyID)); Apple's key ids are 10 letters and digits (the key's page in "
+                          + "your developer account): check it, or the gateway will answer 403 InvalidProviderToken")
         }
         if !looksLikeApples(teamID) {
-            doubts.append("team id '\(teamID)' is not 10 letters and digits as Apple's are: check it if the gateway answers InvalidProviderToken")
+            doubts.append("team id '\(teamID)' \(shape(teamID)); Apple's team ids are 10 letters and digits (Membership in "
+                          + "your developer account): check it, or the gateway will answer 403 InvalidProviderToken")
         }
         // Apple names the file for its key: AuthKey_<KEYID>.p8.
         let name = source.split(separator: "/").last.map(String.init) ?? source

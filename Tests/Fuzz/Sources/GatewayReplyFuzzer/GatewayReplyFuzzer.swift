@@ -4,7 +4,8 @@
 // Properties:
 // - no trap, and no out-of-bounds access (AddressSanitizer);
 // - ErrorResponse.decode on every prefix: nothing before the first byte, an error as soon as
-//   the first byte is not 8, nothing more until 6 bytes, then the response whose bytes are
+//   the first byte is not 8 (an HTTP/2 frame only from 6 bytes that start with 0 and name
+//   SETTINGS or GOAWAY), nothing more until 6 bytes, then the response whose bytes are
 //   exactly those 6, whatever follows them;
 // - FeedbackDecoder gives the same tuples, the same error and the same pending bytes whether
 //   the bytes come whole, byte by byte or in random splits; it never holds a whole tuple;
@@ -35,6 +36,9 @@ func checkErrorResponse(_ input: UnsafeRawBufferPointer) {
         case .failure(.unexpectedCommand(let byte)):
             require(length > 0 && input[0] != ErrorResponse.command && byte == input[0],
                     "ErrorResponse.decode refused \(Array(prefix)) naming byte \(byte)")
+        case .failure(.http2Frame(let type)):
+            require(length >= ErrorResponse.byteCount && input[0] == 0 && type == input[3] && [4, 7].contains(type),
+                    "ErrorResponse.decode called \(Array(prefix)) an HTTP/2 frame of type \(type)")
         case .success(nil):
             require(length < ErrorResponse.byteCount && (length == 0 || input[0] == ErrorResponse.command),
                     "ErrorResponse.decode asked for more than \(Array(prefix))")
