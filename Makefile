@@ -9,7 +9,7 @@
 # h2load) and curl: the real HTTP/2 clients its tests run.
 SYSTEM_PACKAGES := libssl-dev libjemalloc-dev openssl pkg-config iproute2 libnghttp2-dev nghttp2-client curl
 # For `make test`, required: postgresql, the throwaway clusters (initdb, pg_ctl) of the
-# SalvoCampaigns tests (a real server, nothing mocked).
+# SalvoPostgres tests (a real server, nothing mocked).
 TEST_SYSTEM_PACKAGES := postgresql
 # For `make test` only: the other teams' senders the tests run against `salvo mock`
 # (Tests/SalvoBenchTests/LegacyClientTests.swift, HTTP2ClientTests.swift): the PHP cookbook

@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "SalvoWire", targets: ["SalvoWire"]),
         .library(name: "SalvoIO", targets: ["SalvoIO"]),
         .library(name: "SalvoEngine", targets: ["SalvoEngine"]),
+        .library(name: "SalvoCampaignFiles", targets: ["SalvoCampaignFiles"]),
         .library(name: "SalvoMock", targets: ["SalvoMock"]),
         .executable(name: "salvo", targets: ["salvo"]),
     ],
@@ -38,7 +39,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // `Sender` and the mocks as `Service`s: graceful shutdown on SIGTERM.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        // SalvoCampaigns: campaigns shared by several workers, and the device registry, in PostgreSQL.
+        // SalvoPostgres: campaigns shared by several workers, and the device registry, in PostgreSQL.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
@@ -107,6 +108,15 @@ let package = Package(
             ]
         ),
         // The mock APNs gateways (binary and HTTP/2) and the feedback service.
+        // Campaign files (one notification per line) and their checkpoints: what a run
+        // reads and how it resumes, shared by the CLI, PostgreSQL campaigns and BlackBerry.
+        .target(
+            name: "SalvoCampaignFiles",
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .target(
             name: "SalvoMock",
             dependencies: [
@@ -135,7 +145,7 @@ let package = Package(
         .target(
             name: "SalvoBlackBerry",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -147,9 +157,9 @@ let package = Package(
         // outcomes and checkpoints) and the device-token registry. Its own module, so that the
         // engine never depends on a database.
         .target(
-            name: "SalvoCampaigns",
+            name: "SalvoPostgres",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -160,7 +170,7 @@ let package = Package(
         .executableTarget(
             name: "salvo",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry", "SalvoCampaigns",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry", "SalvoPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 "SalvoTelemetry", "SalvoPrometheus",
@@ -172,9 +182,11 @@ let package = Package(
             ]
         ),
 
-        // What several test targets share: child processes whose pipes are both drained,
+        // What several test targets share: loopback rigs (the real mock and a sender
+        // configured for it), child processes whose pipes are both drained, bounded waits,
         // nghttp2's HPACK inflater as the independent decoder.
-        .target(name: "SalvoTestSupport", dependencies: ["SalvoIO", "CNghttp2"], path: "Tests/SalvoTestSupport"),
+        .target(name: "SalvoTestSupport", dependencies: ["SalvoIO", "SalvoWire", "SalvoEngine", "SalvoMock", "CNghttp2"],
+                path: "Tests/SalvoTestSupport"),
         // nghttp2's HPACK inflater and deflater check our encoder and decoder.
         .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire", "SalvoTestSupport", "CNghttp2"]),
         .testTarget(
@@ -185,12 +197,10 @@ let package = Package(
             name: "SalvoMockTests",
             dependencies: ["SalvoMock", "SalvoIO", "SalvoWire", .product(name: "Crypto", package: "swift-crypto")]
         ),
-        // SendCommandTests and MockCommandTests run the built `salvo` executable as a process
-        // (`swift build --build-tests` builds it); nothing here imports it.
         .testTarget(
             name: "SalvoEngineTests",
             dependencies: [
-                "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport", "CNghttp2",
+                "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport", "CNghttp2",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // The observability tests: metrics scraped through SalvoPrometheus, `Service`, logs.
@@ -201,17 +211,26 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The command line as a user meets it: the built `salvo` executable run as a process
+        // (`swift build --build-tests` builds it; nothing here imports it) against the mock.
+        .testTarget(
+            name: "SalvoCLITests",
+            dependencies: [
+                "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The harness's pure pieces: matrix, statistics, results JSON, table, SVG, README.
         .testTarget(name: "SalvoBenchTests",
                     dependencies: ["SalvoBench", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport"]),
         // The Push Channel sender against the real mock NOC on loopback, and the pure parser.
         .testTarget(name: "SalvoBlackBerryTests",
-                    dependencies: ["SalvoBlackBerry", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoEngine", "SalvoTestSupport"]),
+                    dependencies: ["SalvoBlackBerry", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoEngine", "SalvoCampaignFiles", "SalvoTestSupport"]),
         // A real throwaway PostgreSQL cluster (initdb, pg_ctl) and the real mock gateway.
         .testTarget(
-            name: "SalvoCampaignsTests",
+            name: "SalvoPostgresTests",
             dependencies: [
-                "SalvoCampaigns", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                "SalvoPostgres", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),

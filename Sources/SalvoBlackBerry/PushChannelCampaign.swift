@@ -1,4 +1,5 @@
 import Foundation
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoWire
 

@@ -1,3 +1,4 @@
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoIO
 import SalvoWire

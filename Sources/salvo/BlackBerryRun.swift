@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
 import SalvoBlackBerry
-import SalvoCampaigns
+import SalvoPostgres
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoIO
 import SalvoWire

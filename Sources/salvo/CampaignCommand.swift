@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
-import SalvoCampaigns
+import SalvoPostgres
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoIO
 

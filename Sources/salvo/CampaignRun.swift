@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoIO
 import SalvoWire

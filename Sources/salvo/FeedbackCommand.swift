@@ -1,5 +1,5 @@
 import ArgumentParser
-import SalvoCampaigns
+import SalvoPostgres
 import SalvoEngine
 import SalvoIO
 import SalvoWire

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import SalvoCampaigns
+import SalvoPostgres
 import SalvoEngine
 import SalvoWire
 

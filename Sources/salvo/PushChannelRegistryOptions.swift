@@ -1,5 +1,5 @@
 import ArgumentParser
-import SalvoCampaigns
+import SalvoPostgres
 
 /// `--db` and `--app-id` of `salvo send --target blackberry`: the device registry that
 /// learns the run's dead tokens (402 Invalid Token).

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import SalvoCampaigns
+import SalvoPostgres
 
 /// `salvo registry`: the device-token registry in PostgreSQL.
 struct RegistryCommand: AsyncParsableCommand {

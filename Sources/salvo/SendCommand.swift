@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoIO
 import SalvoWire

@@ -28,6 +28,7 @@ let package = Package(
                 "FuzzSupport",
                 .product(name: "SalvoWire", package: "Salvo"),
                 .product(name: "SalvoEngine", package: "Salvo"),
+                .product(name: "SalvoCampaignFiles", package: "Salvo"),
             ] + (name == "HPACKDecoderFuzzer" ? ["CNghttp2Fuzz"] : [])
         )
     },

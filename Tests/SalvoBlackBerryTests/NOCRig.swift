@@ -1,5 +1,6 @@
 import Foundation
 import SalvoBlackBerry
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoIO
 import SalvoMock

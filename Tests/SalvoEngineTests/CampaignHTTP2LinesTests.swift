@@ -1,5 +1,6 @@
 import SalvoWire
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 @Suite struct CampaignHTTP2LinesTests {

@@ -2,6 +2,7 @@ import Foundation
 import SalvoWire
 import SystemPackage
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 /// A fresh directory under the system temp dir, removed when the test is done with it.

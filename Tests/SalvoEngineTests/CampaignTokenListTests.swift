@@ -1,4 +1,5 @@
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 @Suite struct CampaignTokenListTests {

@@ -2,6 +2,7 @@ import Foundation
 import SalvoIO
 import SystemPackage
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 @Suite struct CheckpointTests {

@@ -339,7 +339,7 @@ import Testing
         #expect(report.connectionsReason.contains("added because every connection had all the streams"), "\(report.connectionsReason)")
         let mock = rig.statistics { $0.accepted >= count }
         #expect(mock.accepted == count && mock.duplicates == 0)
-        #expect(mock.acceptedDigests == HTTP2SenderTests.digests(0..<count))
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<count))
     }
 
     /// Answers held 5 s, 400 streams per connection, small staging rings: before the first
@@ -371,6 +371,6 @@ import Testing
         #expect(report.submitted == count && report.accepted == count && report.isComplete && report.connections > 4)
         let mock = rig.statistics { $0.accepted >= count }
         #expect(mock.accepted == count && mock.duplicates == 0)
-        #expect(mock.acceptedDigests == HTTP2SenderTests.digests(0..<count))
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<count))
     }
 }

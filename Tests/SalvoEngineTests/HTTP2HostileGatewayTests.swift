@@ -31,7 +31,7 @@ import Testing
         let rig = try H2LoopbackRig(plan: H2FailurePlan(misbehaviour: misbehaviour))
         defer { rig.gateway.stop() }
         let sender = try Sender(configuration(port: rig.gateway.port))
-        let sending = Task { try await sender.send(contentsOf: HTTP2SenderTests.list(count)) }
+        let sending = Task { try await sender.send(contentsOf: H2LoopbackRig.list(count)) }
         let ended = await HostileGatewayTests.value(of: sending, within: bound)
         if ended == nil { Issue.record("the run did not end within \(bound)", sourceLocation: sourceLocation) }
         let report = await sender.finish(timeout: ended == nil ? .zero : .seconds(10))

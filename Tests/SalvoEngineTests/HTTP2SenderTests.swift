@@ -7,54 +7,16 @@ import Testing
 import Synchronization
 @testable import SalvoEngine
 
-/// An HTTP/2 mock gateway with throwaway certificates and a sender configured for it.
-struct H2LoopbackRig {
-    static let pki = LoopbackRig.pki
-
-    let gateway: H2MockGateway
-
-    init(plan: H2FailurePlan = H2FailurePlan(), clientCertificates: Bool = true,
-         _ configure: (inout H2MockGateway.Configuration) -> Void = { _ in }) throws {
-        var tls = TLSConfiguration.server(certificateChain: Self.pki.server.certificate, privateKey: Self.pki.server.privateKey,
-                                          clientCertificateRoots: clientCertificates ? .certificates(Self.pki.authority.certificate) : nil)
-        tls.requireClientCertificate = clientCertificates
-        var configuration = H2MockGateway.Configuration(tls: tls, loops: 2, failurePlan: plan, recordAccepted: true)
-        configure(&configuration)
-        gateway = try H2MockGateway(configuration)
-    }
-
-    /// A sender for the rig, authenticating with the client certificate.
-    func senderConfiguration(topic: String = "com.example.app") -> SenderConfiguration {
-        var configuration = LoopbackRig.senderConfiguration(port: gateway.port)
-        configuration.transport = .http2(HTTP2Options(topic: topic))
-        return configuration
-    }
-
-    /// The mock's statistics once `condition` holds (bounded).
-    func statistics(when condition: (H2Statistics) -> Bool) -> H2Statistics {
-        eventually(gateway.statistics, until: condition)
-    }
-}
-
 @Suite struct HTTP2SenderTests {
-    static func list(_ count: Int) -> NotificationList {
-        NotificationList((0..<count).map { NotificationList.Item(token: LoopbackRig.token($0), payload: LoopbackRig.payload($0)) })
-    }
-
-    /// The digests the mock records for what a sender had accepted.
-    static func digests(_ sequences: some Sequence<Int>) -> [UInt64] {
-        sequences.map { MockStatistics.digest(token: LoopbackRig.token($0), payload: LoopbackRig.payload($0)) }.sorted()
-    }
-
     @Test func everyNotificationIsAcceptedOverHTTP2() async throws {
         let rig = try H2LoopbackRig()
         let sender = try Sender(rig.senderConfiguration())
-        try await sender.send(contentsOf: Self.list(5000))
+        try await sender.send(contentsOf: H2LoopbackRig.list(5000))
         let report = await sender.finish(timeout: .seconds(60))
         #expect(report.submitted == 5000 && report.accepted == 5000 && report.isComplete)
         let mock = rig.statistics { $0.accepted >= 5000 }
         #expect(mock.accepted == 5000 && mock.duplicates == 0 && mock.rejected == 0)
-        #expect(mock.acceptedDigests == Self.digests(0..<5000))
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<5000))
     }
 }
 
@@ -65,7 +27,7 @@ extension HTTP2SenderTests {
                      within limit: Duration = .seconds(60)) async throws -> (SenderReport, Events) {
         let sender = try Sender(configuration)
         let items = (0..<count).map { n in
-            NotificationList.Item(token: dead.contains(n) ? Self.deadToken(n) : LoopbackRig.token(n), payload: LoopbackRig.payload(n))
+            NotificationList.Item(token: dead.contains(n) ? H2LoopbackRig.deadToken(n) : LoopbackRig.token(n), payload: LoopbackRig.payload(n))
         }
         try await sender.send(contentsOf: NotificationList(items))
         let report = await sender.finish(timeout: limit)
@@ -89,14 +51,6 @@ extension HTTP2SenderTests {
         var reasons: [String] = []
     }
 
-    /// Token n, ending in `dead`: the mock answers 410 Unregistered.
-    static func deadToken(_ n: Int) -> DeviceToken {
-        var bytes = [UInt8](repeating: 0xA5, count: 32)
-        withUnsafeBytes(of: UInt32(n).bigEndian) { bytes.replaceSubrange(24..<28, with: $0) }
-        bytes[30] = 0xDE
-        bytes[31] = 0xAD
-        return bytes.withUnsafeBytes { try! DeviceToken(bytes: $0) }
-    }
 
     @Test func deadTokensAreRejectedWithTheirTimestampAndTheRestAccepted() async throws {
         let rig = try H2LoopbackRig()
@@ -137,7 +91,7 @@ extension HTTP2SenderTests {
         #expect(report.resent > 0 && report.possibleDuplicates == 0)
         let mock = rig.statistics { $0.accepted >= 2000 }
         #expect(mock.accepted == 2000 && mock.duplicates == 0)
-        #expect(mock.acceptedDigests == Self.digests(0..<2000))
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<2000))
         #expect(mock.rejected(.tooManyRequests) > 0 && mock.rejected(.serviceUnavailable) > 0)
     }
 
@@ -160,7 +114,7 @@ extension HTTP2SenderTests {
         #expect(report.accepted == 3000 && report.isComplete && report.possibleDuplicates == 0)
         let mock = rig.statistics { $0.accepted >= 3000 }
         #expect(mock.goaways > 0)
-        #expect(mock.accepted == 3000 && mock.duplicates == 0 && mock.acceptedDigests == Self.digests(0..<3000))
+        #expect(mock.accepted == 3000 && mock.duplicates == 0 && mock.acceptedDigests == H2LoopbackRig.digests(0..<3000))
     }
 
     @Test func silentDropsResendWhatWasOpenAsPossibleDuplicates() async throws {
@@ -169,7 +123,7 @@ extension HTTP2SenderTests {
         #expect(report.isComplete && report.failed == 0 && report.accepted == 3000)
         let mock = rig.statistics { $0.accepted - $0.duplicates >= 3000 }
         #expect(mock.droppedConnections > 0)
-        #expect(mock.acceptedDigests == Self.digests(0..<3000))
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<3000))
         #expect(mock.duplicates <= report.possibleDuplicates)
     }
 
@@ -229,13 +183,13 @@ extension HTTP2SenderTests {
         let (rig, configuration) = try Self.tokenRig(clock: clock.read)
         let sender = try Sender(configuration)
         clock.offset.store(-31 * 60, ordering: .relaxed)  // 30 minutes later: not due for renewal (50)
-        try await sender.send(contentsOf: Self.list(200))
+        try await sender.send(contentsOf: H2LoopbackRig.list(200))
         let report = await sender.finish(timeout: .seconds(60))
         #expect(report.accepted == 200 && report.failed == 0 && report.isComplete)
         #expect(report.resent >= 1 && report.possibleDuplicates == 0)
         let mock = rig.statistics { $0.accepted >= 200 }
         #expect(mock.rejected(.expiredProviderToken) >= 1 && mock.accepted == 200)
-        #expect(mock.acceptedDigests == Self.digests(0..<200))
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<200))
     }
 
     /// Sends 100,000 notifications with credentials the gateway refuses: the run must stop
@@ -246,7 +200,7 @@ extension HTTP2SenderTests {
         let sender = try Sender(configuration)
         var thrown: SendError?
         do {
-            try await sender.send(contentsOf: list(100_000))
+            try await sender.send(contentsOf: H2LoopbackRig.list(100_000))
         } catch {
             thrown = error as? SendError
         }
@@ -303,7 +257,7 @@ extension HTTP2SenderTests {
         #expect(report.accepted == 1000 && report.failed == 0 && report.isComplete && report.resent >= 20)
         let mock = rig.statistics { $0.accepted >= 1000 }
         #expect(mock.rejected(.internalServerError) >= 20 && mock.connections == 1)
-        #expect(mock.acceptedDigests == Self.digests(0..<1000))
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<1000))
     }
 
     /// A 503 retires its connection; the gateway here answers nothing once the client says
@@ -321,7 +275,7 @@ extension HTTP2SenderTests {
         #expect(!events.reasons.contains { $0.contains("unanswered") }, "\(events.reasons)")
         let mock = rig.statistics { $0.accepted >= 20_000 }
         #expect(mock.rejected(.serviceUnavailable) == 10 && mock.unsentAnswers == 0)
-        #expect(mock.accepted == 20_000 && mock.duplicates == 0 && mock.acceptedDigests == Self.digests(0..<20_000))
+        #expect(mock.accepted == 20_000 && mock.duplicates == 0 && mock.acceptedDigests == H2LoopbackRig.digests(0..<20_000))
     }
 
     /// Tokens ending in `fade`: the mock answers 410 ExpiredToken, with a timestamp.

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import SalvoIO
 import SystemPackage
+import SalvoTestSupport
 import SalvoWire
 
 /// A TLS gateway for tests that misbehaves on purpose. It reads notifications as a gateway

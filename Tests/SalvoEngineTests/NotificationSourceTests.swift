@@ -1,6 +1,7 @@
 import Foundation
 import SalvoWire
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 /// Sources read again from any position they reported: what a resend needs.

@@ -3,6 +3,7 @@ import SalvoEngine
 import SalvoIO
 import SalvoMock
 import SalvoWire
+import SalvoTestSupport
 import Testing
 
 // README-EXAMPLE-BEGIN

@@ -1,5 +1,6 @@
 import SalvoWire
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 /// Which lines a resume reads, and how a run's checkpoint moves on: the failed lines are

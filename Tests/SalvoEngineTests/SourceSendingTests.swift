@@ -3,7 +3,9 @@ import SalvoIO
 import SalvoMock
 import SalvoWire
 import SystemPackage
+import SalvoTestSupport
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 /// `Sender.send(contentsOf:)` against the real mock: resends are read again from the source.

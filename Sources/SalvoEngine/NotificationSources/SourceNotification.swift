@@ -80,5 +80,5 @@ public struct RequestFields {
     }
 
     /// Whether it sets nothing: every header from the sender's configuration.
-    var isEmpty: Bool { pushType == nil && topic == nil && collapseID == nil && apnsID == nil }
+    public var isEmpty: Bool { pushType == nil && topic == nil && collapseID == nil && apnsID == nil }
 }

@@ -5,7 +5,7 @@
 /// one sooner is refused (429 TooManyProviderTokenUpdates). A second run, a resume, or a
 /// second worker that signed its own token would be locked out for 20 minutes. A store
 /// hands the token one process signed to the others: ``ProviderTokenCache`` (a file, for
-/// the processes of one machine) or a table in PostgreSQL (`SalvoCampaigns`, for several
+/// the processes of one machine) or a table in PostgreSQL (`SalvoPostgres`, for several
 /// machines).
 public protocol ProviderTokenStore: Sendable {
     /// Names the store in messages, e.g. `token cache /root/.local/state/salvo/provider-tokens`;

@@ -32,6 +32,7 @@
 
 import Foundation
 import FuzzSupport
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoWire
 

@@ -11,6 +11,7 @@
 // it changes.
 
 import FuzzSupport
+import SalvoCampaignFiles
 import SalvoEngine
 
 let file = ScratchFile("checkpoint")

@@ -4,6 +4,7 @@ import SalvoMock
 import SalvoTestSupport
 import SalvoWire
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 /// `salvo send` end to end: the built executable against the in-process mock.
@@ -230,7 +231,7 @@ import Testing
 
         let (failed, output, errors) = try Self.run(arguments)
         #expect(failed == 1, "stdout: \(output)\nstderr: \(errors)")
-        #expect(errors.contains("gateway unreachable"), "stderr: \(errors)")
+        #expect(errors.contains("gave up on the gateway: connect to 127.0.0.1"), "stderr: \(errors)")
         #expect(errors.contains("no line is done; the same command with --resume continues with line 1"), "stderr: \(errors)")
         let report = try Self.report(workspace.path("report.json"))
         #expect(report.isComplete && report.accepted == 0)

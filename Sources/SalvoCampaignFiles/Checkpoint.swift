@@ -1,3 +1,4 @@
+import SalvoEngine
 import SalvoIO
 import Synchronization
 import SystemPackage

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import SalvoCampaignFiles
 import SalvoEngine
 import SalvoWire
 

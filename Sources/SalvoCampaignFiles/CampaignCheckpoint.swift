@@ -1,3 +1,4 @@
+import SalvoEngine
 import SalvoIO
 import SystemPackage
 #if canImport(Glibc)

@@ -58,7 +58,7 @@ extension SendCommandHTTP2Tests {
             #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
             let mock = rig.statistics { $0.accepted - $0.duplicates >= lines }
             #expect(mock.providerTokensTaken == 1 && mock.rejected(.tooManyProviderTokenUpdates) == 0)
-            let missing = Set(HTTP2SenderTests.digests(1...lines)).subtracting(mock.acceptedDigests ?? [])
+            let missing = Set(H2LoopbackRig.digests(1...lines)).subtracting(mock.acceptedDigests ?? [])
             #expect(missing.isEmpty, "\(missing.count) lines never accepted (accepted \(mock.accepted), duplicates \(mock.duplicates))")
         }
 

@@ -1,5 +1,5 @@
 import Foundation
-import SalvoCampaigns
+import SalvoPostgres
 import SalvoIO
 import SalvoMock
 import SalvoTestSupport

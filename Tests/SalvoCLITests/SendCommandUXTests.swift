@@ -4,6 +4,7 @@ import SalvoMock
 import SalvoTestSupport
 import SalvoWire
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 /// What a new user meets: help texts, mistakes told with what to do, nothing sent twice by
@@ -198,7 +199,7 @@ extension SendCommandHTTP2Tests {
         #expect(output.contains("handed 2 notifications to the gateway"))
         let statistics = healthy.statistics { $0.accepted >= 2 }
         #expect(statistics.accepted == 2 && statistics.requests == 2, "only the failed lines are sent again")
-        #expect(Set(statistics.acceptedDigests ?? []) == Set(HTTP2SenderTests.digests([50, 120])))
+        #expect(Set(statistics.acceptedDigests ?? []) == Set(H2LoopbackRig.digests([50, 120])))
         #expect(try Checkpoint(path: checkpoint).load() == ResumePoint(line: lines, prefix: saved.prefix))
         // Nothing is left: a third run says so and connects nowhere.
         let (again, againOutput, _) = try SendCommandTests.run(arguments(9) + ["--resume"])

@@ -1,5 +1,5 @@
 import Foundation
-import SalvoCampaigns
+import SalvoPostgres
 import SalvoEngine
 import SalvoMock
 import SalvoTestSupport

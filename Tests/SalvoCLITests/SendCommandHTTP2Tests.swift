@@ -4,6 +4,7 @@ import SalvoMock
 import SalvoTestSupport
 import SalvoWire
 import Testing
+@testable import SalvoCampaignFiles
 @testable import SalvoEngine
 
 /// `salvo send --protocol h2` end to end: the built executable against the in-process
@@ -47,7 +48,7 @@ import Testing
             #"{"token":"\#(LoopbackRig.token(2).hex)","payload":{"aps":{"content-available":1}},"push_type":"background"}"#,
             #"{"token":"\#(LoopbackRig.token(3).hex)","payload":\#(payload)}"#,
         ] + (4...1000).map { n in
-            #"{"token":"\#(n == 500 ? HTTP2SenderTests.deadToken(n).hex : LoopbackRig.token(n).hex)","payload":\#(payload)}"#
+            #"{"token":"\#(n == 500 ? H2LoopbackRig.deadToken(n).hex : LoopbackRig.token(n).hex)","payload":\#(payload)}"#
         }
         let campaign = workspace.path("campaign.jsonl")
         try (lines.joined(separator: "\n") + "\n").write(toFile: campaign, atomically: true, encoding: .utf8)
@@ -61,7 +62,7 @@ import Testing
         #expect(report.accepted == 999 && report.rejected == 1 && report.rejectedByReason == ["Unregistered": 1])
         let csv = try String(contentsOfFile: workspace.path("rejected.csv"), encoding: .utf8)
         #expect(csv.hasPrefix("token,status,reason,timestamp\n"))
-        #expect(csv.contains("\(HTTP2SenderTests.deadToken(500).hex),410,Unregistered,1"), "csv: \(csv)")
+        #expect(csv.contains("\(H2LoopbackRig.deadToken(500).hex),410,Unregistered,1"), "csv: \(csv)")
 
         let requests = try #require(rig.statistics { $0.accepted >= 999 }.acceptedRequests)
         let byToken = Dictionary(requests.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import SalvoCampaignFiles
 import SalvoEngine
 
 /// Why the campaign store could not do what it was asked, said for the user.
