@@ -172,10 +172,14 @@ struct BenchOutputTests {
         #expect(throws: DecodingError.self) { try BenchResults.decode(JSONSerialization.data(withJSONObject: object)) }
     }
 
-    /// The committed results in results/ (all written before cells had their own error wait).
+    /// The committed results in results/ and the older runs in results/archive/ (all written
+    /// before cells had their own error wait).
     @Test func committedResultsStillDecode() throws {
         let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../results").standardized
-        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".json") }
+        let latest = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        let archived = try FileManager.default.subpathsOfDirectory(atPath: directory.appendingPathComponent("archive").path)
+            .filter { !$0.hasPrefix("soak/") }.map { "archive/" + $0 }
+        let files = (latest + archived).filter { $0.hasSuffix(".json") }
         #expect(!files.isEmpty)
         for file in files {
             let data = try Data(contentsOf: directory.appendingPathComponent(file))

@@ -2,7 +2,7 @@ import SalvoWire
 import Testing
 @testable import SalvoEngine
 
-/// The answer policy, row by row of the outcome table (README, "Over HTTP/2, to Apple"):
+/// The answer policy, row by row of the outcome table (SalvoEngine.docc/HTTP2Outcomes.md):
 /// every status and reason Apple documents, what it means for the notification, its
 /// connection and the run, with the retry limits.
 @Suite struct AnswerPolicyTests {

@@ -45,13 +45,14 @@ func sendCampaign(_ campaign: NotificationList, with configuration: SenderConfig
 
     @Test func theREADMEShowsTheServiceExample() throws {
         let testFile = try String(contentsOfFile: #filePath, encoding: .utf8)
-        let readme = try String(contentsOfFile: URL(fileURLWithPath: #filePath)
+        // The example lives in the DocC article on logs, metrics and shutdown (README.md links it).
+        let article = try String(contentsOfFile: URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("README.md").path, encoding: .utf8)
+            .appendingPathComponent("Sources/SalvoEngine/SalvoEngine.docc/LogsMetricsAndShutdown.md").path, encoding: .utf8)
         let begin = testFile.range(of: "// README-SERVICE-EXAMPLE-BEGIN\n")!.upperBound
         let end = testFile.range(of: "// README-SERVICE-EXAMPLE-END")!.lowerBound
-        #expect(readme.contains("```swift\n" + String(testFile[begin..<end]) + "```"),
-                "README.md's service example differs from the tested one")
+        #expect(article.contains("```swift\n" + String(testFile[begin..<end]) + "```"),
+                "LogsMetricsAndShutdown.md's service example differs from the tested one")
     }
 
     /// A gateway that answers each stream 20 ms late, 50 streams at a time, over one
