@@ -100,7 +100,7 @@ DOCS_OUTPUT ?= $(DOCS_SCRATCH)/docs
 DOCS_EXTRA ?=
 docs: deps
 	$(SWIFT) package --scratch-path $(DOCS_SCRATCH) --allow-writing-to-directory $(DOCS_OUTPUT) \
-	  generate-documentation --target SalvoWire --target SalvoEngine --target SalvoBlackBerry --output-path $(DOCS_OUTPUT) \
+	  generate-documentation --target SalvoWire --target SalvoEngine --target SalvoCampaignFiles --target SalvoBlackBerry --output-path $(DOCS_OUTPUT) \
 	  --warnings-as-errors --experimental-skip-synthesized-symbols --enable-inherited-docs $(DOCS_EXTRA)
 
 bench: deps

@@ -280,13 +280,37 @@ final class CampaignRun: Sendable {
 
     static func writeReport(_ report: SenderReport, badLines: [BadLine], badLineCount: Int, resumedAfter: Int,
                             to path: String) throws {
-        let encoded = try JSONEncoder().encode(report)
-        var object = try JSONSerialization.jsonObject(with: encoded) as! [String: Any]
-        object["bad_line_count"] = badLineCount
-        if resumedAfter > 0 { object["resumed_after_line"] = resumedAfter }
-        object["bad_lines"] = badLines.map { ["line": $0.line, "reason": $0.reason] as [String: Any] }
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
-        try data.write(to: URL(fileURLWithPath: path))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let file = RunReport(sender: report, badLines: badLines, badLineCount: badLineCount,
+                             resumedAfterLine: resumedAfter > 0 ? resumedAfter : nil)
+        try encoder.encode(file).write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// The `--report` file: the sender's report with the run's bad lines and resume point
+/// beside its keys, in one object.
+struct RunReport: Encodable {
+    var sender: SenderReport
+    var badLines: [BadLine]
+    var badLineCount: Int
+    var resumedAfterLine: Int?
+
+    private enum CodingKeys: String, CodingKey {
+        case badLines = "bad_lines", badLineCount = "bad_line_count", resumedAfterLine = "resumed_after_line"
+    }
+
+    private struct Line: Encodable {
+        var line: Int
+        var reason: String
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        try sender.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(badLines.map { Line(line: $0.line, reason: $0.reason) }, forKey: .badLines)
+        try container.encode(badLineCount, forKey: .badLineCount)
+        try container.encodeIfPresent(resumedAfterLine, forKey: .resumedAfterLine)
     }
 }
 

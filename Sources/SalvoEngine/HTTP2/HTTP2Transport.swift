@@ -71,6 +71,9 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
 
     /// The most bytes of frames gathered before they are written: a few TLS records.
     private static let outputBatch = 4 * TLSStream.recordPayloadLimit
+    /// The session's output: a batch and the request that crosses its end (the largest
+    /// payload APNs takes, with its frames' headers), so that a full batch never grows it.
+    private static let outputCapacity = outputBatch + (8 << 10)
     /// How long a partial record may wait for more requests.
     private static let coalescingDelay: Duration = .milliseconds(1)
     /// Reads per readiness event before the loop's other connections get a turn.
@@ -114,7 +117,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
 
     func didActivate(_ link: Link) {
         do {
-            current = SessionLink(link: link, session: try ClientSession(delegate: self), at: shard.loop.now)
+            current = SessionLink(link: link, session: try ClientSession(delegate: self, outputCapacity: Self.outputCapacity), at: shard.loop.now)
         } catch {
             connection.connectionLost(link, "\(error)", permanent: nil)
             return
