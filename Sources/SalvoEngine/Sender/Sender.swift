@@ -132,7 +132,12 @@ public final class Sender: Sendable {
         let addresses: [SocketAddress]
         do {
             var tls = configuration.tls
-            if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
+            if configuration.http2 != nil {
+                tls.applicationProtocols = ["h2"]
+                // HTTP/2 connections mostly wait for answers: their buffers follow the
+                // bytes in flight, not the number of connections.
+                tls.releasesIdleBuffers = true
+            }
             context = try TLSContext(tls, role: .client)
             addresses = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
         } catch {
