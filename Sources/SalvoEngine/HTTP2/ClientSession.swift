@@ -133,6 +133,7 @@ import SalvoWire
     public private(set) var peerSettingsSeen = false
     private var peerInitialWindow = HTTP2.defaultWindowSize
     private var peerMaxFrameSize = HTTP2.defaultMaxFrameSize
+    // Flow-control counts, touched per frame: unchecked exclusivity too (see above).
     @exclusivity(unchecked) private var connectionSendWindow = HTTP2.defaultWindowSize
     /// DATA bytes received since our last connection WINDOW_UPDATE.
     @exclusivity(unchecked) private var receivedSinceUpdate = 0

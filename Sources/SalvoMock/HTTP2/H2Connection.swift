@@ -105,6 +105,7 @@ final class H2Connection: ServerConnection {
     private var isMute = false
     /// `continuationFlood`: the flood was sent (once per connection).
     private var flooded = false
+    // Unchecked exclusivity below, as for `slots`: touched per answer, loop thread only.
     /// Answers waiting for their time, and the timer armed for the earliest of them:
     /// as bytes when they keep their order (`HeldOutput`), else as open streams.
     @exclusivity(unchecked) private var held = HeldAnswers()
