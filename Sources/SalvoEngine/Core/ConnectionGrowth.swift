@@ -81,7 +81,6 @@ final class ConnectionGrowth: Sendable {
     /// `heldShare` of what their streams allow but not all of it: a third more, for the cores are close.
     static func afterHeldStep(_ current: Int) -> Int { current + (current + 2) / 3 }
 
-    /// What a step judged by the rate of the connections before it multiplies them by. A
     /// What a step judged by the rate multiplies the connections by: two, not four, for a step given
     /// back cannot take back what was staged for the added ones, which over a long path connect late.
     static let judgedGrowth = 2
@@ -214,6 +213,7 @@ final class ConnectionGrowth: Sendable {
                     }
                 }
             }
+            // Answers half as long again as the run's shortest: the gateway's queue, not the round trip, bounds the rate.
             if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
                 state.stop = .gatewayBound
                 return .gatewayBound(current)
