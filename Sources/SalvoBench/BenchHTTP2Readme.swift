@@ -1,7 +1,7 @@
 import Foundation
 
 extension BenchResults {
-    /// The HTTP/2 goals (issue 23) that one `salvo bench --protocol h2` run can judge.
+    /// The HTTP/2 goals that one `salvo bench --protocol h2` run can judge.
     func http2Goals() -> [BenchGoal] {
         var goals: [BenchGoal] = []
         let free = cells.filter { $0.errorRate == 0 }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The goals of issue 5, judged from one run's results.
+/// One of the benchmark's goals, judged from one run's results.
 package struct BenchGoal: Sendable, Equatable {
     package enum Verdict: String, Sendable {
         case met = "yes", missed = "**no**", notMeasured = "not measured here"

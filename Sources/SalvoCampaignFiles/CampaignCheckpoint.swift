@@ -15,8 +15,8 @@ import Glibc
 /// The fingerprint is the length of lines 1…N and a SHA-256 of their first and last
 /// 64 KiB. Hashing every byte would also catch an edit of the same length in the middle
 /// of a long prefix, at the price of a second pass of SHA-256 over the whole file during
-/// the run (about 100 ns per 140-byte line with SHA-NI, over half of what sending the
-/// line costs); the length, the start and the lines just before the resume point catch
+/// the run (a cost of the order of sending the line; see the Performance notes article);
+/// the length, the start and the lines just before the resume point catch
 /// what actually happens: another file, a shorter or regenerated one, lines inserted or
 /// removed.
 public struct CampaignPrefix: Sendable, Hashable {

@@ -55,6 +55,8 @@ public final class MetricsEndpoint: @unchecked Sendable {
 }
 
 /// The listener and its open connections, on the endpoint's loop thread.
+///
+/// Thread rule: the endpoint's loop thread only (`MetricsEndpoint` reaches it through `execute`).
 private final class Server: EventHandler, @unchecked Sendable {
     private let listener: Socket
     private let registry: PrometheusCollectorRegistry

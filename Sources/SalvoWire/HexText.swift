@@ -1,8 +1,8 @@
 /// Hexadecimal text eight digits at a time, with word arithmetic (SWAR): no table, and no
 /// branch per digit to mispredict on random digits. The sender writes a device token (64
-/// digits) and an `apns-id` (32) into every request, and the mock reads both back: a digit
-/// at a time, writing the `apns-id` took 3.5% of the sender's loop threads, reading it 7.5%
-/// of the mock's CPU.
+/// digits) and an `apns-id` (32) into every request, and the mock reads both back, so a digit
+/// at a time showed in both profiles. Measured: the Performance notes article
+/// (SalvoEngine.docc/PerformanceNotes.md).
 @usableFromInline
 enum HexText {
     /// The 8 lowercase digits of `value`, most significant first, as the bytes of the

@@ -8,6 +8,7 @@ import Synchronization
 /// sockets themselves (connect, standby, close, stalls) and the settling's effects are its
 /// `Connection`'s.
 final class BinaryTransport: ConnectionTransport {
+    // Not counted: the connection owns its transport and sets this (`Connection.init`).
     unowned(unsafe) var connection: Connection<BinaryTransport>!
     let window: InFlightWindow
     private let frames: FrameBuilder

@@ -34,10 +34,9 @@ struct SettlePolicy {
 /// naming one that is still in the window, however late, rejects it and rewinds
 /// everything after it, none of it counted.
 final class InFlightWindow: ConnectionWindow {
-    // The fields every written notification touches skip Swift's dynamic exclusivity
-    // checks: the window lives on its loop's thread and none of its methods re-enters it
-    // while an access is open, and those checks were 7% of the binary sender's loop CPU
-    // (results/compare-2026-11-25-binary-ab.md).
+    // The fields every written notification touches skip exclusivity checks, which cost the
+    // hot path (see the Performance notes article): loop thread only, and no method re-enters
+    // the window while an access is open.
     @exclusivity(unchecked) private(set) var log = RunLog()
     private var runs: Deque<Run> {
         _read { yield log.runs }

@@ -10,9 +10,8 @@ import SalvoWire
 ///
 /// Next to the active link the connection keeps a *standby*: connected and handshaken
 /// while the active one writes. The gateway closes the connection after every error
-/// response; the standby takes over at once, so an error costs no connection setup (on
-/// loopback about 1.4 ms, over a network two round trips), and a new standby is made
-/// in the background.
+/// response; the standby takes over at once, so an error costs no connection setup (over
+/// a network two round trips), and a new standby is made in the background.
 struct ConnectionMachine<Transport: AnyObject, Window: ConnectionWindow> {
     enum State {
         /// Not connected, not trying: nothing to send yet.

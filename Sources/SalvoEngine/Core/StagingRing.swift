@@ -178,8 +178,8 @@ final class StagingRing: @unchecked Sendable {
     /// bytes and slots is free again (64 KiB of the default 2 MiB, four TLS records).
     /// Woken for every record written, a producer fills one record and sleeps again, a
     /// thread switch on both sides each time; woken for half the ring, it refills in
-    /// bursts long enough to keep the loop's core from writing (over a 50 ms path that
-    /// cost 12 % of the rate).
+    /// bursts long enough to keep the loop's core from writing. Measured: the Performance
+    /// notes article (SalvoEngine.docc/PerformanceNotes.md).
     var hasRoomForProducers: Bool {
         let waitingFrames = published - written
         return waitingFrames == 0

@@ -66,7 +66,7 @@ struct BodyArena: ~Copyable {
         }
         // Empty: the next body starts at the beginning of the storage again, so that an
         // arena whose bodies leave as they come (the usual case) keeps its first pages
-        // warm and never touches the rest: 256 KiB of resident memory per connection.
+        // warm and never touches the rest of its capacity: those pages never become resident.
         if bodies.isEmpty {
             let capacity = UInt64(capacity)
             end = (end + capacity - 1) / capacity * capacity

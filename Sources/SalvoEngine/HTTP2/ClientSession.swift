@@ -107,13 +107,12 @@ import SalvoWire
 @_spi(Fuzzing) public final class ClientSession<Delegate: ClientSessionDelegate> {
     /// Not reference counted (called for every answer): the delegate, the connection, owns
     /// the session and lets go of it before it goes itself. Called through `Unmanaged`:
-    /// an `unowned(unsafe)` reference still took a retain and a release around each call,
-    /// 3% of the sender's CPU.
+    /// an `unowned(unsafe)` reference still took a retain and a release around each call
+    /// (see the Performance notes article).
     private let delegateReference: Unmanaged<Delegate>
-    // Its per-request state (the fields marked below) skips Swift's dynamic exclusivity
-    // checks: the session lives on its loop's thread, and no access to those fields spans a
-    // call that could come back to them. With the checks, they were 16% of the HTTP/2
-    // sender's CPU (results/h2-codec-2026-11-25.md).
+    // Per-request state (the fields marked below) skips exclusivity checks, which cost the hot
+    // path (see the Performance notes article): loop thread only, and no access to these
+    // fields spans a call that could come back to them.
     @exclusivity(unchecked) private var encoder = HPACKEncoder()
     @exclusivity(unchecked) private var parser = HTTP2FrameParser()
     @exclusivity(unchecked) private var decoder = HPACKDecoder()
@@ -134,6 +133,7 @@ import SalvoWire
     public private(set) var peerSettingsSeen = false
     private var peerInitialWindow = HTTP2.defaultWindowSize
     private var peerMaxFrameSize = HTTP2.defaultMaxFrameSize
+    // Flow-control counts, touched per frame: unchecked exclusivity too (see above).
     @exclusivity(unchecked) private var connectionSendWindow = HTTP2.defaultWindowSize
     /// DATA bytes received since our last connection WINDOW_UPDATE.
     @exclusivity(unchecked) private var receivedSinceUpdate = 0
@@ -161,7 +161,7 @@ import SalvoWire
     /// No header table (SETTINGS_HEADER_TABLE_SIZE 0), because an answer repeats nothing
     /// worth indexing: its `apns-id` differs every time. With a table, the gateway indexes
     /// each one, and we must decode (Huffman) and store each to keep our copy of the table
-    /// in step, 14% of the sender's CPU at 0.1 µs per answer. Without, the gateway sends it
+    /// in step (measured: the Performance notes article). Without, the gateway sends it
     /// unindexed, and the decoder steps over what we do not read. The decoder still takes
     /// a table up to the protocol's default: the gateway may use one until it has our SETTINGS.
     public init(delegate: Delegate, outputCapacity: Int = 1 << 16) throws(HTTP2SessionError) {

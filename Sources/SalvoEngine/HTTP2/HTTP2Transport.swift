@@ -14,6 +14,7 @@ import SalvoWire
 /// sockets themselves (connect, close, stalls of the TCP stream, backoff, giving up) and
 /// the effects of settling are the `Connection`'s; how the window settles is `StreamWindow`'s.
 final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
+    // Not counted: the connection owns its transport and sets this (`Connection.init`).
     unowned(unsafe) var connection: Connection<HTTP2Transport>!
     let window: StreamWindow
     private let requests: RequestRecordBuilder
@@ -23,9 +24,9 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     private var current: SessionLink?
     /// Retired links, until their streams are answered.
     private var retired: [SessionLink] = []
-    // The per-request state below skips Swift's dynamic exclusivity checks: the transport
-    // lives on its loop's thread, and no access to these fields spans a call that could
-    // come back to them (see the Performance notes article).
+    // Per-request state (the fields marked below) skips exclusivity checks, which cost the hot
+    // path (see the Performance notes article): loop thread only, and no access to these
+    // fields spans a call that could come back to them.
     @exclusivity(unchecked) private var headers: RequestHeaders
     /// Bodies the flow-control windows held back, until the session takes them.
     @exclusivity(unchecked) private var keptBodies: BodyArena

@@ -104,10 +104,9 @@ final class StreamWindow: ConnectionWindow {
     let limits: Limits
     /// The most records; a full window takes no new notifications.
     let capacity: Int
-    // Its per-request state (the fields marked below) skips Swift's dynamic exclusivity
-    // checks: the window lives on its loop's thread, and no access to those fields spans a
-    // call that could come back to them. With the checks, they were 16% of the HTTP/2
-    // sender's CPU (results/h2-codec-2026-11-25.md).
+    // Per-request state (the fields marked below) skips exclusivity checks, which cost the hot
+    // path (see the Performance notes article): loop thread only, and no access to these
+    // fields spans a call that could come back to them.
     /// `records[i]` is lane index `base + i`.
     @exclusivity(unchecked) private var records: Deque<Record> = []
     @exclusivity(unchecked) private var base: UInt64 = 0

@@ -59,6 +59,7 @@ public final class Sender: Sendable {
     private let growth: ConnectionGrowth
     /// Where producers publish: a lane, and the shard whose loop takes from it.
     private struct PublishTarget {
+        // Not counted: `lanes` and `shards` keep both alive, and every publish reads them.
         unowned(unsafe) let lane: Lane
         unowned(unsafe) let shard: Shard
     }

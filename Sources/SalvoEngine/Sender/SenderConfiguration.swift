@@ -23,13 +23,11 @@ public struct SenderConfiguration: Sendable {
     /// start, about eight round trips, and more connections carry on meanwhile. Over
     /// HTTP/2 a connection's rate is its streams ÷ the answer time (1000 streams answered
     /// in 200 ms: 5000/s), so while every connection has all its streams open with work
-    /// waiting, the sender multiplies them by four, and gives a step back when it did not
-    /// raise the rate (`ConnectionGrowth`). Set it to `connectionsPerShard` for a fixed
-    /// number.
-    /// Default: 2 for the binary protocol, 128 for HTTP/2 (at 300 ms answers, 256
-    /// connections carry 850,000/s; each costs about 1.2 MiB once in use, and none is
-    /// opened unless the answers are slow), or `connectionsPerShard` if more. The default
-    /// follows `transport`.
+    /// waiting, the sender multiplies them, and gives a step back when it did not raise
+    /// the rate (`ConnectionGrowth`). Set it to `connectionsPerShard` for a fixed number.
+    /// Default: 2 for the binary protocol, 128 for HTTP/2 (none is opened unless the answers
+    /// are slow; what each costs in memory is in the Architecture article), or
+    /// `connectionsPerShard` if more. The default follows `transport`.
     public var maximumConnectionsPerShard: Int {
         get { maximumConnectionsSetting ?? max(connectionsPerShard, http2 == nil ? 2 : 128) }
         set { maximumConnectionsSetting = newValue }
@@ -100,8 +98,8 @@ public struct SenderConfiguration: Sendable {
     public var maximumPayloadLength = 2048
     /// The kernel send buffer of each gateway connection, in bytes, or nil for the kernel's
     /// autotuning (up to several MiB), the default: over a long path the buffer must hold a
-    /// round trip's worth of bytes, and a fixed 256 KiB caps a connection at about 10 MB/s
-    /// over 50 ms. Whatever sits in it when the gateway rejects a notification must be
+    /// round trip's worth of bytes, and a fixed size caps a connection at that much per
+    /// round trip. Whatever sits in it when the gateway rejects a notification must be
     /// resent, so while error responses come the connection shrinks it (halved per error,
     /// doubled back without), whatever this says; this is the most it grows back to.
     public var socketSendBuffer: Int?

@@ -67,12 +67,9 @@ final class H2Connection: ServerConnection {
     private let counters: H2LoopCounters
     private let ordinal: Int
     private var session: OpaquePointer?
-    // The per-request state: touched several times per request from nghttp2's callbacks
-    // (so are `freeSlots`, `output` and the held answers below). Unchecked, because Swift's
-    // dynamic exclusivity checks on them cost about 5% of the mock's CPU, and nothing holds
-    // an access to them across a call into nghttp2 (the connection lives on its loop's
-    // thread, and callbacks only come from inside `nghttp2_session_mem_recv`/`mem_send`,
-    // which no access spans).
+    // Per-request state, touched from nghttp2's callbacks (so are the fields marked below):
+    // exclusivity checks cost the hot path (see the Performance notes article), and no access
+    // spans a call into nghttp2 (loop thread only; callbacks come from inside `mem_recv`/`mem_send`).
     @exclusivity(unchecked) private var slots: [Slot] = []
     /// With `recordRequests` only, beside `slots` (so that slots stay plain values): each
     /// stream's token and headers, kept if the request is accepted.
@@ -108,6 +105,7 @@ final class H2Connection: ServerConnection {
     private var isMute = false
     /// `continuationFlood`: the flood was sent (once per connection).
     private var flooded = false
+    // Unchecked exclusivity below, as for `slots`: touched per answer, loop thread only.
     /// Answers waiting for their time, and the timer armed for the earliest of them:
     /// as bytes when they keep their order (`HeldOutput`), else as open streams.
     @exclusivity(unchecked) private var held = HeldAnswers()

@@ -8,12 +8,10 @@ import SalvoWire
 /// A held stream stays open in nghttp2 until its answer is sent, and its state (the
 /// stream, its entry in the session's stream map, our slot) goes cold in the meantime:
 /// with a thousand streams held per connection and a hundred connections, answering one
-/// touched several cache lines from memory (nghttp2's stream map lookups alone grew from
-/// 0.05 to 0.15 µs per request). So the answer is submitted while the request is still
-/// warm, nghttp2 makes its frames at once and closes the stream, and only its bytes
-/// (about 60 of them) wait here, in arrival order, with what it counts. Against 96
-/// connections holding 100 ms, the mock's CPU per request went from 1.94 to 1.80 µs and
-/// the sender's rate from 612,000 to 635,000/s (four runs each).
+/// touched several cache lines from memory. So the answer is submitted while the request is
+/// still warm, nghttp2 makes its frames at once and closes the stream, and only its bytes
+/// (about 60 of them) wait here, in arrival order, with what it counts. Measured: the
+/// Performance notes article (SalvoEngine.docc/PerformanceNotes.md).
 ///
 /// The stream is closed in nghttp2 while the client still counts it open, so the
 /// connection counts held answers against the stream limit itself, and finds here the
