@@ -212,11 +212,12 @@ let package = Package(
             ]
         ),
         // The command line as a user meets it: the built `salvo` executable run as a process
-        // (`swift build --build-tests` builds it; nothing here imports it) against the mock.
+        // (`swift build --build-tests` builds it) against the mock; the README's commands
+        // parsed by the command itself.
         .testTarget(
             name: "SalvoCLITests",
             dependencies: [
-                "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                "salvo", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

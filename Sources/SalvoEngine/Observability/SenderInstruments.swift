@@ -59,7 +59,7 @@ struct SenderInstruments: Sendable {
         "salvo_sender_in_flight": "Notifications submitted and not yet final.",
         "salvo_sender_open_connections": "Gateway connections open now.",
         "salvo_sender_open_streams": "HTTP/2 streams open now, waiting for their answers.",
-        "salvo_sender_connections": "Connection slots in use: those configured, and those added while every one was full.",
+        "salvo_sender_connections": "Gateway connections in use: those configured at the start, and those added while every one was full.",
         "salvo_sender_error_response_latency_seconds": "Binary protocol: from writing a notification to the error response naming it.",
         "salvo_sender_response_latency_seconds": "HTTP/2: from opening a stream to its answer (one answer in 64).",
         "salvo_sender_write_batch_bytes": "Bytes handed to one SSL_write: how well TLS records are filled.",

@@ -309,8 +309,11 @@ public final class Sender: Sendable {
         var previous = -1
     }
 
-    /// Notifications a reader gives one lane before moving on to the next.
-    private static let turnLength = RunLog.maximumRunLength
+    /// Notifications a reader gives one lane before moving on to the next: long enough
+    /// that a lane's records are a run of consecutive notifications (over the binary
+    /// protocol, one record of the run log: its longest run), short enough that every
+    /// connection gets work at the start.
+    private static let turnLength = 256
 
     @inline(__always)
     private func tryPublish(_ notification: SourceNotification, source: SourceID, turn: inout LaneTurn) throws(SendError) -> Bool {
