@@ -21,54 +21,63 @@ import Testing
         defer { gateway.stop() }
         let url = try DatabaseURL(cluster.url())
         let database = try await CampaignDatabase.connect(url)
-        let store = CampaignStore(database)
-        let created = try await store.create(files.campaign("spring", registry: CampaignRig.scope, chunkSize: 1000))
-        #expect(created.total == count && created.chunks == 20 && created.skippedInvalidated == 0 && created.badLineCount == 0)
+        // A failure closes the connection before it is reported: PostgresNIO traps on a
+        // connection dropped open.
+        do {
+            let store = CampaignStore(database)
+            let created = try await store.create(files.campaign("spring", registry: CampaignRig.scope, chunkSize: 1000))
+            #expect(created.total == count && created.chunks == 20 && created.skippedInvalidated == 0 && created.badLineCount == 0)
 
-        let configuration = CampaignRig.senderConfiguration(port: gateway.port)
-        async let first = CampaignWorker(database: url, campaign: "spring", configuration: configuration,
-                                         settings: .init(name: "a")).run()
-        async let second = CampaignWorker(database: url, campaign: "spring", configuration: configuration,
-                                          settings: .init(name: "b")).run()
-        let (a, b) = try await (first, second)
-        #expect(a.chunks + b.chunks == 20)
+            let configuration = CampaignRig.senderConfiguration(port: gateway.port)
+            async let first = CampaignWorker(database: url, campaign: "spring", configuration: configuration,
+                                             settings: .init(name: "a")).run()
+            async let second = CampaignWorker(database: url, campaign: "spring", configuration: configuration,
+                                              settings: .init(name: "b")).run()
+            let (a, b) = try await (first, second)
+            #expect(a.chunks + b.chunks == 20)
 
-        let invalid = (1...count).filter { $0 & 0xff == 0x07 }
-        let status = try await store.status(of: "spring")
-        #expect(status.isFinished)
-        #expect(status.report.accepted == count - invalid.count)
-        #expect(status.report.rejected == invalid.count)
-        #expect(status.report.rejectedByReason == ["invalid_token": invalid.count])
-        #expect(status.report.failed == 0)
-        #expect(Set(status.workers.map(\.name)) == ["a", "b"] || a.chunks == 0 || b.chunks == 0)
-        #expect(status.workers.reduce(0) { $0 + $1.final } == count)
-        let expected = CampaignRig.digests((1...count).filter { $0 & 0xff != 0x07 })
-        let seen = await eventuallyYielding(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= expected.count }
-        #expect(Set(seen.acceptedDigests ?? []) == expected, "the mock's accepted set is the campaign's")
+            let invalid = (1...count).filter { $0 & 0xff == 0x07 }
+            let status = try await store.status(of: "spring")
+            #expect(status.isFinished)
+            #expect(status.report.accepted == count - invalid.count)
+            #expect(status.report.rejected == invalid.count)
+            #expect(status.report.rejectedByReason == ["invalid_token": invalid.count])
+            #expect(status.report.failed == 0)
+            #expect(Set(status.workers.map(\.name)) == ["a", "b"] || a.chunks == 0 || b.chunks == 0)
+            #expect(status.workers.reduce(0) { $0 + $1.final } == count)
+            let expected = CampaignRig.digests((1...count).filter { $0 & 0xff != 0x07 })
+            let seen = await eventuallyYielding(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= expected.count }
+            #expect(Set(seen.acceptedDigests ?? []) == expected, "the mock's accepted set is the campaign's")
 
-        var csv = ""
-        #expect(try await store.writeRejected(of: "spring") { csv += $0 } == invalid.count)
-        #expect(Set(csv.split(separator: "\n").dropFirst()) == Set(invalid.map { "\(CampaignRig.token($0).hex),8,invalid_token," }))
+            var csv = ""
+            #expect(try await store.writeRejected(of: "spring") { csv += $0 } == invalid.count)
+            #expect(Set(csv.split(separator: "\n").dropFirst()) == Set(invalid.map { "\(CampaignRig.token($0).hex),8,invalid_token," }))
 
-        let registry = DeviceRegistry(database)
-        #expect(try await registry.state(of: CampaignRig.token(invalid[0]), in: CampaignRig.scope)?.reason == "invalid_token")
-        #expect(try await registry.state(of: CampaignRig.token(1), in: CampaignRig.scope)?.invalidatedAt == nil)
-        let next = try await store.create(CampaignDefinition(
-            name: "summer", input: .registry(seenSince: nil, payload: CampaignRig.payload), registry: CampaignRig.scope))
-        #expect(next.total == count - invalid.count, "the next campaign skips the invalidated tokens")
-        let unseen = try await store.create(CampaignDefinition(
-            name: "winter", input: .registry(seenSince: Date().addingTimeInterval(3600), payload: CampaignRig.payload),
-            registry: CampaignRig.scope))
-        #expect(unseen.total == 0 && unseen.chunks == 0, "no token was seen in the last hour's future")
-        let again = try await store.create(files.campaign("autumn", registry: CampaignRig.scope))
-        #expect(again.total == count - invalid.count && again.skippedInvalidated == invalid.count)
-        // Its invalidated tokens are left out of its packed chunks: each of the others goes once.
-        let autumn = try await CampaignWorker(database: url, campaign: "autumn", configuration: configuration,
-                                              settings: .init(name: "c")).run()
-        #expect(autumn.accepted == expected.count && autumn.rejected == 0 && autumn.chunks == again.chunks)
-        #expect(try await store.status(of: "autumn").report.accepted == expected.count)
-        let twice = await eventuallyYielding(gateway.statistics) { $0.accepted >= 2 * expected.count }
-        #expect(twice.accepted == 2 * expected.count && Set(twice.acceptedDigests ?? []) == expected)
+            let registry = DeviceRegistry(database)
+            #expect(try await registry.state(of: CampaignRig.token(invalid[0]), in: CampaignRig.scope)?.reason == "invalid_token")
+            #expect(try await registry.state(of: CampaignRig.token(1), in: CampaignRig.scope)?.invalidatedAt == nil)
+            let next = try await store.create(CampaignDefinition(
+                name: "summer", input: .registry(seenSince: nil, payload: CampaignRig.payload), registry: CampaignRig.scope))
+            #expect(next.total == count - invalid.count, "the next campaign skips the invalidated tokens")
+            // No token was seen in the last hour's future: such a campaign is refused, not made empty.
+            let unseen = CampaignDefinition(
+                name: "winter", input: .registry(seenSince: Date().addingTimeInterval(3600), payload: CampaignRig.payload),
+                registry: CampaignRig.scope)
+            let refusal = await #expect(throws: CampaignStoreError.self) { try await store.create(unseen) }
+            #expect(refusal?.description.contains("would have no notifications") == true)
+            let again = try await store.create(files.campaign("autumn", registry: CampaignRig.scope))
+            #expect(again.total == count - invalid.count && again.skippedInvalidated == invalid.count)
+            // Its invalidated tokens are left out of its packed chunks: each of the others goes once.
+            let autumn = try await CampaignWorker(database: url, campaign: "autumn", configuration: configuration,
+                                                  settings: .init(name: "c")).run()
+            #expect(autumn.accepted == expected.count && autumn.rejected == 0 && autumn.chunks == again.chunks)
+            #expect(try await store.status(of: "autumn").report.accepted == expected.count)
+            let twice = await eventuallyYielding(gateway.statistics) { $0.accepted >= 2 * expected.count }
+            #expect(twice.accepted == 2 * expected.count && Set(twice.acceptedDigests ?? []) == expected)
+        } catch {
+            await database.close()
+            throw error
+        }
         await database.close()
     }
 
