@@ -49,10 +49,6 @@ public struct TLSConfiguration: Sendable {
     /// Ask OpenSSL to move record encryption into the kernel (kTLS). Whether it engaged is
     /// reported per connection by `TLSStream.isKernelTLSSending`.
     public var kernelTLS = false
-    /// Let OpenSSL free a connection's record buffers while it holds nothing in them
-    /// (`SSL_MODE_RELEASE_BUFFERS`): many connections that mostly wait for answers then
-    /// hold their buffers only while bytes pass, at the cost of an allocation per burst.
-    public var releasesIdleBuffers = false
     /// Accept a private key file that other users may read. Off: such files are refused.
     public var allowWorldReadableKey = false
     /// The newest TLS version offered (the oldest is always 1.2).
@@ -148,7 +144,6 @@ public final class TLSContext: @unchecked Sendable {
         if configuration.kernelTLS { options |= salvo_SSL_OP_ENABLE_KTLS() }
         _ = salvo_SSL_CTX_set_options(context, options)
         salvo_SSL_CTX_set_read_ahead(context, Self.readBufferSize)
-        if configuration.releasesIdleBuffers { salvo_SSL_CTX_release_idle_buffers(context) }
 
         if role == .client {
             _ = salvo_SSL_CTX_set_client_session_cache(context)

@@ -12,10 +12,6 @@ static inline long salvo_SSL_set_partial_write_modes(SSL *ssl) {
     return SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 }
 
-static inline long salvo_SSL_CTX_release_idle_buffers(SSL_CTX *ctx) {
-    return SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-}
-
 static inline long salvo_SSL_CTX_set_min_tls12(SSL_CTX *ctx) {
     return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 }

@@ -75,12 +75,14 @@ final class StagingRing: @unchecked Sendable {
     /// Debug builds: stops a second thread on the loop side while one is there.
     private let loopSide = OneThreadAtATime()
 
-    init(byteCapacity: Int, maximumFrameLength: Int) {
+    /// - Parameter bytesPerSlot: ring bytes per slot (record): the smallest usual record.
+    ///   Binary frames are 80 bytes and up (a 32-byte token and a minimal payload), so at
+    ///   64 the bytes run out first. HTTP/2 records (a 60-byte header, then the payload)
+    ///   wait for streams: at 128, the default ring holds two stream limits of them.
+    init(byteCapacity: Int, maximumFrameLength: Int, bytesPerSlot: Int = 64) {
         precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
         self.byteCapacity = byteCapacity
-        // One slot per 64 bytes of ring: real frames are 80 bytes and up (a 32-byte token
-        // and a minimal payload), so the bytes run out first.
-        slotCapacity = max(16, byteCapacity / 64)
+        slotCapacity = max(16, byteCapacity / bytesPerSlot)
         bytes = .allocate(byteCount: byteCapacity, alignment: 64)
         slots = .allocate(capacity: slotCapacity)
     }

@@ -133,12 +133,7 @@ public final class Sender: Sendable {
         let addresses: [SocketAddress]
         do {
             var tls = configuration.tls
-            if configuration.http2 != nil {
-                tls.applicationProtocols = ["h2"]
-                // HTTP/2 connections mostly wait for answers: their buffers follow the
-                // bytes in flight, not the number of connections.
-                tls.releasesIdleBuffers = true
-            }
+            if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
             context = try TLSContext(tls, role: .client)
             addresses = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
         } catch {
@@ -179,7 +174,8 @@ public final class Sender: Sendable {
         do {
             for shardIndex in 0..<configuration.shards {
                 let shardLanes = (0..<lanesPerShard).map { _ in
-                    Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame),
+                    Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame,
+                                              bytesPerSlot: configuration.http2 == nil ? 64 : 128),
                          retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
                                                  maximumPayloadLength: configuration.payloadLimit))
                 }

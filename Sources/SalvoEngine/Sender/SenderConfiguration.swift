@@ -37,13 +37,12 @@ public struct SenderConfiguration: Sendable {
     public var connectionGrowthInterval: Duration = .milliseconds(250)
     /// Bytes of staging ring per connection: frames encoded and waiting for `SSL_write`.
     /// Written frames leave it at once (resends are read again from their source), so it
-    /// only absorbs the producer's bursts. Default: 2 MiB for the binary protocol; 64 KiB
-    /// (about half a stream limit of records) for HTTP/2, whose connections take work
-    /// only as streams free up: what waits in a ring beyond that is the tail of the run,
-    /// sent at one connection's rate while the others are done, and memory that every
-    /// connection holds. The default follows `transport`.
+    /// only absorbs the producer's bursts. Default: 2 MiB for the binary protocol; 256 KiB
+    /// (about two stream limits of records) for HTTP/2, whose connections take work only
+    /// as streams free up: what waits in a ring beyond that is the tail of the run, sent
+    /// at one connection's rate while the others are done. The default follows `transport`.
     public var ringCapacity: Int {
-        get { ringCapacitySetting ?? (http2 == nil ? 2 << 20 : 64 << 10) }
+        get { ringCapacitySetting ?? (http2 == nil ? 2 << 20 : 256 << 10) }
         set { ringCapacitySetting = newValue }
     }
     private var ringCapacitySetting: Int?
