@@ -234,7 +234,7 @@ package enum Bench {
         return BenchOutcome(results: results, lines: lines, exitStatus: mismatches > 0 ? 1 : 0)
     }
 
-    /// Regenerates README.md and the plot in `output` from a results JSON file; returns the
+    /// Regenerates the summary (binary.md or h2.md) and the plot in `output` from a results JSON file; returns the
     /// paths written.
     package static func render(resultsFile: String, to output: String) throws -> [String] {
         let results = try BenchResults.decode(try Data(contentsOf: URL(fileURLWithPath: resultsFile)))

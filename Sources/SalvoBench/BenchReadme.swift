@@ -135,7 +135,7 @@ extension BenchResults {
     }
 }
 
-/// Renders results/README.md: the generated part (settings, goals, table, plot) and, kept
+/// Renders results/binary.md: the generated part (settings, goals, table, plot) and, kept
 /// from the previous file, everything after `notesMarker` (hand-written analysis).
 package enum BenchReadme {
     package static let notesMarker = "<!-- notes: everything below this line is kept when salvo bench regenerates this file -->"

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Everything one `salvo bench` invocation measured: what `results/<date>-<sha>.json` holds,
-/// what `results/README.md` and `results/throughput.svg` are drawn from, and what
+/// what `results/binary.md` and `results/throughput.svg` are drawn from, and what
 /// `scripts/compare.sh` reads. Field names are snake_case in the JSON.
 package struct BenchResults: Sendable, Codable, Equatable {
     /// 2: each cell records its error wait (1: one error wait for the run, in the settings).

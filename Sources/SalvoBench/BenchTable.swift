@@ -82,7 +82,7 @@ package enum BenchFormat {
 }
 
 extension BenchResults {
-    /// The per-cell table, as on the terminal and in results/README.md: of all cells, or of
+    /// The per-cell table, as on the terminal and in results/binary.md: of all cells, or of
     /// the `cells` given.
     package func table(of cells: [Cell]? = nil) -> BenchTable {
         let cells = cells ?? self.cells

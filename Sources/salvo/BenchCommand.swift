@@ -7,7 +7,7 @@ import SalvoEngine
 /// Runs a matrix of connections × error rates × payload sizes × error waits through the real
 /// sender (in this process) to `salvo mock` (a child process on its own core), checks the
 /// mock's accounting against the sender's, and writes the results: a table,
-/// `results/<date>-<sha>.json`, `results/README.md`, `results/throughput.svg`.
+/// `results/<date>-<sha>.json`, `results/binary.md`, `results/throughput.svg`.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
@@ -108,10 +108,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Where the results go.", valueName: "dir"))
     var output = "results"
 
-    @Flag(name: .customLong("json-only"), help: "Write only the JSON results (leave README.md and the plot alone).")
+    @Flag(name: .customLong("json-only"), help: "Write only the JSON results (leave the summary and the plot alone).")
     var jsonOnly = false
 
-    @Option(name: .customLong("render"), help: ArgumentHelp("Only regenerate README.md and the plot in --output from this results JSON.", valueName: "file"))
+    @Option(name: .customLong("render"), help: ArgumentHelp("Only regenerate the summary (binary.md or h2.md) and the plot in --output from this results JSON.", valueName: "file"))
     var render: String?
 
     // MARK: The matrix

@@ -21,7 +21,9 @@ final class BinaryTransport: ConnectionTransport {
     private var response = [UInt8](repeating: 0, count: ErrorResponse.byteCount)
     private var responseCount = 0
 
-    init(configuration: SenderConfiguration, frames: FrameBuilder) {
+    init(configuration: SenderConfiguration, frames: FrameBuilder, shard: Shard, lane: Lane) {
+        self.shard = shard
+        self.lane = lane
         self.frames = frames
         sendBuffer = SendBufferLimit(configured: configuration.socketSendBuffer)
         rebuild = RebuildChunk(capacity: Self.recordSize + frames.encoder.encodedLength(
@@ -29,9 +31,11 @@ final class BinaryTransport: ConnectionTransport {
         window = InFlightWindow(maximumRunSpan: min(5_000_000, max(1, configuration.errorWait.nanosecondsClamped / 8)))
     }
 
-    private var shard: Shard { connection.shard }
-    private var lane: Lane { connection.lane }
-    private var ledger: DeliveryLedger { connection.shard.ledger }
+    // Its connection's shard and lane, which outlive it, held here rather than read through
+    // the connection: unowned(unsafe), these reads on the hot path cost no reference counting.
+    private unowned(unsafe) let shard: Shard
+    private unowned(unsafe) let lane: Lane
+    private var ledger: DeliveryLedger { shard.ledger }
 
     /// Whether there is anything to write.
     var hasWork: Bool { lane.staging.hasUnwritten || window.needsRebuild }

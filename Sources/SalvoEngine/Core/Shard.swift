@@ -67,12 +67,13 @@ final class Shard: @unchecked Sendable {
         switch builder {
         case .frame(let frames):
             Connection(shard: self, index: index, lane: lane,
-                       transport: BinaryTransport(configuration: configuration, frames: frames),
+                       transport: BinaryTransport(configuration: configuration, frames: frames, shard: self, lane: lane),
                        usesStandby: configuration.usesStandbyConnections)
         case .request(let requests):
             Connection(shard: self, index: index, lane: lane,
                        transport: HTTP2Transport(configuration: configuration, options: configuration.http2!, requests: requests,
-                                                 seed: configuration.seed &+ UInt64(self.index * 1000 + index)),
+                                                 seed: configuration.seed &+ UInt64(self.index * 1000 + index),
+                                                 shard: self, lane: lane),
                        usesStandby: false)
         }
     }

@@ -128,9 +128,10 @@ import SalvoWire
     @exclusivity(unchecked) private var nextStreamID: Int32 = 1
     /// Until the gateway's first SETTINGS, one stream at a time (APNs allows one until it
     /// has seen a valid provider token); after, unlimited unless they say otherwise.
-    public private(set) var remoteStreamLimit = 1
+    /// Read per request and per frame: unchecked exclusivity (see above), as the next two.
+    @exclusivity(unchecked) public private(set) var remoteStreamLimit = 1
     /// Whether the gateway's first SETTINGS arrived (it must open the connection with them).
-    public private(set) var peerSettingsSeen = false
+    @exclusivity(unchecked) public private(set) var peerSettingsSeen = false
     private var peerInitialWindow = HTTP2.defaultWindowSize
     private var peerMaxFrameSize = HTTP2.defaultMaxFrameSize
     // Flow-control counts, touched per frame: unchecked exclusivity too (see above).
@@ -139,7 +140,7 @@ import SalvoWire
     @exclusivity(unchecked) private var receivedSinceUpdate = 0
     /// The stream whose header block CONTINUATION frames go on, and whether the stream
     /// ends with the block.
-    private var headerBlock: (streamID: Int32, endStream: Bool)?
+    @exclusivity(unchecked) private var headerBlock: (streamID: Int32, endStream: Bool)?
     /// GOAWAY sent or received: no new streams.
     private var isClosing = false
     /// The protocol error that ended the session.

@@ -88,7 +88,10 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     /// Bodies held back by flow control: a connection window's worth and more.
     private static let keptBodiesCapacity = 64 << 10
 
-    init(configuration: SenderConfiguration, options: HTTP2Options, requests: RequestRecordBuilder, seed: UInt64) {
+    init(configuration: SenderConfiguration, options: HTTP2Options, requests: RequestRecordBuilder, seed: UInt64,
+         shard: Shard, lane: Lane) {
+        self.shard = shard
+        self.lane = lane
         self.requests = requests
         self.options = options
         policy = AnswerPolicy(throttleRetries: options.throttleRetries, serverErrorRetries: options.serverErrorRetries)
@@ -102,8 +105,10 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
 
     deinit { rebuilt.deallocate() }
 
-    private var shard: Shard { connection.shard }
-    private var lane: Lane { connection.lane }
+    // Its connection's shard and lane, which outlive it, held here rather than read through
+    // the connection: unowned(unsafe), these reads on the hot path cost no reference counting.
+    private unowned(unsafe) let shard: Shard
+    private unowned(unsafe) let lane: Lane
     private var ledger: DeliveryLedger { connection.shard.ledger }
 
     var hasWork: Bool { lane.staging.hasUnwritten || window.hasRetries }

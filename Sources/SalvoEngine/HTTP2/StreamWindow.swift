@@ -117,8 +117,9 @@ final class StreamWindow: ConnectionWindow {
     /// Streams open now on the current connection: what its stream limit counts.
     @exclusivity(unchecked) private(set) var openCount = 0
     /// Retired connections (they open no new streams) and how many of their streams are
-    /// still open: each closes once its count is 0. Rarely more than one.
-    private var retired: [(connection: UInt32, open: Int)] = []
+    /// still open: each closes once its count is 0. Rarely more than one. Read at every
+    /// answer: unchecked exclusivity, as the fields above.
+    @exclusivity(unchecked) private var retired: [(connection: UInt32, open: Int)] = []
     /// Retries due now, oldest first.
     private var ready: Deque<Retry> = []
     /// Throttled retries, each due at its `notBefore`.
