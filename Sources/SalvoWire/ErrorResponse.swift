@@ -58,8 +58,9 @@ public struct ErrorResponse: FixedLengthRecord, Hashable, Sendable, CustomString
     /// read as far as 6 bytes go. A gateway that speaks the binary protocol starts with 8.
     @usableFromInline
     static func http2FrameType(_ bytes: UnsafeRawBufferPointer) -> UInt8? {
-        guard bytes.count >= byteCount else { return nil }
-        let length = Int(bytes[0]) << 16 | Int(bytes[1]) << 8 | Int(bytes[2])
+        // A server's first SETTINGS or GOAWAY is short: its 24-bit length starts with 0.
+        guard bytes.count >= byteCount, bytes[0] == 0 else { return nil }
+        let length = Int(bytes[1]) << 8 | Int(bytes[2])
         let (type, flags, streamHigh) = (bytes[3], bytes[4], bytes[5] & 0x7F)
         switch type {
         case 0x04 where length % 6 == 0 && flags & 0xFE == 0 && streamHigh == 0: return type  // SETTINGS

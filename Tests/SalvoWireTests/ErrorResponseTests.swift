@@ -54,6 +54,8 @@ struct ErrorResponseTests {
         #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0)) { try ErrorResponse.decode(Array(settings[..<4])) }
         #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0)) { try ErrorResponse.decode(wireHex("00000c 04 00 010000")) }
         #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0)) { try ErrorResponse.decode(wireHex("000005 04 00 000000")) }
+        // A GOAWAY's shape with a length of megabytes (found by GatewayReplyFuzzer): garbage.
+        #expect(throws: ErrorResponseDecodingError.unexpectedCommand(0x8d)) { try ErrorResponse.decode(wireHex("8d8d08 07 00 000000")) }
         #expect(ErrorResponseDecodingError.http2Frame(type: 4).isPermanent)
         #expect(!ErrorResponseDecodingError.unexpectedCommand(0).isPermanent)
         #expect(ErrorResponseDecodingError.http2Frame(type: 4).description
