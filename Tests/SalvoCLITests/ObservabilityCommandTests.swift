@@ -120,7 +120,10 @@ import Testing
                              "--ca", workspace.path("ca.pem")]
                           : ["--feedback-port", "0", "--require-client-cert", "--ca", workspace.path("ca.pem")])
         defer { mock.kill(SIGKILL) }
-        let mockEarly = eventually({ (try? Self.scrapeText(mockMetrics)) ?? "" }, until: { $0.contains("salvo_mock_rejected_total{") })
+        // Until the series asserted below is there (a scrape may come while a report is fed).
+        let mockEarly = eventually({ (try? Self.scrapeText(mockMetrics)) ?? "" }, until: {
+            $0.contains(#"salvo_mock_rejected_total{reason="\#(h2 ? "BadDeviceToken" : "invalid_token")"}"#)
+        })
         let campaign = try workspace.writeCampaign(lines: h2 ? 300 : 2000)
         let sender = try SendCommandTests.launch(
             ["send", "--protocol", wireProtocol, "--gateway", "127.0.0.1:\(gatewayPort)", "--input", campaign, "--metrics-port", "0",
@@ -128,7 +131,10 @@ import Testing
                 + workspace.tlsArguments() + (h2 ? ["--topic", "com.example.app"] : ["--error-wait-ms", "100"]))
         defer { sender.kill(SIGKILL) }
         let port = try Self.metricsPort(of: sender)
-        let during = eventually({ (try? Self.scrapeText(port)) ?? "" }, until: { $0.contains("salvo_sender_submitted_total ") })
+        // The first report whole: a scrape may come while it is being fed, and its last
+        // series is the connections gauge.
+        let during = eventually({ (try? Self.scrapeText(port)) ?? "" },
+                                until: { $0.contains("salvo_sender_submitted_total ") && $0.contains("salvo_sender_connections ") })
         let final = eventually({ sender.errors.contains("serving the final") ? (try? Self.scrapeText(port)) : nil },
                                within: .seconds(120), until: { $0 != nil }) ?? ""
         sender.kill(SIGTERM)
