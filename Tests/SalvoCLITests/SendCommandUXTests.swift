@@ -65,10 +65,7 @@ extension SendCommandTests {
     /// The binary protocol sent to an HTTP/2 gateway (`--protocol h2` forgotten): the first
     /// answer is an HTTP/2 SETTINGS frame; the run gives up at once, says what the gateway
     /// speaks and what to add, and fails what it holds.
-    @Test(.disabled("""
-        The gateway may reset the connection before its SETTINGS frame is read: the run then ends in retry_budget_exhausted without the hint (what the gateway chose must survive the reset).
-        """))
-    func aBinarySendToAnHTTP2GatewaySaysToAddProtocolH2() throws {
+    @Test func aBinarySendToAnHTTP2GatewaySaysToAddProtocolH2() throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try H2LoopbackRig()
@@ -85,7 +82,7 @@ extension SendCommandTests {
         // What was written before the SETTINGS frame was read may count as unknown rather than
         // unreachable, by timing; none of it was accepted.
         #expect(report.isComplete && report.accepted == 0 && report.failed == 20, "\(report.failedByReason)")
-        #expect(Set(report.failedByReason.keys).isSubset(of: ["gateway_unreachable", "delivery_unknown"]), "\(report.failedByReason)")
+        #expect(Set(report.failedByReason.keys).isSubset(of: ["gateway_unreachable", "delivery_unknown"]), "\(report.failedByReason)\n\(errors)")
         #expect(report.failureCause?.contains("it speaks HTTP/2") == true)
         #expect(rig.gateway.statistics().accepted == 0)
     }

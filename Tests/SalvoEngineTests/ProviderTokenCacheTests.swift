@@ -30,7 +30,7 @@ import Testing
 
     @Test func aSecondSignerSendsTheTokenTheFirstSignedAndStored() async throws {
         let first = try await signer()
-        let token = try #require(first.token())
+        let token = try #require(first.token(), "\(first.failure ?? "the store gave no token in time")")
         #expect(token.issuedAt == start && AuthKey.verify(token, now: start) == .valid(issuedAt: start))
 
         clock.set(start + 600)

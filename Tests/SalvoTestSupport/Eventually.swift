@@ -2,7 +2,11 @@ import Foundation
 
 /// `read()` once `condition` holds of it, or its last value after `limit`: how tests wait
 /// for a mock to count what a sender said it settled (the mock counts on its own threads).
-public func eventually<Value>(_ read: () -> Value, within limit: Duration = .seconds(20),
+///
+/// The default limit is generous because it is only reached when a test fails: in a full
+/// parallel run on two cores, a test (and the task it waits for) may get no thread for
+/// twenty seconds and more.
+public func eventually<Value>(_ read: () -> Value, within limit: Duration = .seconds(60),
                               until condition: (Value) -> Bool) -> Value {
     let deadline = ContinuousClock.now + limit
     var value = read()
@@ -15,7 +19,7 @@ public func eventually<Value>(_ read: () -> Value, within limit: Duration = .sec
 
 /// `eventually` for async tests whose own tasks must go on meanwhile (a sender's producer
 /// runs on the same cooperative threads): suspends between reads instead of blocking one.
-public func eventuallyYielding<Value>(_ read: () -> Value, within limit: Duration = .seconds(20),
+public func eventuallyYielding<Value>(_ read: () -> Value, within limit: Duration = .seconds(60),
                                       until condition: (Value) -> Bool) async -> Value {
     let deadline = ContinuousClock.now + limit
     var value = read()

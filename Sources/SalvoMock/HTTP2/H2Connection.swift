@@ -160,17 +160,20 @@ final class H2Connection: ServerConnection {
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 8000),
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), settings, settings.count)
+        // The server's preface goes out before anything is read, as Apple's does: a client
+        // that speaks something else (the binary protocol) sees the SETTINGS frame before
+        // the close its first bytes earn.
+        produce()
         switch state.plan.misbehaviour {
         case .garbage?:
-            produce()
             Self.garbage.withUnsafeBytes { output.append($0) }
         case .hugeFrame?:
-            produce()
             // DATA on stream 1, 16,777,215 bytes announced (the client allowed 16,384).
             Self.hugeFrameHeader.withUnsafeBytes { output.append($0) }
         default:
             break
         }
+        guard flush() else { return }
         readAvailable()
     }
 
