@@ -93,12 +93,8 @@ package enum Bench {
     /// writes the results to `settings.output` and returns what to print. Progress and one
     /// line per cell go to standard error as they happen.
     package static func run(_ settings: BenchSettings) async throws -> BenchOutcome {
-        var matrix = settings.matrix
-        if settings.gateway != nil { matrix.errorRates = [0] }
+        let matrix = try matrix(of: settings)
         let h2 = matrix.wireProtocol == .h2
-        if h2, settings.gateway != nil || settings.ceilingFrames != nil || settings.phpScript != nil {
-            throw BenchError("--protocol h2 measures against the HTTP/2 mock: not with --gateway, --ceiling or --php-baseline")
-        }
         let cores = BenchSystem.cores
         let pinned = settings.pin && cores >= 2 && settings.gateway == nil
         let mockCore = pinned ? cores - 1 : nil
@@ -118,15 +114,7 @@ package enum Bench {
             guard settings.gateway == nil else { throw BenchError("--rtt-ms runs the mock at the end of a delay line: not with --gateway") }
             let line = try BenchDelayLineProcess(executable: executable, roundTripMilliseconds: roundTrip)
             delayLine = line
-            var rates: [Double] = []
-            for run in 1...runs {
-                progress?.note("path: bulk TCP over the \(roundTrip) ms round trip, run \(run)/\(runs)")
-                rates.append(try BulkTCPProbe.measure(namespace: line.namespace, farAddress: DelayLine.farAddress,
-                                                      duration: .seconds(5)))
-            }
-            progress?.clear()
-            path = BenchResults.Path(roundTripMilliseconds: roundTrip, bulkTCPBytesPerSecond: rates)
-            printError("path: \(roundTrip) ms round trip, bulk TCP \(BenchFormat.fixed(path!.median / 1e6, 1)) MB/s (median of \(runs))")
+            path = try measurePath(line, roundTripMilliseconds: roundTrip, runs: runs, progress: progress)
         }
 
         let target: BenchTarget
@@ -154,13 +142,8 @@ package enum Bench {
                    + "\(BenchFormat.grouped(Double(count))) notifications; \(pinning)")
 
         // The ceiling first, while nothing else of ours runs.
-        var ceilingResult: BenchResults.Ceiling?
-        if let ceilingFrames = settings.ceilingFrames {
-            progress?.note("ceiling: \(runs) ingest-probe runs of \(BenchFormat.grouped(Double(ceilingFrames))) frames")
-            let measured = try BenchCeiling.measure(executable: executable, frames: ceilingFrames, runs: runs)
-            progress?.clear()
-            printError("ceiling: \(BenchFormat.grouped(measured.median)) frames/s (median of \(runs))")
-            ceilingResult = measured
+        let ceilingResult = try settings.ceilingFrames.map { frames in
+            try measureCeiling(executable: executable, frames: frames, runs: runs, progress: progress)
         }
 
         let runner = BenchCellRunner(
@@ -174,10 +157,68 @@ package enum Bench {
             },
             count: count, runs: runs, warmup: settings.warmup, progress: progress,
             allocationRequests: settings.allocationRequests)
-        var measuredCells: [BenchResults.Cell] = []
+        let measuredCells = try await measure(cells, with: runner, ceiling: ceilingResult, path: path, progress: progress)
+
+        var phpResult: BenchResults.PHPBaseline?
+        if let script = settings.phpScript, let certificates, path == nil {
+            phpResult = try measurePHP(script: script, executable: executable, certificates: certificates, core: mockCore,
+                                       workDirectory: work, count: count, runs: runs,
+                                       payloadBytes: matrix.payloadSizes.first ?? 100, progress: progress)
+        }
+
+        let results = BenchResults(
+            date: Date().ISO8601Format(), commit: BenchSystem.commit(), command: settings.command,
+            machine: BenchSystem.machine(), settings: recordedSettings, ceiling: ceilingResult, php: phpResult, path: path,
+            cells: measuredCells)
+        let written = try BenchOutput.write(results, to: settings.output, jsonOnly: settings.jsonOnly)
+        progress?.clear()
+
+        return outcome(results, written: written, php: phpResult)
+    }
+
+    /// The cells to measure: against another gateway, only those without errors (its
+    /// errors are not ours to inject).
+    private static func matrix(of settings: BenchSettings) throws -> BenchMatrix {
+        var matrix = settings.matrix
+        if settings.gateway != nil { matrix.errorRates = [0] }
+        if matrix.wireProtocol == .h2, settings.gateway != nil || settings.ceilingFrames != nil || settings.phpScript != nil {
+            throw BenchError("--protocol h2 measures against the HTTP/2 mock: not with --gateway, --ceiling or --php-baseline")
+        }
+        return matrix
+    }
+
+    /// What one bulk TCP stream carries over the delay line, `runs` times.
+    private static func measurePath(_ line: BenchDelayLineProcess, roundTripMilliseconds roundTrip: Int, runs: Int,
+                                    progress: BenchProgress?) throws -> BenchResults.Path {
+        var rates: [Double] = []
+        for run in 1...runs {
+            progress?.note("path: bulk TCP over the \(roundTrip) ms round trip, run \(run)/\(runs)")
+            rates.append(try BulkTCPProbe.measure(namespace: line.namespace, farAddress: DelayLine.farAddress,
+                                                  duration: .seconds(5)))
+        }
+        progress?.clear()
+        let path = BenchResults.Path(roundTripMilliseconds: roundTrip, bulkTCPBytesPerSecond: rates)
+        printError("path: \(roundTrip) ms round trip, bulk TCP \(BenchFormat.fixed(path.median / 1e6, 1)) MB/s (median of \(runs))")
+        return path
+    }
+
+    /// How many frames per second the mock ingests from the ingest probe, `runs` times.
+    private static func measureCeiling(executable: String, frames: Int, runs: Int,
+                                       progress: BenchProgress?) throws -> BenchResults.Ceiling {
+        progress?.note("ceiling: \(runs) ingest-probe runs of \(BenchFormat.grouped(Double(frames))) frames")
+        let measured = try BenchCeiling.measure(executable: executable, frames: frames, runs: runs)
+        progress?.clear()
+        printError("ceiling: \(BenchFormat.grouped(measured.median)) frames/s (median of \(runs))")
+        return measured
+    }
+
+    /// Measures every cell in turn, with its share of the ceiling and the path; says each as it is done.
+    private static func measure(_ cells: [BenchMatrix.CellSpec], with runner: BenchCellRunner, ceiling: BenchResults.Ceiling?,
+                                path: BenchResults.Path?, progress: BenchProgress?) async throws -> [BenchResults.Cell] {
+        var measured: [BenchResults.Cell] = []
         for (index, spec) in cells.enumerated() {
             var cell = try await runner.measure(spec, index: index + 1, of: cells.count)
-            if let ceilingResult { cell.percentOfCeiling = 100 * cell.rate.median / ceilingResult.median }
+            if let ceiling { cell.percentOfCeiling = 100 * cell.rate.median / ceiling.median }
             if let path { cell.percentOfPath = 100 * cell.rate.median / path.framesPerSecond(frameBytes: cell.frameBytes) }
             progress?.clear()
             printError("[\(index + 1)/\(cells.count)] \(spec.label): median \(BenchFormat.grouped(cell.rate.median)) /s "
@@ -186,50 +227,46 @@ package enum Bench {
             if !cell.accounting.exact {
                 printError("salvo bench: ACCOUNTING MISMATCH in \(spec.label): \(cell.accounting.summary); continuing, will exit 1")
             }
-            measuredCells.append(cell)
+            measured.append(cell)
         }
+        return measured
+    }
 
-        var phpResult: BenchResults.PHPBaseline?
-        if let script = settings.phpScript, let certificates, path == nil {
-            if let php = BenchSystem.which("php") {
-                guard FileManager.default.fileExists(atPath: script) else {
-                    throw BenchError("the PHP baseline script \(script) does not exist; give --php-script")
-                }
-                let measured = try BenchPHPBaseline.measure(
-                    php: php, script: script, executable: executable, certificates: certificates, core: mockCore,
-                    workDirectory: work, count: count, runs: runs,
-                    payloadBytes: matrix.payloadSizes.first ?? 100, progress: progress)
-                progress?.clear()
-                printError("PHP baseline: \(BenchFormat.grouped(measured.median)) notifications/s, accounting "
-                           + (measured.accountingExact ? "exact" : "MISMATCH"))
-                phpResult = measured
-            } else {
-                printError(BenchPHPBaseline.installHint)
-            }
+    /// The PHP client's rate against the same mock, or nil (with how to install PHP) without `php`.
+    private static func measurePHP(script: String, executable: String, certificates: BenchCertificates, core: Int?,
+                                   workDirectory: String, count: Int, runs: Int, payloadBytes: Int,
+                                   progress: BenchProgress?) throws -> BenchResults.PHPBaseline? {
+        guard let php = BenchSystem.which("php") else {
+            printError(BenchPHPBaseline.installHint)
+            return nil
         }
-
-        let formatter = ISO8601DateFormatter()
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        let results = BenchResults(
-            date: formatter.string(from: Date()), commit: BenchSystem.commit(), command: settings.command,
-            machine: BenchSystem.machine(), settings: recordedSettings, ceiling: ceilingResult, php: phpResult, path: path,
-            cells: measuredCells)
-        let written = try BenchOutput.write(results, to: settings.output, jsonOnly: settings.jsonOnly)
+        guard FileManager.default.fileExists(atPath: script) else {
+            throw BenchError("the PHP baseline script \(script) does not exist; give --php-script")
+        }
+        let measured = try BenchPHPBaseline.measure(
+            php: php, script: script, executable: executable, certificates: certificates, core: core,
+            workDirectory: workDirectory, count: count, runs: runs, payloadBytes: payloadBytes, progress: progress)
         progress?.clear()
+        printError("PHP baseline: \(BenchFormat.grouped(measured.median)) notifications/s, accounting "
+                   + (measured.accountingExact ? "exact" : "MISMATCH"))
+        return measured
+    }
 
+    /// The table, the goals, the files written and the last line; exit 1 on any accounting mismatch.
+    private static func outcome(_ results: BenchResults, written: [String], php: BenchResults.PHPBaseline?) -> BenchOutcome {
         var lines = [results.table().plain(), ""]
         for goal in results.goals() {
             lines.append("goal: \(goal.goal): \(goal.measured) — \(goal.verdict.spoken)")
         }
-        if let phpResult, let best = results.best {
-            lines.append("PHP baseline: \(BenchFormat.grouped(phpResult.median)) /s; Salvo's best median is \(BenchFormat.fixed(best.rate.median / phpResult.median, 1))× that")
+        if let php, let best = results.best {
+            lines.append("PHP baseline: \(BenchFormat.grouped(php.median)) /s; Salvo's best median is \(BenchFormat.fixed(best.rate.median / php.median, 1))× that")
         }
         lines.append("wrote " + written.joined(separator: ", "))
-        let mismatches = measuredCells.filter { !$0.accounting.exact }.count + (phpResult.map { $0.accountingExact ? 0 : 1 } ?? 0)
+        let mismatches = results.cells.filter { !$0.accounting.exact }.count + (php.map { $0.accountingExact ? 0 : 1 } ?? 0)
         if mismatches > 0 { lines.append("ACCOUNTING MISMATCH in \(mismatches) cell(s): see the table; exit status 1") }
 
         let best = results.best?.rate.median ?? 0
-        let share = ceilingResult.map { String(format: "%.1f%% of ceiling", 100 * best / $0.median) } ?? "ceiling not measured"
+        let share = results.ceiling.map { String(format: "%.1f%% of ceiling", 100 * best / $0.median) } ?? "ceiling not measured"
         lines.append("bench: \(Int(best.rounded())) notifications/s (\(share))")
         return BenchOutcome(results: results, lines: lines, exitStatus: mismatches > 0 ? 1 : 0)
     }

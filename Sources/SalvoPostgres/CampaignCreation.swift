@@ -79,13 +79,7 @@ extension CampaignStore {
 
     private func create(_ definition: CampaignDefinition, in database: CampaignDatabase) async throws -> CreatedCampaign {
         let name = definition.name
-        let existing = try await database.query("SELECT id FROM campaigns WHERE name = \(name) FOR UPDATE")
-        for try await _ in existing.decode(Int64.self) {
-            guard definition.replace else {
-                throw CampaignStoreError("campaign \(name) exists already: give --replace to replace it, or another --name")
-            }
-            try await database.query("DELETE FROM campaigns WHERE name = \(name)")
-        }
+        try await removeExisting(definition, in: database)
         var sharedPayload: String?
         switch definition.input {
         case .file(.tokens(_, let payload), _), .registry(_, let payload):
@@ -113,12 +107,42 @@ extension CampaignStore {
                 ON COMMIT DROP
                 """)
         }
-        var badLines: [BadLine] = []
-        var badLineCount = 0
+        let (badLines, badLineCount) = try await stageItems(definition, campaign: id, packed: packed, into: table, of: database)
+        let skipped = try await registerTokens(definition, campaign: id, in: table, of: database)
+        let size = Int64(definition.chunkSize)
+        let (total, last) = try await makeChunks(campaign: id, packed: packed, size: size, in: database)
+        // An empty campaign is a mistake to tell, not one to keep: nothing is left behind.
+        if total == 0 {
+            throw CampaignStoreError("campaign \(name) would have no notifications: "
+                                     + Self.whyEmpty(definition, badLineCount: badLineCount, skippedInvalidated: skipped)
+                                     + "; nothing was created")
+        }
+        try await database.query("UPDATE campaigns SET total = \(total) WHERE id = \(id)")
+        let chunks = last == 0 ? 0 : Int((last + size - 1) / size)
+        return CreatedCampaign(total: Int(total), chunks: chunks, skippedInvalidated: skipped, badLines: badLines,
+                               badLineCount: badLineCount)
+    }
+
+    /// Deletes the campaign of the same name when the definition says to replace it, or
+    /// refuses to create one: locked, so that two creations of one name do not both win.
+    private func removeExisting(_ definition: CampaignDefinition, in database: CampaignDatabase) async throws {
+        let name = definition.name
+        let existing = try await database.query("SELECT id FROM campaigns WHERE name = \(name) FOR UPDATE")
+        for try await _ in existing.decode(Int64.self) {
+            guard definition.replace else {
+                throw CampaignStoreError("campaign \(name) exists already: give --replace to replace it, or another --name")
+            }
+            try await database.query("DELETE FROM campaigns WHERE name = \(name)")
+        }
+    }
+
+    /// Puts the campaign's items into `table`: the file's lines (with their bad lines), or
+    /// the registry's valid tokens of the topic.
+    private func stageItems(_ definition: CampaignDefinition, campaign id: Int64, packed: Bool, into table: String,
+                            of database: CampaignDatabase) async throws -> (badLines: [BadLine], badLineCount: Int) {
         switch definition.input {
         case .file(let source, let policy):
-            (badLines, badLineCount) = try await copyItems(from: source, onBadLine: policy, packed: packed, campaign: id,
-                                                           into: table, of: database)
+            return try await copyItems(from: source, onBadLine: policy, packed: packed, campaign: id, into: table, of: database)
         case .registry(let seenSince, _):
             guard let registry = definition.registry else {
                 throw CampaignStoreError("a campaign from the registry needs its topic")
@@ -129,26 +153,36 @@ extension CampaignStore {
                 WHERE topic = \(registry.topic) AND environment = \(registry.environment.rawValue)
                   AND invalidated_at IS NULL AND (\(seenSince)::timestamptz IS NULL OR last_seen_at >= \(seenSince))
                 """)
+            return ([], 0)
         }
+    }
+
+    /// A file campaign with a registry: its tokens are known to the registry from now on,
+    /// and those the registry knows as invalidated are taken out. How many were.
+    private func registerTokens(_ definition: CampaignDefinition, campaign id: Int64, in table: String,
+                                of database: CampaignDatabase) async throws -> Int {
+        guard let registry = definition.registry, case .file = definition.input else { return 0 }
+        // A token the registry knows is left as it is (sending to it is not a registration).
+        try await database.query("""
+            INSERT INTO devices (token, topic, environment)
+            SELECT DISTINCT token, \(registry.topic), \(registry.environment.rawValue) FROM \(unescaped: table)
+            WHERE campaign_id = \(id)
+            ON CONFLICT (token, topic, environment) DO NOTHING
+            """)
+        let deleted = try await database.query("""
+            DELETE FROM \(unescaped: table) i USING devices d
+            WHERE i.campaign_id = \(id) AND d.token = i.token AND d.topic = \(registry.topic)
+              AND d.environment = \(registry.environment.rawValue) AND d.invalidated_at IS NOT NULL
+            RETURNING i.seq
+            """)
         var skipped = 0
-        if let registry = definition.registry, case .file = definition.input {
-            // A campaign's tokens are known to the registry from now on; a token the
-            // registry knows is left as it is (sending to it is not a registration).
-            try await database.query("""
-                INSERT INTO devices (token, topic, environment)
-                SELECT DISTINCT token, \(registry.topic), \(registry.environment.rawValue) FROM \(unescaped: table)
-                WHERE campaign_id = \(id)
-                ON CONFLICT (token, topic, environment) DO NOTHING
-                """)
-            let deleted = try await database.query("""
-                DELETE FROM \(unescaped: table) i USING devices d
-                WHERE i.campaign_id = \(id) AND d.token = i.token AND d.topic = \(registry.topic)
-                  AND d.environment = \(registry.environment.rawValue) AND d.invalidated_at IS NOT NULL
-                RETURNING i.seq
-                """)
-            for try await _ in deleted.decode(Int64.self) { skipped += 1 }
-        }
-        let size = Int64(definition.chunkSize)
+        for try await _ in deleted.decode(Int64.self) { skipped += 1 }
+        return skipped
+    }
+
+    /// Cuts the staged items into chunks of `size`: the item count and the last sequence.
+    private func makeChunks(campaign id: Int64, packed: Bool, size: Int64,
+                            in database: CampaignDatabase) async throws -> (total: Int64, last: Int64) {
         var (total, last): (Int64, Int64) = (0, 0)
         if packed {
             // Numbered again, without the gaps left by invalidated tokens: a packed chunk's
@@ -169,16 +203,7 @@ extension CampaignStore {
                 SELECT \(id), g, least(g + \(size) - 1, \(last)), g - 1 FROM generate_series(1, \(last), \(size)) g
                 """)
         }
-        // An empty campaign is a mistake to tell, not one to keep: nothing is left behind.
-        if total == 0 {
-            throw CampaignStoreError("campaign \(name) would have no notifications: "
-                                     + Self.whyEmpty(definition, badLineCount: badLineCount, skippedInvalidated: skipped)
-                                     + "; nothing was created")
-        }
-        try await database.query("UPDATE campaigns SET total = \(total) WHERE id = \(id)")
-        let chunks = last == 0 ? 0 : Int((last + size - 1) / size)
-        return CreatedCampaign(total: Int(total), chunks: chunks, skippedInvalidated: skipped, badLines: badLines,
-                               badLineCount: badLineCount)
+        return (total, last)
     }
 
     /// Why a campaign came out empty, for the user.

@@ -422,58 +422,14 @@ public struct PayloadBuilder: Sendable {
             if alertIsPlainString, let alertBody {
                 bodyRange = writer.string(alertBody, prefixLength: bodyPrefixLength)
             } else {
-                writer.beginObject()
-                if let alertTitle {
-                    writer.key(fixed: "title")
-                    writer.string(alertTitle)
-                }
-                if let alertSubtitle {
-                    writer.key(fixed: "subtitle")
-                    writer.string(alertSubtitle)
-                }
-                if let alertBody {
-                    writer.key(fixed: "body")
-                    bodyRange = writer.string(alertBody, prefixLength: bodyPrefixLength)
-                }
-                Self.writeLocalized(localizedTitleKey, "title-loc-key", localizedTitleArguments, "title-loc-args",
-                                    into: &writer)
-                Self.writeLocalized(localizedSubtitleKey, "subtitle-loc-key", localizedSubtitleArguments,
-                                    "subtitle-loc-args", into: &writer)
-                Self.writeLocalized(localizedAlertKey, "loc-key", localizedAlertArguments, "loc-args", into: &writer)
-                if !showActionButton {
-                    writer.key(fixed: "action-loc-key")
-                    writer.null()
-                } else if let localizedActionButtonKey {
-                    writer.key(fixed: "action-loc-key")
-                    writer.string(localizedActionButtonKey)
-                }
-                if let launchImage {
-                    writer.key(fixed: "launch-image")
-                    writer.string(launchImage)
-                }
-                writer.endObject()
+                bodyRange = writeAlertObject(into: &writer, bodyPrefixLength: bodyPrefixLength)
             }
         }
         if let badge {
             writer.key(fixed: "badge")
             writer.int(Int64(badge))
         }
-        switch sound {
-        case nil: break
-        case .named(let name)?:
-            writer.key(fixed: "sound")
-            writer.string(name)
-        case .critical(let name, let volume)?:
-            writer.key(fixed: "sound")
-            writer.beginObject()
-            writer.key(fixed: "critical")
-            writer.int(1)
-            writer.key(fixed: "name")
-            writer.string(name)
-            writer.key(fixed: "volume")
-            do { try writer.double(volume) } catch { throw .nonFiniteNumber(key: "sound.volume") }
-            writer.endObject()
-        }
+        try writeSound(into: &writer)
         if contentAvailable {
             writer.key(fixed: "content-available")
             writer.int(1)
@@ -512,6 +468,61 @@ public struct PayloadBuilder: Sendable {
         }
         writer.endObject()
         return bodyRange
+    }
+
+    /// Writes the `alert` dictionary; returns where the body's escaped text went, if written.
+    private func writeAlertObject(into writer: inout JSONWriter, bodyPrefixLength: Int?) -> Range<Int>? {
+        var bodyRange: Range<Int>?
+        writer.beginObject()
+        if let alertTitle {
+            writer.key(fixed: "title")
+            writer.string(alertTitle)
+        }
+        if let alertSubtitle {
+            writer.key(fixed: "subtitle")
+            writer.string(alertSubtitle)
+        }
+        if let alertBody {
+            writer.key(fixed: "body")
+            bodyRange = writer.string(alertBody, prefixLength: bodyPrefixLength)
+        }
+        Self.writeLocalized(localizedTitleKey, "title-loc-key", localizedTitleArguments, "title-loc-args", into: &writer)
+        Self.writeLocalized(localizedSubtitleKey, "subtitle-loc-key", localizedSubtitleArguments, "subtitle-loc-args",
+                            into: &writer)
+        Self.writeLocalized(localizedAlertKey, "loc-key", localizedAlertArguments, "loc-args", into: &writer)
+        if !showActionButton {
+            writer.key(fixed: "action-loc-key")
+            writer.null()
+        } else if let localizedActionButtonKey {
+            writer.key(fixed: "action-loc-key")
+            writer.string(localizedActionButtonKey)
+        }
+        if let launchImage {
+            writer.key(fixed: "launch-image")
+            writer.string(launchImage)
+        }
+        writer.endObject()
+        return bodyRange
+    }
+
+    /// Writes `sound`: a name, or the dictionary of a critical alert's sound.
+    private func writeSound(into writer: inout JSONWriter) throws(PayloadError) {
+        switch sound {
+        case nil: break
+        case .named(let name)?:
+            writer.key(fixed: "sound")
+            writer.string(name)
+        case .critical(let name, let volume)?:
+            writer.key(fixed: "sound")
+            writer.beginObject()
+            writer.key(fixed: "critical")
+            writer.int(1)
+            writer.key(fixed: "name")
+            writer.string(name)
+            writer.key(fixed: "volume")
+            do { try writer.double(volume) } catch { throw .nonFiniteNumber(key: "sound.volume") }
+            writer.endObject()
+        }
     }
 
     static func write(_ activity: LiveActivity, into writer: inout JSONWriter) throws(PayloadError) {

@@ -135,95 +135,134 @@ final class ConnectionGrowth: Sendable {
     /// how many it may have open (0: not said); `time`, monotonic ns. Returns whether it added connections.
     @discardableResult
     func considerGrowing(answerTime: UInt64, accepted: Int = 0, streams: Int = 0, at time: UInt64) -> Bool {
-        let change = state.withLock { state -> Change? in
-            // Shards' loops cache their clocks, so one's time can lag another's: never go back (it would wrap).
-            let now = max(time, state.latest)
-            state.latest = now
-            if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
-            let current = active.load(ordering: .relaxed)
-            // At the ceiling, the step that reached it is still judged.
-            let judging = state.beforeStep != nil && state.judgedWindows < Self.judgedWindows
-            guard state.stop == nil, current < ceiling || judging else { return nil }
-            let allSaturated = state.saturated >= current
-            if allSaturated && state.loadedSince == 0 {
-                state.loadedSince = now
-                state.shortestWhileLoaded = .max
-            }
-            let roundTrip = state.shortestOfRun
-            let rate = measureRate(&state, accepted: accepted, roundTrip: roundTrip, at: now)
-            let windowBefore = rate == nil ? nil : state.lastWindow
-            if let rate { state.lastWindow = rate }
-            if let before = state.beforeStep, judging, let rate {
-                let required = Self.requiredGain(from: before.count, to: current)
-                state.judgedWindows += 1
-                // What the streams allowed is a bound, not a count the step can fall short of.
-                if before.isBound || rate >= before.rate * required {
-                    state.shortWindow = nil
-                } else if let previous = state.shortWindow {
-                    // Two windows in a row: one alone can be a stall the step did not cause.
-                    let gain = (previous + rate) / 2 / before.rate
-                    state.stop = .steppedBack(from: current, to: before.count, gain: gain, required: required)
-                    active.store(before.count, ordering: .releasing)
-                    return .steppedBack(from: current, to: before.count, rate: rate, before: before.rate)
-                } else {
-                    state.shortWindow = rate
-                }
-            }
-            let measured = rate.map { Change.measured(connections: current, saturated: state.saturated, rate: $0) }
-            guard allSaturated, current < ceiling else { return measured }
-            if answerTime > 0 { state.shortestWhileLoaded = min(state.shortestWhileLoaded, answerTime) }
-            guard state.shortestWhileLoaded != .max else {
-                // Nothing answered in the run yet: the answer time is at least how long the
-                // connections have been waiting, so a step is safe once that is long.
-                guard roundTrip == .max, now &- state.loadedSince >= Self.unansweredStep.nanosecondsClamped else { return nil }
-                return grow(&state, from: current, rate: nil, at: now)
-            }
-            guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
-            // Answers the gateway held: the rate is known without counting. Stepped at once unless the answers
-            // since every connection was loaded took a quarter longer than the run's shortest: a queue, so the
-            // connections may already be more than the cores fill, and the shortest-answer rule is waited for.
-            let heldRate = state.beforeStep == nil
-                ? Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip, network: state.networkRoundTrip)
-                : nil
-            let heldUnqueued = heldRate != nil && state.shortestWhileLoaded < roundTrip + roundTrip / 4
-            guard heldUnqueued || now &- state.loadedSince >= roundTrip + roundTrip / 4 + Self.measurementSlack else { return measured }
-            // Counted, the rate is waited for: the step it judges is taken on it, not while the last is in doubt.
-            if heldRate == nil && accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
-            var coresClose = false
-            if let before = state.beforeStep, let rate {
-                // The first window after a step still has the added connections' ramp in it, so it is measured
-                // twice; a step that brought less than half its share is the last.
-                guard state.judgedWindows >= 2 else { return measured }
-                if before.isBound {
-                    // Another while the streams still bound the rate two windows in a row: held answers come
-                    // back in waves, and one window can catch the crest.
-                    let bound = Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip,
-                                                     network: state.networkRoundTrip)
-                    let sustained = min(rate, windowBefore ?? 0)
-                    if let bound, sustained < bound * Self.heldShare {
-                        state.stop = .streamsNoLongerBound(connections: current, share: sustained / bound)
-                        return .streamsNoLongerBound(current)
-                    }
-                    coresClose = bound.map { sustained < $0 } ?? false
-                } else {
-                    let wanted = Self.continuingGain(from: before.count, to: current)
-                    if rate < before.rate * wanted {
-                        state.stop = .diminishing(to: current, from: before.count, gain: rate / before.rate, wanted: wanted)
-                        return .diminishing(current)
-                    }
-                }
-            }
-            // Answers half as long again as the run's shortest: the gateway's queue, not the round trip, bounds the rate.
-            if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
-                state.stop = .gatewayBound
-                return .gatewayBound(current)
-            }
-            return grow(&state, from: current, rate: heldRate ?? rate, isBound: heldRate != nil,
-                        afterHeldStep: coresClose, at: now)
+        let change = state.withLock { state in
+            decide(&state, answerTime: answerTime, accepted: accepted, streams: streams, at: time)
         }
+        return change.map { log($0, answerTime: answerTime) } ?? false
+    }
+
+    /// What a connection's report changes, under the lock: measures the rate, judges the last step
+    /// and takes the next one when every connection is saturated.
+    private func decide(_ state: inout State, answerTime: UInt64, accepted: Int, streams: Int, at time: UInt64) -> Change? {
+        // Shards' loops cache their clocks, so one's time can lag another's: never go back (it would wrap).
+        let now = max(time, state.latest)
+        state.latest = now
+        if answerTime > 0 { state.shortestOfRun = min(state.shortestOfRun, answerTime) }
+        let current = active.load(ordering: .relaxed)
+        // At the ceiling, the step that reached it is still judged.
+        let judging = state.beforeStep != nil && state.judgedWindows < Self.judgedWindows
+        guard state.stop == nil, current < ceiling || judging else { return nil }
+        let allSaturated = state.saturated >= current
+        if allSaturated && state.loadedSince == 0 {
+            state.loadedSince = now
+            state.shortestWhileLoaded = .max
+        }
+        let roundTrip = state.shortestOfRun
+        let rate = measureRate(&state, accepted: accepted, roundTrip: roundTrip, at: now)
+        let windowBefore = rate == nil ? nil : state.lastWindow
+        if let rate {
+            state.lastWindow = rate
+            if judging, let steppedBack = judgeWindow(&state, rate: rate, current: current) { return steppedBack }
+        }
+        let measured = rate.map { Change.measured(connections: current, saturated: state.saturated, rate: $0) }
+        guard allSaturated, current < ceiling else { return measured }
+        if answerTime > 0 { state.shortestWhileLoaded = min(state.shortestWhileLoaded, answerTime) }
+        guard state.shortestWhileLoaded != .max else {
+            // Nothing answered in the run yet: the answer time is at least how long the
+            // connections have been waiting, so a step is safe once that is long.
+            guard roundTrip == .max, now &- state.loadedSince >= Self.unansweredStep.nanosecondsClamped else { return nil }
+            return grow(&state, from: current, rate: nil, at: now)
+        }
+        guard state.addedWhileSaturated > 0 else { return grow(&state, from: current, rate: nil, at: now) }
+        // Answers the gateway held: the rate is known without counting. Stepped at once unless the answers
+        // since every connection was loaded took a quarter longer than the run's shortest: a queue, so the
+        // connections may already be more than the cores fill, and the shortest-answer rule is waited for.
+        let heldRate = state.beforeStep == nil
+            ? Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip, network: state.networkRoundTrip)
+            : nil
+        let heldUnqueued = heldRate != nil && state.shortestWhileLoaded < roundTrip + roundTrip / 4
+        guard heldUnqueued || now &- state.loadedSince >= roundTrip + roundTrip / 4 + Self.measurementSlack else { return measured }
+        // Counted, the rate is waited for: the step it judges is taken on it, not while the last is in doubt.
+        if heldRate == nil && accepted > 0 && (rate == nil || state.shortWindow != nil) { return measured }
+        var coresClose = false
+        if let before = state.beforeStep, let rate {
+            switch judgeLastStep(&state, before: before, rate: rate, windowBefore: windowBefore, current: current,
+                                 streams: streams, roundTrip: roundTrip) {
+            case .wait: return measured
+            case .stop(let change): return change
+            case .another(let afterHeldStep): coresClose = afterHeldStep
+            }
+        }
+        // Answers half as long again as the run's shortest: the gateway's queue, not the round trip, bounds the rate.
+        if state.shortestWhileLoaded >= roundTrip + roundTrip / 2 {
+            state.stop = .gatewayBound
+            return .gatewayBound(current)
+        }
+        return grow(&state, from: current, rate: heldRate ?? rate, isBound: heldRate != nil,
+                    afterHeldStep: coresClose, at: now)
+    }
+
+    /// One window of rate after a step: a step whose windows fall short of what it must bring
+    /// twice in a row is given back (`.steppedBack`); nil otherwise.
+    private func judgeWindow(_ state: inout State, rate: Double, current: Int) -> Change? {
+        guard let before = state.beforeStep else { return nil }
+        let required = Self.requiredGain(from: before.count, to: current)
+        state.judgedWindows += 1
+        // What the streams allowed is a bound, not a count the step can fall short of.
+        if before.isBound || rate >= before.rate * required {
+            state.shortWindow = nil
+            return nil
+        }
+        guard let previous = state.shortWindow else {
+            state.shortWindow = rate
+            return nil
+        }
+        // Two windows in a row: one alone can be a stall the step did not cause.
+        let gain = (previous + rate) / 2 / before.rate
+        state.stop = .steppedBack(from: current, to: before.count, gain: gain, required: required)
+        active.store(before.count, ordering: .releasing)
+        return .steppedBack(from: current, to: before.count, rate: rate, before: before.rate)
+    }
+
+    private enum StepVerdict {
+        /// Not judged yet: wait for another window.
+        case wait
+        /// No more steps.
+        case stop(Change)
+        /// Another step may be taken; a smaller one after a step on held answers when the cores are close.
+        case another(afterHeldStep: Bool)
+    }
+
+    /// Whether the last step earned another: it must have brought half its share of rate, or, taken on
+    /// held answers, the connections must still carry nearly all their streams allow.
+    private func judgeLastStep(_ state: inout State, before: (count: Int, rate: Double, isBound: Bool), rate: Double,
+                               windowBefore: Double?, current: Int, streams: Int, roundTrip: UInt64) -> StepVerdict {
+        // The first window after a step still has the added connections' ramp in it, so it is measured
+        // twice; a step that brought less than half its share is the last.
+        guard state.judgedWindows >= 2 else { return .wait }
+        guard before.isBound else {
+            let wanted = Self.continuingGain(from: before.count, to: current)
+            if rate < before.rate * wanted {
+                state.stop = .diminishing(to: current, from: before.count, gain: rate / before.rate, wanted: wanted)
+                return .stop(.diminishing(current))
+            }
+            return .another(afterHeldStep: false)
+        }
+        // Another while the streams still bound the rate two windows in a row: held answers come
+        // back in waves, and one window can catch the crest.
+        let bound = Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip,
+                                         network: state.networkRoundTrip)
+        let sustained = min(rate, windowBefore ?? 0)
+        if let bound, sustained < bound * Self.heldShare {
+            state.stop = .streamsNoLongerBound(connections: current, share: sustained / bound)
+            return .stop(.streamsNoLongerBound(current))
+        }
+        return .another(afterHeldStep: bound.map { sustained < $0 } ?? false)
+    }
+
+    /// Logs `change`; whether it added connections.
+    private func log(_ change: Change, answerTime: UInt64) -> Bool {
         switch change {
-        case nil:
-            return false
         case let .measured(connections, saturated, rate):
             logger.debug("accepted rate measured", metadata: [
                 "connections": "\(connections)", "saturated": "\(saturated)", "accepted_per_s": "\(Int(rate))",

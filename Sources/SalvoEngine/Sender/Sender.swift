@@ -114,55 +114,17 @@ public final class Sender: Sendable {
         self.logger = logger
         let instruments = SenderInstruments(factory: metricsFactory ?? MetricsSystem.factory, http2: configuration.http2 != nil)
         self.instruments = instruments
-        switch configuration.transport {
-        case .binary(let format):
-            builder = .frame(FrameBuilder(
-                encoder: FrameEncoder(format: format, maximumPayloadLength: configuration.maximumPayloadLength),
-                defaultExpiry: configuration.defaultExpiry, defaultPriority: configuration.defaultPriority))
-        case .http2(let options):
-            if let problem = options.problem(defaultPriority: configuration.defaultPriority) {
-                throw SenderError(description: problem)
-            }
-            builder = .request(RequestRecordBuilder(defaultPushType: options.pushType, defaultExpiry: configuration.defaultExpiry,
-                                                    defaultPriority: configuration.defaultPriority,
-                                                    defaultCollapseID: Array((options.collapseID ?? "").utf8)))
-        }
+        builder = try Self.recordBuilder(configuration)
+        try Self.checkCapacities(configuration, maximumFrame: builder.maximumLength)
         ledger = DeliveryLedger(errorWait: configuration.errorWait, retention: configuration.recordRetention,
                                 instruments: instruments)
-        let context: TLSContext
-        let addresses: [SocketAddress]
-        do {
-            var tls = configuration.tls
-            if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
-            context = try TLSContext(tls, role: .client)
-            addresses = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
-        } catch {
-            throw SenderError(description: "\(error)")
-        }
-        let maximumFrame = builder.maximumLength
-        guard configuration.ringCapacity >= 2 * maximumFrame else {
-            throw SenderError(description: "ring capacity \(configuration.ringCapacity) is below twice the largest frame (\(2 * maximumFrame) bytes)")
-        }
-        guard configuration.retainedCapacity >= 2 * (maximumFrame + 64) else {
-            throw SenderError(description: "retained capacity \(configuration.retainedCapacity) is below two of the largest notifications")
-        }
+        let (context, addresses) = try Self.gateway(configuration)
         let (stream, continuation) = AsyncStream.makeStream(of: SenderEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         events = stream
         hub = EventHub(continuation: continuation, onRejected: onRejected, logger: logger)
-
         // One provider token for the team, shared by every connection of every shard.
-        var providerTokens: ProviderTokenSigner?
-        if case .token(let credentials) = configuration.http2?.authentication {
-            do {
-                providerTokens = try ProviderTokenSigner(credentials: credentials,
-                                                 clock: configuration.tokenClock ?? ProviderTokenSigner.systemClock,
-                                                 logger: logger, store: configuration.http2?.tokenStore)
-            } catch {
-                throw SenderError(description: error.description)
-            }
-        }
-        var lanes: [Lane] = []
-        var shards: [Shard] = []
+        let providerTokens = try Self.providerTokenSigner(configuration, logger: logger)
+        self.providerTokens = providerTokens
         // Lanes for the ceiling are made now (their memory is untouched until used) and
         // connect once something is published to them.
         let lanesPerShard = max(configuration.connectionsPerShard, configuration.maximumConnectionsPerShard)
@@ -170,15 +132,12 @@ public final class Sender: Sendable {
                                       ceiling: configuration.shards * lanesPerShard,
                                       interval: configuration.connectionGrowthInterval, logger: logger)
         self.growth = growth
-        self.providerTokens = providerTokens
+        let maximumFrame = builder.maximumLength
+        var lanes: [Lane] = []
+        var shards: [Shard] = []
         do {
             for shardIndex in 0..<configuration.shards {
-                let shardLanes = (0..<lanesPerShard).map { _ in
-                    Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame,
-                                              bytesPerSlot: configuration.http2 == nil ? 64 : 128),
-                         retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
-                                                 maximumPayloadLength: configuration.payloadLimit))
-                }
+                let shardLanes = (0..<lanesPerShard).map { _ in Self.lane(configuration, maximumFrame: maximumFrame) }
                 shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
                                         providerTokens: providerTokens, growth: growth, observer: hub))
@@ -196,6 +155,68 @@ public final class Sender: Sendable {
         // Shards alternate, so connections added one at a time spread over the threads.
         publishTargets = (0..<lanesPerShard).flatMap { laneIndex in
             shards.indices.map { PublishTarget(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
+        }
+    }
+
+    /// What encodes a notification for the configured protocol.
+    private static func recordBuilder(_ configuration: SenderConfiguration) throws(SenderError) -> RecordBuilder {
+        switch configuration.transport {
+        case .binary(let format):
+            return .frame(FrameBuilder(
+                encoder: FrameEncoder(format: format, maximumPayloadLength: configuration.maximumPayloadLength),
+                defaultExpiry: configuration.defaultExpiry, defaultPriority: configuration.defaultPriority))
+        case .http2(let options):
+            if let problem = options.problem(defaultPriority: configuration.defaultPriority) {
+                throw SenderError(description: problem)
+            }
+            return .request(RequestRecordBuilder(defaultPushType: options.pushType, defaultExpiry: configuration.defaultExpiry,
+                                                 defaultPriority: configuration.defaultPriority,
+                                                 defaultCollapseID: Array((options.collapseID ?? "").utf8)))
+        }
+    }
+
+    /// A lane's buffers must hold two of the largest notifications, so that one can be
+    /// written while the next is staged.
+    private static func checkCapacities(_ configuration: SenderConfiguration, maximumFrame: Int) throws(SenderError) {
+        guard configuration.ringCapacity >= 2 * maximumFrame else {
+            throw SenderError(description: "ring capacity \(configuration.ringCapacity) is below twice the largest frame (\(2 * maximumFrame) bytes)")
+        }
+        guard configuration.retainedCapacity >= 2 * (maximumFrame + 64) else {
+            throw SenderError(description: "retained capacity \(configuration.retainedCapacity) is below two of the largest notifications")
+        }
+    }
+
+    /// A connection's staging ring (its slots sized for the protocol's records: see
+    /// `StagingRing.init`) and retained store.
+    private static func lane(_ configuration: SenderConfiguration, maximumFrame: Int) -> Lane {
+        Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame,
+                                  bytesPerSlot: configuration.http2 == nil ? 64 : 128),
+             retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
+                                     maximumPayloadLength: configuration.payloadLimit))
+    }
+
+    /// The TLS context every connection shares (ALPN h2 for HTTP/2) and the gateway's addresses.
+    private static func gateway(_ configuration: SenderConfiguration) throws(SenderError) -> (TLSContext, [SocketAddress]) {
+        do {
+            var tls = configuration.tls
+            if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
+            return (try TLSContext(tls, role: .client),
+                    try SocketAddress.resolve(host: configuration.host, port: configuration.port))
+        } catch {
+            throw SenderError(description: "\(error)")
+        }
+    }
+
+    /// The team's provider token signer, with HTTP/2 token authentication.
+    private static func providerTokenSigner(_ configuration: SenderConfiguration,
+                                            logger: Logger) throws(SenderError) -> ProviderTokenSigner? {
+        guard case .token(let credentials) = configuration.http2?.authentication else { return nil }
+        do {
+            return try ProviderTokenSigner(credentials: credentials,
+                                           clock: configuration.tokenClock ?? ProviderTokenSigner.systemClock,
+                                           logger: logger, store: configuration.http2?.tokenStore)
+        } catch {
+            throw SenderError(description: error.description)
         }
     }
 
