@@ -89,19 +89,31 @@ test-asan: deps
 fuzz: deps
 	Tests/Fuzz/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# The DocC catalogs of SalvoWire, SalvoEngine and SalvoBlackBerry (swift-docc-plugin), one .doccarchive each
-# in DOCS_OUTPUT. Any DocC warning fails it: a broken ``Symbol`` or <doc:Article> link, a
-# parameter documented under the wrong name. Synthesized members (!=, hashValue) are left
-# out; those the compiler writes without a source line (init(rawValue:)) show their
-# protocol's documentation. DOCS_SCRATCH: another build folder, to leave .build alone;
-# DOCS_EXTRA: more plugin options, e.g. --experimental-documentation-coverage.
+# The DocC catalogs of SalvoWire, SalvoEngine, SalvoCampaignFiles and SalvoBlackBerry
+# (swift-docc-plugin) as one static site in DOCS_OUTPUT: a landing page linking the modules,
+# every page a file, so that any static web server shows it without rewriting routes
+# (DOCS_BASE_PATH: the sub-folder it is served from, e.g. salvo for https://HOST/salvo/).
+# Any DocC warning fails it: a broken ``Symbol`` or <doc:Article> link, a parameter
+# documented under the wrong name. Synthesized members (!=, hashValue) are left out; those
+# the compiler writes without a source line (init(rawValue:)) show their protocol's
+# documentation. Then scripts/docs-check.sh serves the site and renders pages in headless
+# Chromium. DOCS_SCRATCH: another build folder, to leave .build alone; DOCS_EXTRA: more
+# plugin options, e.g. --experimental-documentation-coverage.
 DOCS_SCRATCH ?= .build
 DOCS_OUTPUT ?= $(DOCS_SCRATCH)/docs
+DOCS_BASE_PATH ?=
 DOCS_EXTRA ?=
 docs: deps
+	@$(call install-missing,chromium)
+	rm -rf $(DOCS_OUTPUT)
 	$(SWIFT) package --scratch-path $(DOCS_SCRATCH) --allow-writing-to-directory $(DOCS_OUTPUT) \
-	  generate-documentation --target SalvoWire --target SalvoEngine --target SalvoCampaignFiles --target SalvoBlackBerry --output-path $(DOCS_OUTPUT) \
+	  generate-documentation --target SalvoWire --target SalvoEngine --target SalvoCampaignFiles --target SalvoBlackBerry \
+	  --enable-experimental-combined-documentation --transform-for-static-hosting \
+	  $(if $(DOCS_BASE_PATH),--hosting-base-path $(DOCS_BASE_PATH)) --output-path $(DOCS_OUTPUT) \
 	  --warnings-as-errors --experimental-skip-synthesized-symbols --enable-inherited-docs $(DOCS_EXTRA)
+	@# The site's root is DocC's page for no route ("can't be found"): it sends readers to the landing page.
+	printf '<!doctype html>\n<meta charset="utf-8">\n<title>Salvo documentation</title>\n<meta http-equiv="refresh" content="0; url=documentation/">\n<a href="documentation/">Salvo documentation</a>\n' > $(DOCS_OUTPUT)/index.html
+	scripts/docs-check.sh $(DOCS_OUTPUT) $(DOCS_BASE_PATH)
 
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark

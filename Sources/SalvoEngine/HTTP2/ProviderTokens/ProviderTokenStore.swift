@@ -17,6 +17,7 @@ public protocol ProviderTokenStore: Sendable {
     /// differs, then lets go of the lock.
     ///
     /// - Parameters:
+    ///   - key: the team, key id and key fingerprint whose token is asked for.
     ///   - now: the time as the caller's clock has it (UNIX seconds). A store whose
     ///     processes share a clock of their own (a database's) passes that one to `choose`
     ///     instead, so that machines whose clocks disagree agree on a token's age.
