@@ -16,10 +16,11 @@
 #
 #   scripts/h2-rates.sh [--count N=1000000] [--late-ms 100,300] [--rtt-ms 50] [--runs 2]
 #                       [--cases loopback,late,path] [--salvo BIN] [--out DIR]
+#                       [--send-flags "FLAGS"]   (more salvo send flags, e.g. "--max-connections 48")
 #
 # Needs a release build (`swift build -c release`), root (namespaces), openssl, python3.
 set -euo pipefail
-count=1000000 late=100,300 rtt=50 runs=2 out=results/h2-rates cases=loopback,late,path
+count=1000000 late=100,300 rtt=50 runs=2 out=results/h2-rates cases=loopback,late,path send_flags=""
 salvo=$(pwd)/.build/release/salvo
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,7 +31,8 @@ while [ $# -gt 0 ]; do
     --cases) cases=$2; shift 2 ;;
     --salvo) salvo=$(realpath "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) sed -n '2,19p' "$0" >&2; exit 2 ;;
+    --send-flags) send_flags=$2; shift 2 ;;
+    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
   esac
 done
 [ -x "$salvo" ] || { echo "h2-rates.sh: build first: swift build -c release" >&2; exit 2; }
@@ -68,7 +70,7 @@ run_case() {
     local mock=${pids[-1]}
     /usr/bin/time -f "%U %S %M" -o "$work/time" "$salvo" send --protocol h2 --gateway "$host:$port" --ca "$work/ca.pem" \
       --topic com.example.rates "${auth[@]}" --tokens "$work/tokens.txt" --payload "$work/payload.json" \
-      --report "$report" > "$work/send.out" 2> "$work/send.err" || true
+      --report "$report" $send_flags > "$work/send.out" 2> "$work/send.err" || true
     # What the mock read: the requests as TLS records, as they crossed the wire.
     local read_bytes; read_bytes=$(sed -n 's/^rchar: //p' "/proc/$mock/io")
     python3 - "$report" "$count" "$name" "$run" "$work/time" "$work/tokens.txt" "$read_bytes" "$bulk" <<'PY'

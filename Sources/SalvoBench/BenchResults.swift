@@ -219,12 +219,6 @@ package struct BenchResults: Sendable, Codable, Equatable {
             connections > 0 ? String(connections) : "auto: " + (connectionsUsed.map { BenchFormat.fixed($0, 0) } ?? "?")
         }
 
-        /// "error wait 1,000 ms", "answers after 100 ms".
-        package var conditionLabel: String {
-            wireProtocol == .h2 ? "answers after " + BenchFormat.milliseconds(condition)
-                : "error wait " + BenchFormat.milliseconds(condition)
-        }
-
         package init(connections: Int, errorRate: Double, payloadBytes: Int, errorWaitMilliseconds: Int, frameBytes: Int,
                      runs: [BenchResults.Run],
                      rate: BenchSpread, cpuSecondsPerMillion: Double, allocationsPerNotification: Double?, peakRssMib: Double,

@@ -55,11 +55,13 @@ func sendCampaign(_ campaign: NotificationList, with configuration: SenderConfig
                 "LogsMetricsAndShutdown.md's service example differs from the tested one")
     }
 
-    /// A gateway that answers each stream 20 ms late, 50 streams at a time, over one
-    /// connection: 2,500 a second, so 100,000 take 40 s and the shutdown comes mid-campaign.
+    /// A gateway that answers each stream 100 ms late, 50 streams at a time, over one
+    /// connection: 500 a second, so 100,000 take over three minutes and the shutdown comes
+    /// mid-campaign even when the test's own task waited tens of seconds for a thread (in
+    /// a full parallel run on two cores it can).
     static func slowRig() throws -> (H2LoopbackRig, SenderConfiguration) {
         var plan = H2FailurePlan()
-        plan.responseDelay = .milliseconds(20)
+        plan.responseDelay = .milliseconds(100)
         let rig = try H2LoopbackRig(plan: plan) { $0.maximumConcurrentStreams = 50 }
         var configuration = rig.senderConfiguration()
         configuration.shards = 1
