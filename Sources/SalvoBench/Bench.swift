@@ -102,8 +102,7 @@ package enum Bench {
         let executable = settings.executable
         let (count, runs) = (settings.count, settings.runs)
         let progress = BenchProgress.make()
-        let work = NSTemporaryDirectory() + "salvo-bench-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let work = try BenchSystem.temporaryDirectory("salvo-bench")
         defer { try? FileManager.default.removeItem(atPath: work) }
 
         // Over a delayed path: the line's own process, and what one bulk TCP stream carries on it.
@@ -130,9 +129,7 @@ package enum Bench {
         let defaults = SenderConfiguration(host: "", port: 0, tls: TLSConfiguration(),
                                            transport: h2 ? .http2(HTTP2Options(topic: BenchSenderRun.topic)) : .binary(.frame))
         let ringCapacity = settings.ringMiB.map { $0 << 20 } ?? defaults.ringCapacity
-        let pinning = pinned
-            ? "mock on core \(cores - 1), sender shard threads pinned to cores 0…\(max(0, cores - 2)) (the producer thread is not pinned)"
-            : "not pinned"
+        let pinning = pinned ? pinnedText(cores: cores) : "not pinned"
         let recordedSettings = BenchResults.Settings(
             notificationsPerRun: count, runsPerCell: runs, warmup: settings.warmup,
             ringMib: max(1, ringCapacity >> 20), shards: shardCount, pinning: pinning,
@@ -174,6 +171,11 @@ package enum Bench {
         progress?.clear()
 
         return outcome(results, written: written, php: phpResult)
+    }
+
+    /// Where the mock and the sender's threads run when pinned.
+    private static func pinnedText(cores: Int) -> String {
+        "mock on core \(cores - 1), sender shard threads pinned to cores 0…\(max(0, cores - 2)) (the producer thread is not pinned)"
     }
 
     /// The cells to measure: against another gateway, only those without errors (its

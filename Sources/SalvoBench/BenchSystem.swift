@@ -6,6 +6,14 @@ import Glibc
 /// What the bench reads from the operating system about itself. (Allocation counts come
 /// from jemalloc, which only the executable links: see `BenchSettings.allocationRequests`.)
 package enum BenchSystem {
+    /// A new directory under the system's temporary one, named `prefix-<pid>-<random>`; the
+    /// caller removes it.
+    static func temporaryDirectory(_ prefix: String) throws -> String {
+        let path = NSTemporaryDirectory() + "\(prefix)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
     /// User and system CPU seconds of the whole process so far.
     static func cpuSeconds() -> (user: Double, system: Double) {
         var usage = rusage()

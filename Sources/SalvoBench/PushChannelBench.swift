@@ -66,8 +66,7 @@ package enum PushChannelBench {
 
     /// Runs every cell; `log` gets a line per run.
     package static func run(_ settings: Settings, log: @Sendable (String) -> Void) async throws -> [Cell] {
-        let work = NSTemporaryDirectory() + "salvo-bench-bb-\(getpid())"
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let work = try BenchSystem.temporaryDirectory("salvo-bench-bb")
         defer { try? FileManager.default.removeItem(atPath: work) }
         let certificates = try BenchCertificates(directory: work, serverNames: [DelayLine.farAddress])
         let campaign = "\(work)/campaign.jsonl"

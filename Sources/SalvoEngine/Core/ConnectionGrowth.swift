@@ -141,8 +141,7 @@ final class ConnectionGrowth: Sendable {
         return change.map { log($0, answerTime: answerTime) } ?? false
     }
 
-    /// What a connection's report changes, under the lock: measures the rate, judges the last step
-    /// and takes the next one when every connection is saturated.
+    /// Under the lock: measures the rate, judges the last step, takes the next when every connection is saturated.
     private func decide(_ state: inout State, answerTime: UInt64, accepted: Int, streams: Int, at time: UInt64) -> Change? {
         // Shards' loops cache their clocks, so one's time can lag another's: never go back (it would wrap).
         let now = max(time, state.latest)
@@ -168,8 +167,7 @@ final class ConnectionGrowth: Sendable {
         guard allSaturated, current < ceiling else { return measured }
         if answerTime > 0 { state.shortestWhileLoaded = min(state.shortestWhileLoaded, answerTime) }
         guard state.shortestWhileLoaded != .max else {
-            // Nothing answered in the run yet: the answer time is at least how long the
-            // connections have been waiting, so a step is safe once that is long.
+            // Nothing answered yet: the answer time is at least the wait, so a long wait makes a step safe.
             guard roundTrip == .max, now &- state.loadedSince >= Self.unansweredStep.nanosecondsClamped else { return nil }
             return grow(&state, from: current, rate: nil, at: now)
         }
@@ -202,8 +200,7 @@ final class ConnectionGrowth: Sendable {
                     afterHeldStep: coresClose, at: now)
     }
 
-    /// One window of rate after a step: a step whose windows fall short of what it must bring
-    /// twice in a row is given back (`.steppedBack`); nil otherwise.
+    /// One window of rate after a step: a step short of what it must bring twice in a row is given back.
     private func judgeWindow(_ state: inout State, rate: Double, current: Int) -> Change? {
         guard let before = state.beforeStep else { return nil }
         let required = Self.requiredGain(from: before.count, to: current)
@@ -224,21 +221,17 @@ final class ConnectionGrowth: Sendable {
         return .steppedBack(from: current, to: before.count, rate: rate, before: before.rate)
     }
 
+    /// Wait for another window, no more steps, or another (smaller after held answers when the cores are close).
     private enum StepVerdict {
-        /// Not judged yet: wait for another window.
         case wait
-        /// No more steps.
         case stop(Change)
-        /// Another step may be taken; a smaller one after a step on held answers when the cores are close.
         case another(afterHeldStep: Bool)
     }
 
-    /// Whether the last step earned another: it must have brought half its share of rate, or, taken on
-    /// held answers, the connections must still carry nearly all their streams allow.
+    /// Whether the last step earned another: half its share of rate, or on held answers nearly all the streams allow.
     private func judgeLastStep(_ state: inout State, before: (count: Int, rate: Double, isBound: Bool), rate: Double,
                                windowBefore: Double?, current: Int, streams: Int, roundTrip: UInt64) -> StepVerdict {
-        // The first window after a step still has the added connections' ramp in it, so it is measured
-        // twice; a step that brought less than half its share is the last.
+        // The first window after a step still has the added connections' ramp in it: measured twice.
         guard state.judgedWindows >= 2 else { return .wait }
         guard before.isBound else {
             let wanted = Self.continuingGain(from: before.count, to: current)
@@ -248,8 +241,7 @@ final class ConnectionGrowth: Sendable {
             }
             return .another(afterHeldStep: false)
         }
-        // Another while the streams still bound the rate two windows in a row: held answers come
-        // back in waves, and one window can catch the crest.
+        // Two windows in a row, for held answers come back in waves and one window can catch the crest.
         let bound = Self.heldAnswersRate(connections: current, streams: streams, answerTime: roundTrip,
                                          network: state.networkRoundTrip)
         let sustained = min(rate, windowBefore ?? 0)
@@ -294,8 +286,7 @@ final class ConnectionGrowth: Sendable {
         }
     }
 
-    /// How long every connection may be saturated before the run's first answer until they are
-    /// multiplied anyway: waiting a whole answer time before each step would spend a campaign ramping up.
+    /// Saturated this long before the run's first answer, connections are multiplied: an answer time per step is too slow.
     static let unansweredStep: Duration = .milliseconds(20)
     /// Added to a round trip before what it measures is judged: timers fire late.
     private static let measurementSlack = Duration.milliseconds(10).nanosecondsClamped
