@@ -5,7 +5,7 @@ import SalvoTestSupport
 
 /// `salvo mock --protocol h2` as a process: the same first line as the binary mock, the
 /// report on a signal, exit 2 on bad flags.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct MockH2CommandTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("mock-h2-command-tests")) struct MockH2CommandTests {
     @Test func itAnnouncesItsPortAnswersCurlAndReportsOnSIGTERM() throws {
         let json = try Self.runMock([]) { post in
             let (status, output, errors) = try post(String(repeating: "ab", count: 32))

@@ -175,8 +175,8 @@ public final class Sender: Sendable {
         }
     }
 
-    /// A lane's buffers must hold two of the largest notifications, so that one can be
-    /// written while the next is staged.
+    /// A lane's ring and retained store hold at least two of the largest notifications: told
+    /// here as a configuration error, not met later as the ring's precondition.
     private static func checkCapacities(_ configuration: SenderConfiguration, maximumFrame: Int) throws(SenderError) {
         guard configuration.ringCapacity >= 2 * maximumFrame else {
             throw SenderError(description: "ring capacity \(configuration.ringCapacity) is below twice the largest frame (\(2 * maximumFrame) bytes)")
