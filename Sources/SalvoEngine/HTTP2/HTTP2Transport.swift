@@ -109,7 +109,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     // the connection: unowned(unsafe), these reads on the hot path cost no reference counting.
     private unowned(unsafe) let shard: Shard
     private unowned(unsafe) let lane: Lane
-    private var ledger: DeliveryLedger { connection.shard.ledger }
+    private var ledger: DeliveryLedger { shard.ledger }
 
     var hasWork: Bool { lane.staging.hasUnwritten || window.hasRetries }
 
