@@ -142,18 +142,21 @@ import Testing
     /// What is sent twice is what the gateway accepted after that: in that last stretch,
     /// and from the socket buffers after the kill (the sender's fixed at 64 KiB here, so
     /// that they hold a small part of the campaign).
-        @Test func killedMidCampaignAndResumedNothingIsLostAndOnlyTheLastStretchRepeats() throws {
+    @Test func killedMidCampaignAndResumedNothingIsLostAndOnlyTheLastStretchRepeats() throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
-        // Stalls of 50 ms every 100 notifications (and the rest of the TLS record being
-        // read) hold the gateway to a few thousand a second: the campaign takes several
-        // times the checkpoint's lag, and the kill lands in its middle.
+        // Stalls of 50 ms every 100 notifications (and the rest of the TLS record being read)
+        // hold the one connection to about 3,000 a second: the campaign takes about 8 s,
+        // several times the checkpoint's lag, and the kill (3 s after the first acceptance)
+        // lands in its middle with seconds to spare for a loaded machine. (A second
+        // connection would halve the campaign's time.)
         let rig = try LoopbackRig(plan: FailurePlan(stallEvery: 100, stallDuration: .milliseconds(50)))
         defer { rig.gateway.stop() }
-        let lines = 16_000
+        let lines = 24_000
         let (arguments, checkpoint) = try workspace.checkpointedSend(
             port: rig.gateway.port, lines: lines,
-            ["--error-wait-ms", "200", "--retention-ms", "300", "--shards", "1", "--socket-buffer-kib", "64"])
+            ["--error-wait-ms", "200", "--retention-ms", "300", "--shards", "1", "--connections", "1", "--max-connections", "1",
+             "--socket-buffer-kib", "64"])
 
         let first = try Self.launch(arguments)
         // What the gateway had accepted when, until it has been accepting for 3 s (bounded),
