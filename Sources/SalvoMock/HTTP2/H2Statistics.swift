@@ -106,7 +106,7 @@ public struct H2RecordedRequest: Sendable, Hashable, Codable {
         case .expiration: expiration = text
         case .priority: priority = text
         case .collapseId: collapseID = text
-        case .method, .path, .authorization: break
+        case .method, .path, .authorization, .channelId, .requestId: break
         }
     }
 }

@@ -78,6 +78,8 @@ struct RequestValidation {
             if !APNsRequestHeader.priorities.contains(where: { $0.isSpelled(by: value) }) { fail(.badPriority) }
         case .collapseId:
             if value.count > APNsRequestHeader.collapseIdLimit { fail(.badCollapseId) }
+        case .channelId, .requestId:
+            break
         }
     }
 

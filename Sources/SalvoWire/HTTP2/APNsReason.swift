@@ -32,6 +32,23 @@ public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringCon
     case payloadEmpty
     /// The topic is not one this provider may push to.
     case topicDisallowed
+    // 400, broadcast and channel management (iOS 18)
+    /// The app's broadcast capability is off.
+    case featureNotEnabled
+    /// A broadcast, or a channel read or delete, has no `apns-channel-id`.
+    case missingChannelId
+    /// `apns-channel-id` is not a channel id.
+    case badChannelId
+    /// The channel does not exist (never created, deleted, or of the other environment).
+    case channelNotRegistered
+    /// A channel management request's parameters are wrong.
+    case badRequestParams
+    /// A channel management request's body is not what it should be.
+    case badRequestPayload
+    /// A broadcast has no `apns-push-type`.
+    case missingPushType
+    /// The app has its 10,000 channels in this environment already.
+    case cannotCreateChannelConfig
     // 403
     /// The client certificate was refused.
     case badCertificate
@@ -49,8 +66,10 @@ public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringCon
     case unrelatedKeyIdInToken
     /// The token's key is not valid for this environment.
     case badEnvironmentKeyIdInToken
+    /// The certificate's topic is not the bundle id the request names.
+    case topicMismatch
     // 404, 405, 410, 413, 429, 500, 503
-    /// The `:path` is not `/3/device/<token>`.
+    /// The `:path` is none of the API's.
     case badPath
     /// The `:method` is not `POST`.
     case methodNotAllowed
@@ -88,6 +107,14 @@ public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringCon
         case .missingTopic: "MissingTopic"
         case .payloadEmpty: "PayloadEmpty"
         case .topicDisallowed: "TopicDisallowed"
+        case .featureNotEnabled: "FeatureNotEnabled"
+        case .missingChannelId: "MissingChannelId"
+        case .badChannelId: "BadChannelId"
+        case .channelNotRegistered: "ChannelNotRegistered"
+        case .badRequestParams: "BadRequestParams"
+        case .badRequestPayload: "BadRequestPayload"
+        case .missingPushType: "MissingPushType"
+        case .cannotCreateChannelConfig: "CannotCreateChannelConfig"
         case .badCertificate: "BadCertificate"
         case .badCertificateEnvironment: "BadCertificateEnvironment"
         case .expiredProviderToken: "ExpiredProviderToken"
@@ -96,6 +123,7 @@ public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringCon
         case .missingProviderToken: "MissingProviderToken"
         case .unrelatedKeyIdInToken: "UnrelatedKeyIdInToken"
         case .badEnvironmentKeyIdInToken: "BadEnvironmentKeyIdInToken"
+        case .topicMismatch: "TopicMismatch"
         case .badPath: "BadPath"
         case .methodNotAllowed: "MethodNotAllowed"
         case .unregistered: "Unregistered"
@@ -121,10 +149,11 @@ public enum APNsReason: UInt8, CaseIterable, Sendable, Hashable, CustomStringCon
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
              .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
-             .missingTopic, .payloadEmpty, .topicDisallowed:
+             .missingTopic, .payloadEmpty, .topicDisallowed, .featureNotEnabled, .missingChannelId, .badChannelId,
+             .channelNotRegistered, .badRequestParams, .badRequestPayload, .missingPushType, .cannotCreateChannelConfig:
             400
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden, .invalidProviderToken,
-             .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken:
+             .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .topicMismatch:
             403
         case .badPath: 404
         case .methodNotAllowed: 405

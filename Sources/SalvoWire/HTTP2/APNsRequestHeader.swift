@@ -12,6 +12,8 @@
 /// | `apns-expiration` | UNIX seconds, an integer; 0: deliver once or never |
 /// | `apns-priority` | 10, 5 or 1 |
 /// | `apns-collapse-id` | at most 64 bytes |
+/// | `apns-channel-id` | a broadcast channel's id, base64 (broadcasts, channel read and delete) |
+/// | `apns-request-id` | a canonical UUID naming a broadcast or channel request; echoed |
 public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
     /// `:method`, always `POST`.
     case method
@@ -31,6 +33,10 @@ public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
     case priority
     /// `apns-collapse-id`, at most 64 bytes.
     case collapseId
+    /// `apns-channel-id`, a broadcast channel's id (base64).
+    case channelId
+    /// `apns-request-id`, a broadcast's or channel request's UUID.
+    case requestId
 
     /// The field name on the wire.
     public var name: StaticString {
@@ -44,6 +50,8 @@ public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
         case .expiration: "apns-expiration"
         case .priority: "apns-priority"
         case .collapseId: "apns-collapse-id"
+        case .channelId: "apns-channel-id"
+        case .requestId: "apns-request-id"
         }
     }
 
@@ -58,7 +66,12 @@ public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
         case 10: candidate = .topic
         case 13: candidate = bytes[5] == UInt8(ascii: "p") ? .priority : .authorization
         case 14: candidate = .pushType
-        case 15: candidate = .expiration
+        case 15:
+            switch bytes[5] {
+            case UInt8(ascii: "c"): candidate = .channelId
+            case UInt8(ascii: "r"): candidate = .requestId
+            default: candidate = .expiration
+            }
         case 16: candidate = .collapseId
         default: return nil
         }
@@ -68,6 +81,8 @@ public enum APNsRequestHeader: UInt8, CaseIterable, Sendable, Hashable {
 
     /// The path prefix before the device token.
     public static let devicePathPrefix: StaticString = "/3/device/"
+    /// The path prefix before the bundle id of a broadcast (`POST`, on the push hosts).
+    public static let broadcastPathPrefix: StaticString = "/4/broadcasts/apps/"
     /// The most bytes `apns-collapse-id` may have.
     public static let collapseIdLimit = 64
     /// The `apns-priority` values APNs takes.
