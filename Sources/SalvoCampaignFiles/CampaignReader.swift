@@ -12,7 +12,10 @@ import SalvoWire
 ///   for HTTP/2 (`CampaignProtocol.http2`), a line may also set its request's headers:
 ///   `push_type` (an `APNsPushType` name), `topic` (the whole apns-topic), `collapse_id`
 ///   (at most 64 bytes) and `apns_id` (a UUID); read for the binary protocol, these are
-///   ignored. Other keys are ignored, so files made for other tools work; a key given
+///   ignored. A line with `channel_id` instead of `token` is a broadcast to that channel
+///   (HTTP/2 only): a Live Activity update or end, its `topic`, if any, the bare bundle
+///   id, no `collapse_id`, at most 5120 bytes of payload. Other keys are ignored, so files
+///   made for other tools work; a key given
 ///   twice is an error, since which one wins would be a guess, and so are `expiry` and
 ///   `expiration` together. Blank lines are skipped.
 /// - `tokens`: one hex device token per line, all sent the same payload. Surrounding
@@ -263,7 +266,9 @@ public final class CampaignReader {
         /// A push type name or an apns-id, each turned into a value before the next is read:
         /// 36 bytes, the length of a UUID, longer than any push type name.
         static let word = collapseID.upperBound..<(collapseID.upperBound + APNsID.textLength)
-        static let size = word.upperBound
+        /// A broadcast's channel id.
+        static let channelID = word.upperBound..<(word.upperBound + BroadcastRules.channelIDLimit)
+        static let size = channelID.upperBound
 
         static let topicLimit = 255
     }
@@ -436,14 +441,29 @@ public final class CampaignReader {
         }
         if let duplicate = fields.duplicateKey { throw LineProblem(reason: "\"\(duplicate)\" is given more than once") }
 
-        guard let tokenMember = fields.token else { throw LineProblem(reason: "missing \"token\"") }
-        let token = try Self.token(tokenMember, in: line)
-
         var request = RequestFields()
+        let token: DeviceToken
+        if let channelMember = fields.channelID, channelMember.kind != .null {
+            guard defaultPushType != nil else {
+                throw LineProblem(reason: "\"channel_id\" makes a broadcast, which only the HTTP/2 provider API has (--protocol h2)")
+            }
+            if fields.token.map({ $0.kind != .null }) ?? false {
+                throw LineProblem(reason: "give \"token\" (a device) or \"channel_id\" (a broadcast), not both")
+            }
+            request.channelID = try channelIDField(channelMember, in: line)
+            token = Self.broadcastToken
+        } else {
+            guard let tokenMember = fields.token else { throw LineProblem(reason: "missing \"token\" (or \"channel_id\" for a broadcast)") }
+            token = try Self.token(tokenMember, in: line)
+        }
+
         var pushType: APNsPushType?
         if let defaultPushType {
             request.pushType = try pushTypeField(fields.pushType, in: line)
-            pushType = request.pushType ?? defaultPushType
+            pushType = request.channelID != nil ? .liveactivity : request.pushType ?? defaultPushType
+            if request.channelID != nil, let named = request.pushType, named != .liveactivity {
+                throw LineProblem(reason: "a broadcast updates a Live Activity: \"push_type\" must be liveactivity (or absent), not \(named)")
+            }
         }
 
         guard let payloadMember = fields.payload, payloadMember.kind != .null else {
@@ -452,7 +472,8 @@ public final class CampaignReader {
         guard payloadMember.kind == .object else {
             throw LineProblem(reason: "\"payload\" must be a JSON object, not \(Self.describe(payloadMember.kind))")
         }
-        let payloadLimit = pushType?.payloadLimit ?? maximumPayloadLength
+        let payloadLimit = request.channelID != nil ? BroadcastRules.payloadLimit
+            : pushType?.payloadLimit ?? maximumPayloadLength
         let payloadRoom = UnsafeMutableRawBufferPointer(rebasing: payloadStorage[..<payloadLimit])
         guard let payloadLength = JSONScanner.minify(line, range: payloadMember.valueRange, into: payloadRoom) else {
             let length = JSONScanner.minifiedCount(line, range: payloadMember.valueRange)
@@ -464,7 +485,11 @@ public final class CampaignReader {
         let priority = try priorityField(fields.priority, pushType: pushType, in: line)
         if let pushType {
             request.topic = try topicField(fields.topic, in: line)
-            if let topic = request.topic { try Self.checkSuffix(of: topic, for: pushType, named: request.pushType != nil) }
+            if request.channelID != nil {
+                try Self.checkBroadcast(topic: request.topic, collapseID: fields.collapseID)
+            } else if let topic = request.topic {
+                try Self.checkSuffix(of: topic, for: pushType, named: request.pushType != nil)
+            }
             request.collapseID = try collapseIDField(fields.collapseID, in: line)
             request.apnsID = try apnsIDField(fields.apnsID, in: line)
         }
@@ -575,6 +600,32 @@ public final class CampaignReader {
         let whose = named ? "the line's \"push_type\" is \(pushType)" : "the line names no \"push_type\" (the default is \(pushType))"
         throw LineProblem(reason: "\"topic\" \(String(decoding: topic, as: UTF8.self)) ends in \"\(owner.topicSuffix!)\", the suffix of "
                           + "\(owner) pushes, but \(whose): give \"push_type\": \"\(owner)\", or the bare bundle id")
+    }
+
+    /// The token of a broadcast's notification: none (its target is its channel).
+    private static let broadcastToken = try! DeviceToken(bytes: UnsafeRawBufferPointer(start: [UInt8](repeating: 0, count: 32), count: 32))
+
+    /// `channel_id`: a broadcast channel's id as Apple made it, base64.
+    private func channelIDField(_ member: JSONMember, in line: UnsafeRawBufferPointer) throws(LineProblem) -> UnsafeRawBufferPointer {
+        guard member.kind == .string else {
+            throw LineProblem(reason: "\"channel_id\" must be a string (the channel's base64 id), not \(Self.describe(member.kind))")
+        }
+        guard let id = try text(member, in: line, scratch: Scratch.channelID), !id.isEmpty,
+              id.allSatisfy(BroadcastRules.isChannelIDCharacter) else {
+            throw LineProblem(reason: "\"channel_id\" must be 1 to \(BroadcastRules.channelIDLimit) base64 characters, as "
+                              + "Apple made the channel's id; not \(Self.excerpt(member, in: line))")
+        }
+        return id
+    }
+
+    /// A broadcast's path carries the bare bundle id, and it has no collapse id.
+    private static func checkBroadcast(topic: UnsafeRawBufferPointer?, collapseID: JSONMember?) throws(LineProblem) {
+        if let collapseID, collapseID.kind != .null {
+            throw LineProblem(reason: "\"collapse_id\" does not apply to a broadcast (\"channel_id\")")
+        }
+        if let topic, let owner = APNsPushType.owningSuffix(of: topic) {
+            throw LineProblem(reason: "a broadcast's \"topic\" is the bare bundle id, without \"\(owner.topicSuffix!)\"")
+        }
     }
 
     /// `collapse_id`: at most 64 bytes, and a valid HTTP/2 header value.
@@ -767,6 +818,9 @@ private struct JSONLineFields {
     var topic: JSONMember?
     var collapseID: JSONMember?
     var apnsID: JSONMember?
+    /// A broadcast's channel; looked for whatever the protocol, so that a binary campaign
+    /// is told it cannot broadcast.
+    var channelID: JSONMember?
     /// The first known key that appeared twice.
     var duplicateKey: StaticString?
 
@@ -785,6 +839,8 @@ private struct JSONLineFields {
                 if Self.take(member, into: &priority) { noteDuplicate("priority") }
             } else if member.keyEquals("id", in: line) {
                 if Self.take(member, into: &id) { noteDuplicate("id") }
+            } else if member.keyEquals("channel_id", in: line) {
+                if Self.take(member, into: &channelID) { noteDuplicate("channel_id") }
             } else if !requestFields {
                 continue
             } else if member.keyEquals("push_type", in: line) {

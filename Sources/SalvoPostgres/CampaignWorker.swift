@@ -144,7 +144,9 @@ public final class CampaignWorker: Sendable {
             (writing, heartbeat, leasing) = (stores[0], stores[1], Array(stores.dropFirst(2)))
             campaign = try await writing.campaign(named: name)
             // Each item reports its campaign sequence, unique across the chunks in flight.
-            sender = try Sender(configuration) { [rejections] token, rejection, sequence in
+            // Items are device tokens (a campaign in the database holds no broadcasts).
+            sender = try Sender(configuration) { [rejections] target, rejection, sequence in
+                guard let token = target.token else { return }
                 rejections.append(sequence: Int64(sequence), token: token, rejection: rejection)
             }
         } catch {

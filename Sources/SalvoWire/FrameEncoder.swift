@@ -29,6 +29,10 @@ public enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertib
     /// An HTTP/2 request header the notification sets is `length` bytes, over its `maximum`
     /// (`apns-topic` 255, `apns-collapse-id` 64).
     case headerTooLong(name: String, length: Int, maximum: Int)
+    /// An HTTP/2 request header the notification sets cannot be sent as it is: `problem`
+    /// says why (a broadcast's channel id that is not base64, a push type a broadcast
+    /// cannot have).
+    case invalidHeader(name: String, problem: String)
 
     /// The problem in a sentence, for error messages.
     public var description: String {
@@ -39,6 +43,8 @@ public enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertib
             return "the payload is \(length) bytes, \(length - maximum) over the maximum of \(maximum); shorten the alert or drop custom keys"
         case .headerTooLong(let name, let length, let maximum):
             return "\(name) is \(length) bytes; at most \(maximum) are allowed"
+        case .invalidHeader(let name, let problem):
+            return "\(name) \(problem)"
         }
     }
 }

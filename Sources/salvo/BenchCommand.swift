@@ -35,7 +35,7 @@ struct BenchCommand: AsyncParsableCommand {
     var wireProtocol: BenchProtocol = .binary
 
     @Option(help: "apns (default) or blackberry: the Push Channel sender against salvo mock --protocol gnp (see BlackBerryBench).")
-    var target: PushTarget = .apns
+    var target: PushService = .apns
 
     @Option(name: .customLong("response-delays"),
             help: ArgumentHelp("HTTP/2: the mock holds every answer this long, milliseconds, comma-separated. Default 0,100,300 (--quick: 0,100).",

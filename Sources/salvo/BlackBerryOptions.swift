@@ -5,7 +5,7 @@ import SalvoEngine
 import SalvoWire
 
 /// Which push service `salvo send` and `salvo check-token` talk to.
-enum PushTarget: String, ExpressibleByArgument, CaseIterable {
+enum PushService: String, ExpressibleByArgument, CaseIterable {
     /// Apple's APNs (the binary protocol or the HTTP/2 provider API).
     case apns
     /// The BlackBerry Dynamics Push Channel (the NOC's notify service).

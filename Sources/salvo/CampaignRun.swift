@@ -58,8 +58,8 @@ final class CampaignRun: Sendable {
         self.resumePlan = resumePlan
         self.total = total
         let logger = Logger(label: "salvo.sender")
-        sender = try Sender(configuration, logger: logger) { token, rejection, _ in
-            rejectedFile?.append(token: token, rejection: rejection)
+        sender = try Sender(configuration, logger: logger) { target, rejection, _ in
+            rejectedFile?.append(target: target, rejection: rejection)
         }
         // Shut down in reverse order: the sender first, then what it talks to.
         group = ServiceGroup(configuration: ServiceGroupConfiguration(
@@ -412,10 +412,11 @@ func printProgress(_ report: SenderReport, total: Int?) {
     FileHandle.standardError.write(Data(line.utf8))
 }
 
-/// The rejected-token CSV, `token,status,reason,timestamp`: the binary status byte and its
-/// name (`8,invalid_token,`), or the HTTP status with Apple's reason and, for 410, since when
-/// the token is invalid in milliseconds (`410,Unregistered,1764000000000`). Appended from
-/// shard threads.
+/// The rejected-token CSV, `token,status,reason,timestamp`: the device token in hex, or
+/// `channel:` and the id for a broadcast; the binary status byte and its name
+/// (`8,invalid_token,`), or the HTTP status with Apple's reason and, for 410, since when the
+/// token is invalid in milliseconds (`410,Unregistered,1764000000000`). Appended from shard
+/// threads.
 final class RejectedTokenFile: Sendable {
     private let handle: Locked<FileHandle?>
 
@@ -428,8 +429,8 @@ final class RejectedTokenFile: Sendable {
         self.handle = Locked(handle)
     }
 
-    func append(token: DeviceToken, rejection: Rejection) {
-        let line = "\(token.hex),\(rejection.statusCode),\(rejection.reasonName),\(rejection.timestamp.map(String.init) ?? "")\n"
+    func append(target: PushTarget, rejection: Rejection) {
+        let line = "\(target),\(rejection.statusCode),\(rejection.reasonName),\(rejection.timestamp.map(String.init) ?? "")\n"
         handle.withLock { $0?.write(Data(line.utf8)) }
     }
 

@@ -16,7 +16,7 @@ struct CheckTokenCommand: AsyncParsableCommand {
             """)
 
     @Option(help: "blackberry (the only target with a token check).")
-    var target: PushTarget
+    var target: PushService
 
     @Option(help: ArgumentHelp("Push Channel tokens, one per line.", valueName: "file"))
     var tokens: String

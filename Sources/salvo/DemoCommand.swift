@@ -27,7 +27,7 @@ struct DemoCommand: AsyncParsableCommand {
     var mockLoops: Int = 1
 
     @Option(help: "apns (default) or blackberry: a Push Channel campaign to an in-process mock NOC (see BlackBerryDemo).")
-    var target: PushTarget = .apns
+    var target: PushService = .apns
 
     @OptionGroup(title: "Mock failure plan")
     var failures: FailurePlanOptions

@@ -27,8 +27,8 @@ extension APNsPushType: ExpressibleByArgument {
 /// The flags of Apple's HTTP/2 provider API (`--protocol h2`): the topic, what every
 /// notification's headers default to, and token authentication.
 struct ProviderAPIOptions: ParsableArguments {
-    @Option(name: .customLong("topic"),
-            help: ArgumentHelp("The app's bundle id: apns-topic, with the push type's suffix (.voip, .push-type.liveactivity, ...). Needed with --auth-key.",
+    @Option(name: [.customLong("topic"), .customLong("bundle-id")],
+            help: ArgumentHelp("The app's bundle id: apns-topic, with the push type's suffix (.voip, .push-type.liveactivity, ...); the path of broadcasts. Needed with --auth-key and --broadcast.",
                                valueName: "bundle-id"))
     var topic: String?
 

@@ -18,9 +18,10 @@ struct SendCommand: AsyncParsableCommand {
 
             Input: --input FILE.jsonl, one object per line: {"token": "<hex>", "payload": {...}} with \
             optional "expiry" (or "expiration", UNIX seconds) and "priority" (10 or 5; HTTP/2 also 1); \
-            for HTTP/2 also "push_type", "topic", "collapse_id" and "apns_id". Or --tokens FILE (one hex \
-            token per line) with --payload FILE.json (one payload for all). Files are streamed: memory \
-            does not grow with their size.
+            for HTTP/2 also "push_type", "topic", "collapse_id" and "apns_id", and "channel_id" instead of \
+            "token" for a broadcast to a channel's subscribers (iOS 18 Live Activities). Or --tokens FILE \
+            (one hex token per line) with --payload FILE.json (one payload for all), or --broadcast \
+            --channel ID --payload FILE.json. Files are streamed: memory does not grow with their size.
 
             Exit status: 0 when every notification was accepted or rejected by the gateway; 1 when any \
             failed (unreachable gateway, unknown fate after a drop under --on-drop report, retry budget); \
@@ -33,7 +34,7 @@ struct SendCommand: AsyncParsableCommand {
     var gateway: String?
 
     @Option(help: "apns (default) or blackberry (the BlackBerry Dynamics Push Channel: --noc or --proxy).")
-    var target: PushTarget = .apns
+    var target: PushService = .apns
 
     @OptionGroup(title: "BlackBerry Dynamics Push Channel (--target blackberry)")
     var blackberry: BlackBerryOptions
@@ -78,6 +79,12 @@ struct SendCommand: AsyncParsableCommand {
         if let flag = blackberry.givenFlag ?? registry.givenFlag { throw ValidationError("\(flag) is for --target blackberry") }
         guard let gateway else { throw ValidationError("give --gateway (APNs), or --target blackberry with --noc or --proxy") }
         try Self.validateGateway(gateway, wireProtocol, http2: http2, tls: tls, engine: engine)
+        if campaign.broadcast {
+            guard try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway) == .h2 else {
+                throw ValidationError("--broadcast is for the HTTP/2 provider API (--protocol h2): the binary protocol has no broadcasts")
+            }
+            guard http2.topic != nil else { throw ValidationError("--broadcast needs --bundle-id: the app's bundle id") }
+        }
     }
 
     /// The checks of --gateway, --protocol, the HTTP/2 and engine flags and the credentials,

@@ -39,6 +39,42 @@ import Testing
 
     // MARK: - Good lines
 
+    @Test func aChannelIDInsteadOfATokenMakesABroadcast() throws {
+        let channel = "dHN0LXNyY2gtY2hubA=="
+        let reader = try reader("""
+            {"channel_id": "\(channel)", "payload": {"aps": {"event": "update"}}, "priority": 5, "expiration": 0, "topic": "com.example.app"}
+            \(line(2))
+            {"channel_id": "\(channel)", "token": null, "push_type": "liveactivity", "payload": \(payload(length: BroadcastRules.payloadLimit))}
+            """)
+        let items = try readAll(reader)
+        try #require(items.count == 3)
+        #expect(items[0].request == ReadRequest(topic: "com.example.app", channelID: channel))
+        #expect(items[0].expiry == 0 && items[0].priority == 5 && items[0].token == String(repeating: "0", count: 64))
+        #expect(items[1].request == ReadRequest())
+        #expect(items[2].request == ReadRequest(pushType: .liveactivity, channelID: channel))
+    }
+
+    @Test func aBroadcastLineThatCouldOnlyBeRefusedSaysWhy() throws {
+        let channel = #""channel_id": "dHN0LXNyY2gtY2hubA==""#
+        let cases: [(String, String)] = [
+            (#"{\#(channel), "token": "\#(campaignToken(1))", "payload": {}}"#, #"give "token" (a device) or "channel_id" (a broadcast), not both"#),
+            (#"{\#(channel), "push_type": "alert", "payload": {}}"#, #""push_type" must be liveactivity (or absent), not alert"#),
+            (#"{\#(channel), "collapse_id": "x", "payload": {}}"#, #""collapse_id" does not apply to a broadcast"#),
+            (#"{\#(channel), "topic": "com.example.app.push-type.liveactivity", "payload": {}}"#, "the bare bundle id"),
+            (#"{"channel_id": "not base64!", "payload": {}}"#, #""channel_id" must be 1 to 255 base64 characters"#),
+            (#"{"channel_id": "", "payload": {}}"#, #""channel_id" must be 1 to 255 base64 characters"#),
+            (#"{"channel_id": 7, "payload": {}}"#, #""channel_id" must be a string"#),
+            (#"{\#(channel), "payload": \#(payload(length: BroadcastRules.payloadLimit + 1))}"#, "payload is 5121 bytes; the limit is 5120"),
+            (#"{"payload": {}}"#, #"missing "token" (or "channel_id" for a broadcast)"#),
+        ]
+        for (text, expected) in cases {
+            let error = try firstError(text)
+            #expect(error?.contains(expected) == true, "\(text): \(error ?? "no error")")
+        }
+        let binary = try firstError(#"{\#(channel), "payload": {}}"#, for: .binary(maximumPayloadLength: 2048))
+        #expect(binary?.contains("only the HTTP/2 provider API has (--protocol h2)") == true, "\(binary ?? "no error")")
+    }
+
     @Test func everyRequestFieldIsRead() throws {
         let reader = try reader("""
             \(line(1, #", "push_type": "voip", "topic": "com.example.app.voip", "collapse_id": "score-1", "apns_id": "\#(Self.uuid)", "expiration": 1767225600, "priority": 1, "id": 7"#))

@@ -61,6 +61,7 @@ struct ReadRequest: Equatable {
     var topic: String? = nil
     var collapseID: String? = nil
     var apnsID: APNsID? = nil
+    var channelID: String? = nil
 }
 
 extension ReadRequest {
@@ -70,6 +71,7 @@ extension ReadRequest {
         topic = fields.topic.map { String(decoding: $0, as: UTF8.self) }
         collapseID = fields.collapseID.map { String(decoding: $0, as: UTF8.self) }
         apnsID = fields.apnsID
+        channelID = fields.channelID.map { String(decoding: $0, as: UTF8.self) }
     }
 }
 

@@ -96,8 +96,8 @@ import Testing
         var sequences: [UInt64] = []
         try replayer.read(run, items: 2..<12, retained: retained) { sequences.append($0.position.sequence); return true }
         #expect(sequences == Array(13...22))
-        let (token, sequence) = try replayer.name(run, item: 5, retained: retained)
-        #expect(token.hex == campaignToken(16) && sequence == 16)
+        let (target, sequence) = try replayer.name(run, item: 5, retained: retained)
+        #expect(target.token?.hex == campaignToken(16) && sequence == 16)
     }
 
     /// Finals are counted per source; a source is complete once it was read to its end and

@@ -13,8 +13,8 @@ func sendWeeklyDigest(to tokens: [String], port: Int, ca: PEMSource, certificate
     let configuration = SenderConfiguration(
         host: "127.0.0.1", port: port,
         tls: .client(certificateChain: certificate, privateKey: key, trustRoots: .certificates(ca)))
-    let sender = try Sender(configuration) { token, status, _ in
-        print("remove \(token.hex): \(status)")  // the provider's clean-up list
+    let sender = try Sender(configuration) { target, status, _ in
+        print("remove \(target): \(status)")  // the provider's clean-up list
     }
     var payload = PayloadBuilder()
     payload.alertBody = "Your weekly digest is ready"

@@ -55,6 +55,71 @@ import Testing
         #expect(again[3].block.count == 2 + literals + 4)
     }
 
+    @Test func aBroadcastGoesToItsBundlesPathWithItsChannelAndNoTopic() throws {
+        let wire = RequestWire()
+        var headers = RequestHeaders(authority: "api.push.apple.com", topic: "com.example.app", idSeed: 42)
+        headers.authorization = Array("bearer eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyMyJ9.e30.c2ln".utf8)
+        let explicitID = APNsID(random: 0x0123_4567_89AB_CDEF, 0x0FED_CBA9_8765_4321)
+        try wire.submit(&headers, channelID: "dHN0LXNyY2gtY2hubA==", token: 0, sequence: 1, payload: #"{"aps":{"event":"update"}}"#)
+        try wire.submit(&headers, topic: "com.other.app", apnsID: explicitID, channelID: "Y2hhbm5lbC0y", token: 0, sequence: 2,
+                        payload: #"{"aps":{"event":"end"}}"#, expiry: 1_767_225_600, priority: 1)
+        // A device push between them is unchanged.
+        try wire.submit(&headers, token: 3, sequence: 3, payload: #"{"aps":{}}"#)
+
+        let inflater = Inflater()
+        let decoded = try HTTP2Frames(wire.output).headerBlocks().map { try inflater.decode($0.block) }
+        try #require(decoded.count == 3)
+        let requestID = decoded[0].first { $0.name == "apns-request-id" }?.value ?? ""
+        let common: [(String, String)] = [(":method", "POST"), (":scheme", "https"), (":authority", "api.push.apple.com")]
+        let bearer = ("authorization", String(decoding: headers.authorization, as: UTF8.self))
+        // Always an expiration (0: store nothing) and a priority (10); never an apns-topic.
+        #expect(decoded[0] == (common + [
+            (":path", "/4/broadcasts/apps/com.example.app"), bearer, ("apns-channel-id", "dHN0LXNyY2gtY2hubA=="),
+            ("apns-push-type", "liveactivity"), ("apns-request-id", requestID), ("apns-expiration", "0"), ("apns-priority", "10"),
+        ]).map { HeaderPair($0.0, $0.1) })
+        #expect(requestID.count == 36)
+        #expect(decoded[1] == (common + [
+            (":path", "/4/broadcasts/apps/com.other.app"), bearer, ("apns-channel-id", "Y2hhbm5lbC0y"),
+            ("apns-push-type", "liveactivity"), ("apns-request-id", explicitID.description), ("apns-expiration", "1767225600"),
+            ("apns-priority", "1"),
+        ]).map { HeaderPair($0.0, $0.1) })
+        #expect(decoded[2].contains(HeaderPair(":path", "/3/device/" + deviceToken(3).hex)))
+        #expect(decoded[2].contains(HeaderPair("apns-topic", "com.example.app")))
+    }
+
+    @Test func aBroadcastThatAppleWouldRefuseIsNotEncoded() throws {
+        let builder = RequestRecordBuilder(defaultPushType: .alert, defaultExpiry: nil, defaultPriority: nil, defaultCollapseID: [])
+        /// What the builder refuses the broadcast with; nil: encoded.
+        func refusal(_ channel: String, pushType: APNsPushType? = nil, payloadLength: Int = 10) -> FrameEncodingError? {
+            let channelBytes = Array(channel.utf8), payload = [UInt8](repeating: 0x7B, count: payloadLength)
+            var buffer = [UInt8](repeating: 0, count: builder.maximumLength)
+            return channelBytes.withUnsafeBytes { channel in
+                payload.withUnsafeBytes { payload in
+                    withUnsafePointer(to: RequestFields(pushType: pushType, channelID: channel)) { request in
+                        let notification = SourceNotification(token: deviceToken(0), payload: payload,
+                                                              position: SourcePosition(offset: 0, sequence: 1), request: request)
+                        return buffer.withUnsafeMutableBytes { bytes in
+                            do throws(FrameEncodingError) {
+                                try builder.encode(notification, into: bytes)
+                                return nil
+                            } catch {
+                                return error
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let notBase64 = FrameEncodingError.invalidHeader(
+            name: "apns-channel-id", problem: "must be 1 to 255 base64 characters, as Apple made the channel's id")
+        #expect(refusal("not base64!") == notBase64)
+        #expect(refusal("") == notBase64)
+        #expect(refusal("Y2hhbm5lbA==", pushType: .alert)
+                == .invalidHeader(name: "apns-push-type", problem: "is alert; a broadcast updates a Live Activity: liveactivity"))
+        #expect(refusal("Y2hhbm5lbA==", payloadLength: 5121) == .payloadTooLong(length: 5121, maximum: 5120))
+        #expect(refusal("Y2hhbm5lbA==", payloadLength: 5120) == nil)
+    }
+
     @Test func theSameNotificationGetsTheSameIDEachTimeAndOthersDiffer() throws {
         let wire = RequestWire()
         var headers = RequestHeaders(authority: "localhost", topic: nil, idSeed: 7)
@@ -92,12 +157,12 @@ private final class RequestWire: ClientSessionDelegate {
 
     /// Stages and submits one notification, and collects the bytes the session writes.
     func submit(_ headers: inout RequestHeaders, pushType: APNsPushType? = nil, topic: String? = nil,
-                collapseID: String? = nil, apnsID: APNsID? = nil, token: UInt8, sequence: UInt64,
+                collapseID: String? = nil, apnsID: APNsID? = nil, channelID: String? = nil, token: UInt8, sequence: UInt64,
                 payload: String, expiry: UInt32? = nil, priority: UInt8? = nil) throws {
         let builder = RequestRecordBuilder(defaultPushType: .alert, defaultExpiry: nil, defaultPriority: nil,
                                            defaultCollapseID: [])
         let payloadBytes = Array(payload.utf8), topicBytes = topic.map { Array($0.utf8) }
-        let collapseBytes = collapseID.map { Array($0.utf8) }
+        let collapseBytes = collapseID.map { Array($0.utf8) }, channelBytes = channelID.map { Array($0.utf8) }
         // The record holds copies of the payload, topic and collapse id: the buffers only
         // need to live while it is made.
         var record: [UInt8] = []
@@ -105,13 +170,16 @@ private final class RequestWire: ClientSessionDelegate {
         try payloadBytes.withUnsafeBytes { payload in
             try (topicBytes ?? []).withUnsafeBytes { topic in
                 try (collapseBytes ?? []).withUnsafeBytes { collapse in
-                    let request = RequestFields(pushType: pushType, topic: topicBytes == nil ? nil : topic,
-                                                collapseID: collapseBytes == nil ? nil : collapse, apnsID: apnsID)
-                    try withUnsafePointer(to: request) { request in
-                        let notification = SourceNotification(token: deviceToken(token), payload: payload, expiry: expiry,
-                                                              priority: priority, position: position, request: request)
-                        record = [UInt8](repeating: 0, count: builder.length(of: notification))
-                        try record.withUnsafeMutableBytes { try builder.encode(notification, into: $0) }
+                    try (channelBytes ?? []).withUnsafeBytes { channel in
+                        let request = RequestFields(pushType: pushType, topic: topicBytes == nil ? nil : topic,
+                                                    collapseID: collapseBytes == nil ? nil : collapse, apnsID: apnsID,
+                                                    channelID: channelBytes == nil ? nil : channel)
+                        try withUnsafePointer(to: request) { request in
+                            let notification = SourceNotification(token: deviceToken(token), payload: payload, expiry: expiry,
+                                                                  priority: priority, position: position, request: request)
+                            record = [UInt8](repeating: 0, count: builder.length(of: notification))
+                            try record.withUnsafeMutableBytes { try builder.encode(notification, into: $0) }
+                        }
                     }
                 }
             }

@@ -306,8 +306,8 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             shard.sources.noteFailed(origin.source, reason, count: 1)
             settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
             failed += 1
-            if let token = shard.builder.token(inRecord: record) {
-                shard.emit(.failed(token: token, reason: reason, sequence: origin.position.sequence))
+            if let target = shard.builder.target(inRecord: record) {
+                shard.emit(.failed(target: target, reason: reason, sequence: origin.position.sequence))
             }
         }
         guard failed > 0 else { return }
@@ -330,9 +330,9 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         for refused in settlement.refused {
             ledger.recordRejected(refused.rejection)
             shard.sources.noteRejected(refused.run.source, refused.rejection)
-            if let (token, sequence) = refused.named
+            if let (target, sequence) = refused.named.map({ (PushTarget.device($0.token), $0.sequence) })
                 ?? (try? shard.replayer.name(refused.run, item: refused.item, retained: lane.retained)) {
-                shard.reportRejection(token: token, rejection: refused.rejection, sequence: sequence)
+                shard.reportRejection(target: target, rejection: refused.rejection, sequence: sequence)
             }
         }
         for (run, reason) in settlement.failures {
@@ -370,7 +370,7 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         do {
             try shard.replayer.read(run, items: run.skip..<run.skip + run.count, retained: lane.retained) { notification in
                 if named == 0 { ledger.noteFailed(sequence: notification.position.sequence) }
-                shard.emit(.failed(token: notification.token, reason: reason, sequence: notification.position.sequence))
+                shard.emit(.failed(target: notification.target, reason: reason, sequence: notification.position.sequence))
                 named += 1
                 return true
             }

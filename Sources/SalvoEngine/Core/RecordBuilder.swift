@@ -37,11 +37,11 @@ enum RecordBuilder: Sendable {
         }
     }
 
-    /// The device token inside an encoded record.
-    func token(inRecord record: UnsafeRawBufferPointer) -> DeviceToken? {
+    /// The device, or broadcast channel, an encoded record goes to.
+    func target(inRecord record: UnsafeRawBufferPointer) -> PushTarget? {
         switch self {
-        case .frame(let builder): builder.token(inFrame: record)
-        case .request: RequestRecord(record).token
+        case .frame(let builder): builder.token(inFrame: record).map(PushTarget.device)
+        case .request: RequestRecord(record).target
         }
     }
 }

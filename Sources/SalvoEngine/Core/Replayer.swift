@@ -6,7 +6,7 @@ struct ReplayError: Error, CustomStringConvertible {
 }
 
 /// Reads runs of notifications again from their sources, on one shard's thread: to write
-/// them again after an error response or a drop, and to name them (token, sequence) in
+/// them again after an error response or a drop, and to name them (target, sequence) in
 /// rejection and failure events. One reader per source per shard, opened on first use.
 final class Replayer {
     private let sources: SourceRegistry
@@ -53,11 +53,11 @@ final class Replayer {
         if run.source != RetainedStore.sourceID { continuation = (run.source, run.position, item) }
     }
 
-    /// The token and sequence of notification `item` of `run`'s reading.
-    func name(_ run: SourceRun, item: Int, retained: RetainedStore) throws(ReplayError) -> (DeviceToken, UInt64) {
-        var named: (DeviceToken, UInt64)?
+    /// The target and sequence of notification `item` of `run`'s reading.
+    func name(_ run: SourceRun, item: Int, retained: RetainedStore) throws(ReplayError) -> (PushTarget, UInt64) {
+        var named: (PushTarget, UInt64)?
         try read(run, items: item..<item + 1, retained: retained) { notification in
-            named = (notification.token, notification.position.sequence)
+            named = (notification.target, notification.position.sequence)
             return false
         }
         return named!

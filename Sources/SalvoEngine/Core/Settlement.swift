@@ -38,8 +38,8 @@ struct Settlement {
         var run: SourceRun
         var item: Int
         var rejection: Rejection
-        /// Its token and sequence when the window knows them (HTTP/2); otherwise they are
-        /// read again from the run's source.
+        /// Its device token and sequence when the window knows them (HTTP/2 pushes to a
+        /// device); otherwise (binary, broadcasts) they are read again from the run's source.
         var named: (token: DeviceToken, sequence: UInt64)?
     }
 

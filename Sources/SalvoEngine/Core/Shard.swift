@@ -141,8 +141,8 @@ final class Shard: @unchecked Sendable {
     /// last such reason when notifications failed for it.
     func noteConnectionLost(_ reason: String) { observer.connectionLost(reason) }
 
-    func reportRejection(token: DeviceToken, rejection: Rejection, sequence: UInt64) {
-        observer.rejected(token: token, rejection: rejection, sequence: sequence)
+    func reportRejection(target: PushTarget, rejection: Rejection, sequence: UInt64) {
+        observer.rejected(target: target, rejection: rejection, sequence: sequence)
     }
 
     func notifyProgress() { observer.progress() }
@@ -152,6 +152,6 @@ final class Shard: @unchecked Sendable {
 protocol SenderObserver: AnyObject, Sendable {
     func emit(_ event: SenderEvent)
     func connectionLost(_ reason: String)
-    func rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64)
+    func rejected(target: PushTarget, rejection: Rejection, sequence: UInt64)
     func progress()
 }

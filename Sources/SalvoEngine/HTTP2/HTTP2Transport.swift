@@ -290,7 +290,8 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     private func submit(_ record: RequestRecord, index: UInt64, source: SourceID, position: SourcePosition,
                         attempts: Attempts, at now: UInt64, on session: ClientSession<HTTP2Transport>) throws(HTTP2SessionError) {
         let entry = window.open(OpenStream(index: index, source: source, position: position, token: record.token,
-                                          attempts: attempts, tokenGeneration: tokenGeneration))
+                                          isBroadcast: record.isBroadcast, attempts: attempts,
+                                          tokenGeneration: tokenGeneration))
         prepareEntry(entry)
         statuses[Int(entry)] = 0
         bodyNumbers[Int(entry)] = .max

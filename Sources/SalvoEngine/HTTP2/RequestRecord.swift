@@ -1,28 +1,29 @@
 import SalvoWire
 
 /// An HTTP/2 request as a lane's staging ring holds it: what varies per notification, in a
-/// fixed header and three variable parts. The connection turns it into HEADERS and DATA
+/// fixed header and four variable parts. The connection turns it into HEADERS and DATA
 /// when it writes it, with the headers every request shares (method, authority, the
-/// provider token) added there.
+/// provider token) added there. A broadcast (flag 8) goes to the channel its record names,
+/// not to its token (zero), and its topic, if any, is the bundle id of its path.
 ///
 /// ```
 ///    0  token             32 bytes
 ///   32  expiry            u32        (flag 1)
 ///   36  payload length    u16
-///   38  flags             u8         1 expiry, 2 priority, 4 apns-id
+///   38  flags             u8         1 expiry, 2 priority, 4 apns-id, 8 broadcast
 ///   39  priority          u8         (flag 2)
 ///   40  push type         u8         APNsPushType.rawValue
 ///   41  topic length      u8         0: the sender's topic for the push type
 ///   42  collapse length   u8         0: no apns-collapse-id
-///   43  (unused)
+///   43  channel length    u8         a broadcast's channel id; 0 for a push to a device
 ///   44  apns-id           16 bytes   (flag 4; otherwise the connection makes one)
-///   60  topic, collapse id, payload
+///   60  topic, collapse id, channel id, payload
 /// ```
 ///
 /// Native byte order: a record never leaves the process.
 struct RequestRecord {
     static let headerLength = 60
-    private static let hasExpiry: UInt8 = 1, hasPriority: UInt8 = 2, hasAPNsID: UInt8 = 4
+    private static let hasExpiry: UInt8 = 1, hasPriority: UInt8 = 2, hasAPNsID: UInt8 = 4, broadcast: UInt8 = 8
 
     let bytes: UnsafeRawBufferPointer
 
@@ -41,6 +42,8 @@ struct RequestRecord {
     var expiry: UInt32? { flags & Self.hasExpiry != 0 ? bytes.loadUnaligned(fromByteOffset: 32, as: UInt32.self) : nil }
     var priority: UInt8? { flags & Self.hasPriority != 0 ? bytes[39] : nil }
     var pushType: APNsPushType { APNsPushType(rawValue: bytes[40]) ?? .alert }
+    /// A broadcast to `channelID`'s subscribers rather than a push to `token`.
+    var isBroadcast: Bool { flags & Self.broadcast != 0 }
     var apnsID: APNsID? {
         guard flags & Self.hasAPNsID != 0 else { return nil }
         return APNsID(high: bytes.loadUnaligned(fromByteOffset: 44, as: UInt64.self),
@@ -49,6 +52,7 @@ struct RequestRecord {
 
     private var topicLength: Int { Int(bytes[41]) }
     private var collapseLength: Int { Int(bytes[42]) }
+    private var channelLength: Int { Int(bytes[43]) }
     private var payloadLength: Int { Int(bytes.loadUnaligned(fromByteOffset: 36, as: UInt16.self)) }
 
     /// The notification's own `apns-topic`; nil: the sender's.
@@ -61,10 +65,19 @@ struct RequestRecord {
         return collapseLength == 0 ? nil : UnsafeRawBufferPointer(rebasing: bytes[start..<start + collapseLength])
     }
 
-    var payload: UnsafeRawBufferPointer {
+    /// A broadcast's channel id (empty for a push to a device).
+    var channelID: UnsafeRawBufferPointer {
         let start = Self.headerLength + topicLength + collapseLength
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<start + channelLength])
+    }
+
+    var payload: UnsafeRawBufferPointer {
+        let start = Self.headerLength + topicLength + collapseLength + channelLength
         return UnsafeRawBufferPointer(rebasing: bytes[start..<start + payloadLength])
     }
+
+    /// The device, or the broadcast channel, it goes to.
+    var target: PushTarget { isBroadcast ? .channel(String(decoding: channelID, as: UTF8.self)) : .device(token) }
 
     /// Writes a record for `notification` at the start of `buffer` (which holds `length`
     /// bytes, see `RequestRecordBuilder`), with the sender's defaults already applied.
@@ -72,22 +85,25 @@ struct RequestRecord {
                                   expiry: UInt32?, priority: UInt8?, collapse: UnsafeRawBufferPointer,
                                   into buffer: UnsafeMutableRawBufferPointer) {
         let apnsID = fields.apnsID
-        let topic = fields.topic ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        let none = UnsafeRawBufferPointer(start: nil, count: 0)
+        let topic = fields.topic ?? none
+        let channel = fields.channelID ?? none
         notification.token.copyBytes(to: buffer.baseAddress!)
         buffer.storeBytes(of: expiry ?? 0, toByteOffset: 32, as: UInt32.self)
         buffer.storeBytes(of: UInt16(notification.payload.count), toByteOffset: 36, as: UInt16.self)
         buffer[38] = (expiry != nil ? hasExpiry : 0) | (priority != nil ? hasPriority : 0)
-            | (apnsID != nil ? hasAPNsID : 0)
+            | (apnsID != nil ? hasAPNsID : 0) | (fields.channelID != nil ? broadcast : 0)
         buffer[39] = priority ?? 0
         buffer[40] = pushType.rawValue
         buffer[41] = UInt8(topic.count)
         buffer[42] = UInt8(collapse.count)
-        buffer[43] = 0
+        buffer[43] = UInt8(channel.count)
         buffer.storeBytes(of: apnsID?.high ?? 0, toByteOffset: 44, as: UInt64.self)
         buffer.storeBytes(of: apnsID?.low ?? 0, toByteOffset: 52, as: UInt64.self)
         var at = headerLength
         append(topic, to: buffer, at: &at)
         append(collapse, to: buffer, at: &at)
+        append(channel, to: buffer, at: &at)
         append(notification.payload, to: buffer, at: &at)
     }
 
@@ -101,7 +117,9 @@ struct RequestRecord {
 
 /// Encodes notifications as `RequestRecord`s with the sender's defaults for what a
 /// notification leaves open, checking what APNs would refuse anyway: an empty payload, one
-/// over its push type's limit (4096 bytes; 5120 for VoIP), a topic or collapse id too long.
+/// over its push type's limit (4096 bytes; 5120 for VoIP and broadcasts), a topic or
+/// collapse id too long, a broadcast's channel id that is not base64 or push type that is
+/// not `liveactivity`.
 struct RequestRecordBuilder: Sendable {
     /// The push type of notifications that name none.
     let defaultPushType: APNsPushType
@@ -113,24 +131,34 @@ struct RequestRecordBuilder: Sendable {
     /// The longest `apns-topic` a record holds (a bundle id with its suffix).
     static let topicLimit = 255
 
-    /// The longest record: the largest payload (VoIP's) with the longest topic and collapse id.
+    /// The longest record: the largest payload (VoIP's and a broadcast's) with the longest
+    /// topic, collapse id and channel id.
     var maximumLength: Int { Self.longestRecord }
 
     /// Computed once: the connections ask before every request, and `allCases.map` allocates.
     private static let longestRecord = RequestRecord.headerLength + topicLimit + APNsRequestHeader.collapseIdLimit
-        + APNsPushType.allCases.map(\.payloadLimit).max()!
+        + BroadcastRules.channelIDLimit + max(BroadcastRules.payloadLimit, APNsPushType.allCases.map(\.payloadLimit).max()!)
 
     @inline(__always)
     func length(of notification: SourceNotification) -> Int {
-        let fields = notification.request?.pointee
-        return RequestRecord.headerLength + (fields?.topic?.count ?? 0)
-            + (fields?.collapseID?.count ?? defaultCollapseID.count) + notification.payload.count
+        guard let fields = notification.request?.pointee else {
+            return RequestRecord.headerLength + defaultCollapseID.count + notification.payload.count
+        }
+        if let channel = fields.channelID {
+            return RequestRecord.headerLength + (fields.topic?.count ?? 0) + channel.count + notification.payload.count
+        }
+        return RequestRecord.headerLength + (fields.topic?.count ?? 0)
+            + (fields.collapseID?.count ?? defaultCollapseID.count) + notification.payload.count
     }
 
     /// Writes the record at the start of `buffer` (at least `length(of:)` bytes).
     @inline(__always)
     func encode(_ notification: SourceNotification, into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
         let fields = notification.request?.pointee ?? RequestFields()
+        if let channel = fields.channelID {
+            try encodeBroadcast(notification, fields: fields, channel: channel, into: buffer)
+            return
+        }
         let pushType = fields.pushType ?? defaultPushType
         let payload = notification.payload.count
         guard payload > 0 else { throw .emptyPayload }
@@ -155,5 +183,31 @@ struct RequestRecordBuilder: Sendable {
                                     collapse: $0, into: buffer)
             }
         }
+    }
+
+    /// A broadcast: always `liveactivity`, always an `apns-expiration` (0, store nothing,
+    /// unless the notification or the sender gives one: Apple refuses a broadcast without
+    /// it, and anything but 0 on a channel that stores nothing) and always an
+    /// `apns-priority` (10 unless given). No collapse id: broadcasts have none.
+    private func encodeBroadcast(_ notification: SourceNotification, fields: RequestFields, channel: UnsafeRawBufferPointer,
+                                 into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
+        let payload = notification.payload.count
+        guard payload > 0 else { throw .emptyPayload }
+        guard payload <= BroadcastRules.payloadLimit else {
+            throw .payloadTooLong(length: payload, maximum: BroadcastRules.payloadLimit)
+        }
+        if let pushType = fields.pushType, pushType != .liveactivity {
+            throw .invalidHeader(name: "apns-push-type", problem: "is \(pushType); a broadcast updates a Live Activity: liveactivity")
+        }
+        if let topic = fields.topic, topic.count > Self.topicLimit {
+            throw .headerTooLong(name: "apns-topic", length: topic.count, maximum: Self.topicLimit)
+        }
+        guard (1...BroadcastRules.channelIDLimit).contains(channel.count), channel.allSatisfy(BroadcastRules.isChannelIDCharacter) else {
+            throw .invalidHeader(name: "apns-channel-id",
+                                 problem: "must be 1 to \(BroadcastRules.channelIDLimit) base64 characters, as Apple made the channel's id")
+        }
+        RequestRecord.write(notification, fields: fields, pushType: .liveactivity,
+                            expiry: notification.expiry ?? defaultExpiry ?? 0, priority: notification.priority ?? 10,
+                            collapse: UnsafeRawBufferPointer(start: nil, count: 0), into: buffer)
     }
 }

@@ -55,6 +55,8 @@ struct OpenStream {
     var source: SourceID
     var position: SourcePosition
     var token: DeviceToken
+    /// A broadcast: `token` is not its target (a rejection reads its channel again).
+    var isBroadcast = false
     var attempts: Attempts
     /// The provider token it was sent with (`ProviderTokenSigner.generation`), 0 for none.
     var tokenGeneration: UInt32
@@ -225,7 +227,7 @@ final class StreamWindow: ConnectionWindow {
         let stream = close(entry)
         settlement.refused.append(.init(run: SourceRun(single: stream.index, source: stream.source, position: stream.position),
                                         item: 0, rejection: rejection,
-                                        named: (stream.token, stream.position.sequence)))
+                                        named: stream.isBroadcast ? nil : (stream.token, stream.position.sequence)))
         final(stream.index, source: stream.source, into: &settlement)
     }
 

@@ -25,7 +25,8 @@ public struct SourceNotification {
     // notification a few times between the reader and the ring, so the HTTP/2 fields most
     // notifications never set are behind a pointer rather than inline, and the small
     // optionals come last, where the optional's tag finds room. A test holds the size.
-    /// The device to notify.
+    /// The device to notify; ignored (all zeros by convention) for a broadcast, whose
+    /// target is `request.channelID`.
     public var token: DeviceToken
     /// The payload bytes (minified JSON), at most the sender's `maximumPayloadLength`.
     public var payload: UnsafeRawBufferPointer
@@ -67,18 +68,32 @@ public struct RequestFields {
     public var topic: UnsafeRawBufferPointer?
     /// `apns-collapse-id`, at most 64 bytes; nil: none.
     public var collapseID: UnsafeRawBufferPointer?
-    /// `apns-id`; nil: the sender makes one.
+    /// `apns-id` (for a broadcast, `apns-request-id`); nil: the sender makes one.
     public var apnsID: APNsID?
+    /// A broadcast channel's id (`apns-channel-id`, base64 as Apple made it): the
+    /// notification is then a broadcast (`POST /4/broadcasts/apps/<bundle id>`) to every
+    /// device subscribed to the channel, not a push to `token`. `topic`, when set, is the
+    /// bundle id. Nil: a push to a device.
+    public var channelID: UnsafeRawBufferPointer?
 
     /// Fields that set these headers; nil leaves one to the sender's configuration.
     public init(pushType: APNsPushType? = nil, topic: UnsafeRawBufferPointer? = nil,
-                collapseID: UnsafeRawBufferPointer? = nil, apnsID: APNsID? = nil) {
+                collapseID: UnsafeRawBufferPointer? = nil, apnsID: APNsID? = nil, channelID: UnsafeRawBufferPointer? = nil) {
         self.pushType = pushType
         self.topic = topic
         self.collapseID = collapseID
         self.apnsID = apnsID
+        self.channelID = channelID
     }
 
     /// Whether it sets nothing: every header from the sender's configuration.
-    public var isEmpty: Bool { pushType == nil && topic == nil && collapseID == nil && apnsID == nil }
+    public var isEmpty: Bool { pushType == nil && topic == nil && collapseID == nil && apnsID == nil && channelID == nil }
+}
+
+extension SourceNotification {
+    /// What it goes to: its device, or the broadcast channel its request names.
+    public var target: PushTarget {
+        if let channel = request?.pointee.channelID { return .channel(String(decoding: channel, as: UTF8.self)) }
+        return .device(token)
+    }
 }

@@ -8,9 +8,9 @@ extension EventHub {
     func log(_ event: SenderEvent) {
         switch event {
         case .rejected:
-            break  // logged by `rejected(token:rejection:sequence:)`, which every rejection goes through
-        case .failed(let token, let reason, let sequence):
-            logger.debug("failed", metadata: ["token": "\(token.hex)", "reason": "\(reason.rawValue)", "sequence": "\(sequence)"])
+            break  // logged by `rejected(target:rejection:sequence:)`, which every rejection goes through
+        case .failed(let target, let reason, let sequence):
+            logger.debug("failed", metadata: ["target": "\(target)", "reason": "\(reason.rawValue)", "sequence": "\(sequence)"])
         case .failedUnnamed(let count, let reason, let firstSequence, let detail):
             logger.warning("notifications failed together", metadata: [
                 "count": "\(count)", "reason": "\(reason.rawValue)", "detail": "\(detail)",

@@ -96,16 +96,17 @@ public final class Sender: Sendable {
     ///     Never logs keys, passphrases or provider tokens. Default: nothing is logged.
     ///   - metricsFactory: where `reportMetrics()` and the histograms report; nil: the
     ///     global `MetricsSystem.factory` (a no-op until the host bootstraps one).
-    ///   - onRejected: called for every rejected notification, on a shard thread, with the
-    ///     token, why (`Rejection.isTokenProblem` says whether to drop the token) and its
-    ///     sequence — the feed for a provider's "remove this token" list. Keep it quick.
+    ///   - onRejected: called for every rejected notification, on a shard thread, with its
+    ///     target (a device token, or a broadcast channel), why (`Rejection.isTokenProblem`
+    ///     says whether to drop a device's token) and its sequence — the feed for a
+    ///     provider's "remove this token" list. Keep it quick.
     /// - Throws: `SenderError` when the configuration cannot work (the reason says why), the
     ///   TLS material cannot be loaded, or the host cannot be resolved.
     public init(
         _ configuration: SenderConfiguration,
         logger: Logger = .disabled,
         metricsFactory: (any MetricsFactory)? = nil,
-        onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)? = nil
+        onRejected: (@Sendable (PushTarget, Rejection, UInt64) -> Void)? = nil
     ) throws(SenderError) {
         guard configuration.shards >= 1, configuration.connectionsPerShard >= 1 else {
             throw SenderError(description: "shards and connections per shard must be at least 1")
@@ -577,7 +578,7 @@ public final class Sender: Sendable {
 /// Events, rejection callbacks and progress wake-ups, shared by the shards and the sender.
 final class EventHub: SenderObserver {
     private let continuation: AsyncStream<SenderEvent>.Continuation
-    private let onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?
+    private let onRejected: (@Sendable (PushTarget, Rejection, UInt64) -> Void)?
     let logger: Logger
     private let waiting = Atomic<Int>(0)
     private let state = Locked<(generation: UInt64, waiters: [UnsafeContinuation<Void, Never>], givenUp: SendError?)>(
@@ -585,7 +586,7 @@ final class EventHub: SenderObserver {
     /// Why a connection was last lost (a drop, a stall, a protocol error).
     private let lastLoss = Locked<String?>(nil)
 
-    init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (DeviceToken, Rejection, UInt64) -> Void)?,
+    init(continuation: AsyncStream<SenderEvent>.Continuation, onRejected: (@Sendable (PushTarget, Rejection, UInt64) -> Void)?,
          logger: Logger) {
         self.continuation = continuation
         self.onRejected = onRejected
@@ -624,13 +625,13 @@ final class EventHub: SenderObserver {
         continuation.yield(event)
     }
 
-    func rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64) {
+    func rejected(target: PushTarget, rejection: Rejection, sequence: UInt64) {
         logger.debug("rejected", metadata: [
-            "token": "\(token.hex)", "status": "\(rejection.statusCode)", "reason": "\(rejection.reasonName)",
+            "target": "\(target)", "status": "\(rejection.statusCode)", "reason": "\(rejection.reasonName)",
             "sequence": "\(sequence)",
         ])
-        onRejected?(token, rejection, sequence)
-        continuation.yield(.rejected(token: token, rejection: rejection, sequence: sequence))
+        onRejected?(target, rejection, sequence)
+        continuation.yield(.rejected(target: target, rejection: rejection, sequence: sequence))
     }
 
     /// Announces a waiter; returns the generation to wait past. Pair with `endWaiting`.

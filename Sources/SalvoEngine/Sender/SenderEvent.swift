@@ -2,11 +2,11 @@ import SalvoWire
 
 /// Something a sender reports while it runs.
 public enum SenderEvent: Sendable, Hashable {
-    /// The gateway rejected a notification. Drop the token from your database when
+    /// The gateway rejected a notification. Drop a device's token from your database when
     /// `rejection.isTokenProblem`.
-    case rejected(token: DeviceToken, rejection: Rejection, sequence: UInt64)
+    case rejected(target: PushTarget, rejection: Rejection, sequence: UInt64)
     /// Salvo gave up on a notification.
-    case failed(token: DeviceToken, reason: FailureReason, sequence: UInt64)
+    case failed(target: PushTarget, reason: FailureReason, sequence: UInt64)
     /// Notifications Salvo cannot name failed together: a source could not be read again
     /// (`sourceUnreadable`), or an error response named a notification older than every
     /// record kept, so what it covers was released as accepted too early (`deliveryUnknown`;
