@@ -67,12 +67,16 @@ struct PayloadCommand: AsyncParsableCommand {
         var topic: String?
         @Option(name: .customLong("collapse-id"), help: ArgumentHelp("apns-collapse-id, at most 64 bytes.", valueName: "id"))
         var collapseID: String?
-        @Option(name: .customLong("apns-id"), help: ArgumentHelp("apns-id, a UUID.", valueName: "uuid"))
+        @Option(name: .customLong("apns-id"), help: ArgumentHelp("apns-id, a UUID (apns-request-id for --broadcast).", valueName: "uuid"))
         var apnsID: String?
+        @Flag(help: "Show the broadcast of a Live Activity update or end to --channel's subscribers (iOS 18).")
+        var broadcast = false
+        @Option(help: ArgumentHelp("The broadcast channel's id (--broadcast).", valueName: "id"))
+        var channel: String?
 
         var givenFlag: String? {
             firstGivenFlag([("--push-type", pushType != nil), ("--topic", topic != nil), ("--collapse-id", collapseID != nil),
-                            ("--apns-id", apnsID != nil)])
+                            ("--apns-id", apnsID != nil), ("--broadcast", broadcast), ("--channel", channel != nil)])
         }
     }
 
@@ -109,14 +113,15 @@ struct PayloadCommand: AsyncParsableCommand {
         }
     }
 
-    var pushType: APNsPushType { http2.pushType ?? .alert }
+    var pushType: APNsPushType { http2.broadcast ? .liveactivity : http2.pushType ?? .alert }
 
     /// `--expiration`, or its old spelling `--expiry`.
     var expiry: UInt32? { expiration ?? expiryAlias }
 
     /// The payload limit: `--max-length`, else the protocol's (the push type's for HTTP/2).
     var limit: Int {
-        maxLength ?? (wireProtocol == .h2 ? pushType.payloadLimit : PayloadBuilder.binaryMaximumLength)
+        maxLength ?? (http2.broadcast ? BroadcastRules.payloadLimit
+            : wireProtocol == .h2 ? pushType.payloadLimit : PayloadBuilder.binaryMaximumLength)
     }
 
     /// Whether any option that shapes the payload was given; without one, the example is shown.
@@ -159,6 +164,7 @@ struct PayloadCommand: AsyncParsableCommand {
             if let apnsID = http2.apnsID, APNsID(apnsID) == nil {
                 throw ValidationError("--apns-id '\(apnsID)' is not a UUID (8-4-4-4-12 hex digits)")
             }
+            try validateBroadcast()
         }
         if pushType == .liveactivity {
             if liveActivity.event == nil { throw ValidationError("--push-type liveactivity needs --event start|update|end") }
@@ -171,6 +177,30 @@ struct PayloadCommand: AsyncParsableCommand {
             do { _ = try DeviceToken(hex: token) } catch { throw ValidationError("--token: \(error)") }
         }
         do { try makeBuilder().validate() } catch { throw ValidationError(Self.flagMessage(error)) }
+    }
+
+    /// A broadcast updates or ends a Live Activity on a channel; it cannot start one.
+    private func validateBroadcast() throws {
+        guard http2.broadcast else {
+            if http2.channel != nil { throw ValidationError("--channel goes with --broadcast") }
+            return
+        }
+        if let given = http2.pushType, given != .liveactivity {
+            throw ValidationError("--broadcast sends liveactivity pushes; leave out --push-type \(given)")
+        }
+        if http2.collapseID != nil || token != nil {
+            throw ValidationError("a broadcast goes to a channel: leave out --\(token != nil ? "token" : "collapse-id")")
+        }
+        guard let channel = http2.channel, !channel.isEmpty, channel.utf8.allSatisfy(BroadcastRules.isChannelIDCharacter) else {
+            throw ValidationError("--broadcast needs --channel ID (base64, as `salvo channel create` printed it)")
+        }
+        if let event = liveActivity.event, event == .start {
+            throw ValidationError("a broadcast cannot start a Live Activity: --event update or end (start one with "
+                                  + "--input-push-channel in a push to a device)")
+        }
+        if let maxLength, maxLength > BroadcastRules.payloadLimit {
+            throw ValidationError("--max-length \(maxLength) is over the \(BroadcastRules.payloadLimit) bytes APNs takes for a broadcast")
+        }
     }
 
     func run() async throws {
@@ -209,7 +239,8 @@ struct PayloadCommand: AsyncParsableCommand {
         print("Request header fields, HTTP/2:")
         for (name, value) in requestHeaders(token: token, contentLength: payload.count) { print("\(name): \(value)") }
         let shortened = maxLength.map { ", shortened to --max-length \($0)" } ?? ""
-        print("\nBody, \(payload.count) bytes (\(pushType) limit \(pushType.payloadLimit)\(shortened)):")
+        let kind = http2.broadcast ? "broadcast limit \(BroadcastRules.payloadLimit)" : "\(pushType) limit \(pushType.payloadLimit)"
+        print("\nBody, \(payload.count) bytes (\(kind)\(shortened)):")
         print(String(decoding: payload, as: UTF8.self))
     }
 
@@ -218,6 +249,7 @@ struct PayloadCommand: AsyncParsableCommand {
     /// makes up when none is given. The sender leaves the length to the DATA frames;
     /// `content-length` is shown for the byte count.
     func requestHeaders(token: DeviceToken, contentLength: Int) -> [(name: String, value: String)] {
+        if http2.broadcast { return broadcastHeaders(contentLength: contentLength) }
         var fields: [(name: String, value: String)] = [
             (":method", "POST"), (":scheme", "https"), (":path", "\(APNsRequestHeader.devicePathPrefix)\(token.hex)"),
             ("apns-push-type", pushType.name),
@@ -228,6 +260,21 @@ struct PayloadCommand: AsyncParsableCommand {
         if let expiry { fields.append(("apns-expiration", "\(expiry)")) }
         if let collapseID = http2.collapseID { fields.append(("apns-collapse-id", collapseID)) }
         if let apnsID = http2.apnsID.flatMap(APNsID.init) { fields.append(("apns-id", apnsID.description)) }
+        fields.append(("content-length", "\(contentLength)"))
+        return fields
+    }
+
+    /// A broadcast's fields as the sender writes them: the bundle id in the path, no topic,
+    /// always a priority and an expiration (0: store nothing, what a no-storage channel needs).
+    func broadcastHeaders(contentLength: Int) -> [(name: String, value: String)] {
+        var fields: [(name: String, value: String)] = [
+            (":method", "POST"), (":scheme", "https"),
+            (":path", "\(APNsRequestHeader.broadcastPathPrefix)\(http2.topic ?? "<bundle-id>")"),
+            ("apns-channel-id", http2.channel ?? ""), ("apns-push-type", "liveactivity"),
+        ]
+        if let apnsID = http2.apnsID.flatMap(APNsID.init) { fields.append(("apns-request-id", apnsID.description)) }
+        fields.append(("apns-expiration", "\(expiry ?? 0)"))
+        fields.append(("apns-priority", "\(priority ?? 10)"))
         fields.append(("content-length", "\(contentLength)"))
         return fields
     }

@@ -63,6 +63,10 @@ struct FrameBuilder: Sendable {
     @inline(__always)
     func encode(_ notification: SourceNotification, identifier: UInt32,
                 into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
+        // A broadcast's token is not its target: sent as a frame, it would go to no one.
+        if let request = notification.request, request.pointee.channelID != nil {
+            throw .invalidHeader(name: "apns-channel-id", problem: "makes a broadcast, which the binary protocol does not have")
+        }
         guard case .written = try encoder.encode(
             token: notification.token, payload: notification.payload, identifier: identifier,
             expiry: notification.expiry ?? defaultExpiry, priority: notification.priority ?? defaultPriority, into: buffer)

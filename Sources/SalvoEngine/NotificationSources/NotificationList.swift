@@ -1,12 +1,14 @@
 import SalvoWire
 
 /// Notifications held in memory: a list of tokens with one payload, or one payload per
-/// token. The sender reads them again by index to resend, so they cost it no extra
-/// memory. Sequences are indices, from 0.
+/// token, or broadcasts to channels. The sender reads them again by index to resend, so
+/// they cost it no extra memory. Sequences are indices, from 0.
 ///
 /// ```swift
 /// let digest = try NotificationList(tokens: tokens, payload: payload)
 /// try await sender.send(contentsOf: digest)
+/// // A Live Activity update to every subscriber of two channels (HTTP/2, iOS 18):
+/// try await sender.send(contentsOf: NotificationList(channels: [score, scorers], payload: update))
 /// ```
 public struct NotificationList: NotificationSource {
     /// One entry of a list with a payload per token.
@@ -27,6 +29,9 @@ public struct NotificationList: NotificationSource {
         public var collapseID: String?
         /// HTTP/2: `apns-id`; nil: the sender makes one.
         public var apnsID: APNsID?
+        /// HTTP/2: a broadcast channel's id: the entry is a broadcast to the channel's
+        /// subscribers (`token` is then unused; `topic`, if set, is the bare bundle id).
+        public var channelID: String?
 
         /// An entry sending `payload` to `token`, with these headers (over HTTP/2).
         public init(token: DeviceToken, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil,
@@ -41,8 +46,19 @@ public struct NotificationList: NotificationSource {
             self.apnsID = apnsID
         }
 
+        /// A broadcast of `payload` (a Live Activity update or end) to the subscribers of
+        /// `channel`; `bundleID` nil: the sender's topic.
+        public init(channel: String, payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil, bundleID: String? = nil,
+                    apnsID: APNsID? = nil) {
+            self.init(token: Self.noToken, payload: payload, expiry: expiry, priority: priority, topic: bundleID, apnsID: apnsID)
+            channelID = channel
+        }
+
+        /// The token of a broadcast's entry: none.
+        private static let noToken = try! DeviceToken(hex: String(repeating: "0", count: 2 * DeviceToken.byteCount))
+
         /// Whether it sets an HTTP/2 header of its own.
-        var setsRequest: Bool { pushType != nil || topic != nil || collapseID != nil || apnsID != nil }
+        var setsRequest: Bool { pushType != nil || topic != nil || collapseID != nil || apnsID != nil || channelID != nil }
     }
 
     private let storage: Storage
@@ -52,7 +68,12 @@ public struct NotificationList: NotificationSource {
         storage = Storage(tokens: tokens, payloads: [payload], details: .shared(expiry: expiry, priority: priority))
     }
 
-    /// One payload per token.
+    /// One broadcast of `payload` (a Live Activity update or end) per channel.
+    public init(channels: [String], payload: [UInt8], expiry: UInt32? = nil, priority: UInt8? = nil) {
+        self.init(channels.map { Item(channel: $0, payload: payload, expiry: expiry, priority: priority) })
+    }
+
+    /// One payload per token (or channel).
     public init(_ items: [Item]) {
         storage = Storage(tokens: items.map(\.token), payloads: items.map(\.payload),
                           details: .perItem(items.map { ($0.expiry, $0.priority) }),
@@ -104,7 +125,9 @@ public struct NotificationList: NotificationSource {
         init(tokens: [DeviceToken], payloads: [[UInt8]], details: Details, requests items: [Item]? = nil) {
             self.tokens = tokens
             self.details = details
-            let texts = items?.reduce(0) { $0 + ($1.topic?.utf8.count ?? 0) + ($1.collapseID?.utf8.count ?? 0) } ?? 0
+            let texts = items?.reduce(0) {
+                $0 + ($1.topic?.utf8.count ?? 0) + ($1.collapseID?.utf8.count ?? 0) + ($1.channelID?.utf8.count ?? 0)
+            } ?? 0
             let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, payloads.reduce(0) { $0 + $1.count } + texts),
                                                                alignment: 16)
             self.bytes = bytes
@@ -126,8 +149,9 @@ public struct NotificationList: NotificationSource {
                 for (index, item) in items.enumerated() {
                     let topic = item.topic.map { store($0.utf8) }
                     let collapseID = item.collapseID.map { store($0.utf8) }
+                    let channelID = item.channelID.map { store($0.utf8) }
                     (fields.baseAddress! + index).initialize(to: RequestFields(
-                        pushType: item.pushType, topic: topic, collapseID: collapseID, apnsID: item.apnsID))
+                        pushType: item.pushType, topic: topic, collapseID: collapseID, apnsID: item.apnsID, channelID: channelID))
                 }
                 requests = fields
             }
