@@ -27,6 +27,9 @@ package struct BenchMatrix: Sendable {
         package var errorWaitMilliseconds: Int
         /// How long the mock holds every answer (HTTP/2).
         package var responseDelayMilliseconds = 0
+        /// HTTP/2: broadcasts to this many channels (made by the mock) instead of pushes
+        /// to devices; 0: devices.
+        package var broadcastChannels = 0
         /// Binary: command 2 with all five items. HTTP/2 measures its own (HPACK).
         package var frameBytes: Int { 61 + payloadBytes }
 
@@ -41,13 +44,15 @@ package struct BenchMatrix: Sendable {
             let connections = self.connections == 0 ? "auto" : String(self.connections)
             let condition = wireProtocol == .h2 ? "answers after \(BenchFormat.milliseconds(responseDelayMilliseconds))"
                 : "error wait \(BenchFormat.milliseconds(errorWaitMilliseconds))"
-            return "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B, \(condition)"
+            let broadcasts = broadcastChannels > 0 ? ", broadcasts to \(BenchFormat.grouped(Double(broadcastChannels))) channels" : ""
+            return "\(connections) conn, errors \(BenchFormat.errorRate(errorRate)), \(payloadBytes) B, \(condition)\(broadcasts)"
         }
 
         /// The mock flags that make it reject at this rate (every Nth when 1/rate is whole;
         /// HTTP/2: 400 BadDeviceToken), and hold its answers.
         package var failurePlan: [String] {
             var flags = responseDelayMilliseconds > 0 ? ["--response-delay-ms", String(responseDelayMilliseconds)] : []
+            if broadcastChannels > 0 { flags += ["--preset-channels", String(broadcastChannels)] }
             guard errorRate > 0 else { return flags }
             let every = 1 / errorRate
             if abs(every - every.rounded()) < 1e-6 * every {
@@ -67,6 +72,9 @@ package struct BenchMatrix: Sendable {
     package var errorWaits: [Int]
     /// The mock's answer delays, milliseconds (HTTP/2).
     package var responseDelays: [Int] = [0]
+    /// HTTP/2: with a count, each cell without errors is followed by the same cell sent as
+    /// broadcasts to that many channels: the two side by side say what a broadcast costs.
+    package var broadcastChannels = 0
 
     package init(connections: [Int], errorRates: [Double], payloadSizes: [Int], errorWaits: [Int]) {
         self.connections = connections
@@ -79,15 +87,19 @@ package struct BenchMatrix: Sendable {
     /// connections (the plot's X axis).
     package var cells: [CellSpec] {
         let conditions = wireProtocol == .h2 ? responseDelays : errorWaits
+        let broadcastChannels = wireProtocol == .h2 ? self.broadcastChannels : 0
         return payloadSizes.flatMap { payload in
             conditions.flatMap { condition in
                 errorRates.flatMap { rate in
-                    connections.map {
+                    connections.flatMap {
                         var cell = CellSpec(connections: $0, errorRate: rate, payloadBytes: payload,
                                             errorWaitMilliseconds: wireProtocol == .h2 ? 1000 : condition)
                         cell.wireProtocol = wireProtocol
                         if wireProtocol == .h2 { cell.responseDelayMilliseconds = condition }
-                        return cell
+                        guard broadcastChannels > 0, rate == 0 else { return [cell] }
+                        var broadcasts = cell
+                        broadcasts.broadcastChannels = broadcastChannels
+                        return [cell, broadcasts]
                     }
                 }
             }
@@ -182,6 +194,7 @@ struct BenchCellRunner {
         if spec.wireProtocol == .h2 {
             cell.wireProtocol = .h2
             cell.responseDelayMilliseconds = spec.responseDelayMilliseconds
+            if spec.broadcastChannels > 0 { cell.broadcastChannels = spec.broadcastChannels }
             cell.connectionsUsed = BenchSpread.median(measured.map { Double($0.connections ?? 0) })
         }
         return cell

@@ -185,6 +185,8 @@ package struct BenchResults: Sendable, Codable, Equatable {
         package var responseDelayMilliseconds: Int?
         /// HTTP/2: the connections the sender used in all (every shard), median over runs.
         package var connectionsUsed: Double?
+        /// HTTP/2: broadcasts to this many channels instead of pushes to devices (nil: devices).
+        package var broadcastChannels: Int?
         /// Bytes per notification on the wire: the binary frame, or what the HTTP/2 mock read
         /// per request (TLS records of HEADERS and DATA, HPACK-compressed).
         package var frameBytes: Int
@@ -207,6 +209,7 @@ package struct BenchResults: Sendable, Codable, Equatable {
 
         package var key: String {
             wireProtocol == .h2 ? "h2-c\(connections)-e\(errorRate)-p\(payloadBytes)-d\(responseDelayMilliseconds ?? 0)"
+                + (broadcastChannels.map { "-b\($0)" } ?? "")
                 : "c\(connections)-e\(errorRate)-p\(payloadBytes)-w\(errorWaitMilliseconds)"
         }
 

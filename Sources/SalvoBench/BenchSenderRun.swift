@@ -1,6 +1,7 @@
 import Foundation
 import SalvoEngine
 import SalvoIO
+import SalvoMock
 import SalvoWire
 
 /// One measured run: `count` notifications through a fresh `Sender` in this process, timed,
@@ -24,7 +25,8 @@ package enum BenchSenderRun {
     ///   - allocationRequests: the process's allocation requests so far, when known.
     static func run(count: Int, cell: BenchMatrix.CellSpec, configuration: SenderConfiguration,
                     progress: BenchProgress?, allocationRequests: (@Sendable () -> Int?)?) async throws -> BenchResults.Run {
-        let campaign = SyntheticCampaign(count: count, payload: payload(bytes: cell.payloadBytes))
+        let channels = (0..<cell.broadcastChannels).map(ChannelRegistry.presetID)
+        let campaign = SyntheticCampaign(count: count, payload: payload(bytes: cell.payloadBytes), channels: channels)
         let allocationsBefore = allocationRequests?()
         let cpuBefore = BenchSystem.cpuSeconds()
         let sender: Sender

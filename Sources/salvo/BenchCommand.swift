@@ -42,6 +42,11 @@ struct BenchCommand: AsyncParsableCommand {
                                valueName: "list"))
     var responseDelays: String?
 
+    @Option(name: .customLong("broadcast-channels"),
+            help: ArgumentHelp("HTTP/2: after each cell without errors, the same cell as broadcasts to this many channels (the mock makes them), to set a broadcast's cost beside a push's.",
+                               valueName: "n"))
+    var broadcastChannels: Int?
+
     @Option(help: ArgumentHelp("Connections per shard, comma-separated. Default 1,2,4,8 (--quick: 1,4); HTTP/2: auto (the sender grows them while every one holds all its streams).", valueName: "list"))
     var connections: String?
 
@@ -129,6 +134,7 @@ struct BenchCommand: AsyncParsableCommand {
                 errorWaits: try errorWaitMilliseconds.map { [$0] } ?? Self.list(errorWaits ?? "1000", "--error-waits", Int.init))
             matrix.wireProtocol = wireProtocol
             matrix.responseDelays = try Self.list(responseDelays ?? (quick ? "0,100" : "0,100,300"), "--response-delays", Int.init)
+            matrix.broadcastChannels = broadcastChannels ?? 0
             return matrix
         }
     }
@@ -161,8 +167,11 @@ struct BenchCommand: AsyncParsableCommand {
             guard matrix.responseDelays.allSatisfy({ (0...10_000).contains($0) }) else {
                 throw ValidationError("--response-delays must be 0...10000 ms each")
             }
-        } else if responseDelays != nil {
-            throw ValidationError("--response-delays is for --protocol h2")
+            if let broadcastChannels, !(1...10_000).contains(broadcastChannels) {
+                throw ValidationError("--broadcast-channels must be 1...10000 (Apple's limit per app)")
+            }
+        } else if responseDelays != nil || broadcastChannels != nil {
+            throw ValidationError("\(responseDelays != nil ? "--response-delays" : "--broadcast-channels") is for --protocol h2")
         }
         if gateway != nil, matrix.errorRates != [0], errorRates != nil {
             throw ValidationError("--error-rates needs the mock: an external --gateway decides its own rejections")
