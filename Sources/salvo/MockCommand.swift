@@ -59,7 +59,8 @@ struct MockCommand: AsyncParsableCommand {
             Broadcasts (POST /4/broadcasts/apps/BUNDLE, iOS 18 Live Activities) are served on \
             the gateway port, and channel management (create, read, delete, list; Apple's \
             separate host) on --channels-port (default 0: a free one), at most \
-            --channel-limit channels per bundle id (default 10000); the report counts \
+            --channel-limit channels per bundle id (default 10000); with \
+            --no-broadcast-capability both answer 400 FeatureNotEnabled; the report counts \
             broadcasts by channel (broadcastsByChannel) and channel operations \
             (channelOperations, rejectedChannelOperations).
 

@@ -38,12 +38,17 @@ struct H2MockOptions: ParsableArguments {
                                valueName: "n"))
     var channelLimit: Int?
 
+    @Flag(name: .customLong("no-broadcast-capability"),
+          help: "Play an app without the broadcast capability: broadcasts and channel requests get 400 FeatureNotEnabled.")
+    var noBroadcastCapability = false
+
     /// The first of these flags that was given, for refusing it with the binary protocol.
     var givenFlag: String? {
         firstGivenFlag([
             ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
             ("--record-requests", recordRequests), ("--channels-port", channelsPort != nil), ("--channel-limit", channelLimit != nil),
+            ("--no-broadcast-capability", noBroadcastCapability),
         ])
     }
 
@@ -100,7 +105,7 @@ extension MockCommand {
             maximumConcurrentStreams: try h2.maximumConcurrentStreams(), environment: h2.environment ?? .production,
             allowedTopics: h2.topics, failurePlan: try failures.h2Plan(), recordAccepted: recordAccepted,
             recordRequests: h2.recordRequests, channelManagementPort: h2.channelsPort ?? 0,
-            channelLimit: h2.channelLimit ?? MockChannelRegistry.defaultLimit)
+            channelLimit: h2.channelLimit ?? MockChannelRegistry.defaultLimit, broadcastsEnabled: !h2.noBroadcastCapability)
         if let loops { configuration.loops = loops }
         let gateway = try H2MockGateway(configuration, logger: Logger(label: "salvo.mock"))
         // Watch the signals before announcing the port: whoever reads the line may signal at once.

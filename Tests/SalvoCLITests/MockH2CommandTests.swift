@@ -105,6 +105,7 @@ import SalvoTestSupport
         (["--response-delay-ms", "100"], "--response-delay-ms is for --protocol h2"),
         (["--record-requests"], "--record-requests is for --protocol h2"),
         (["--channels-port", "0"], "--channels-port is for --protocol h2"),
+        (["--no-broadcast-capability"], "--no-broadcast-capability is for --protocol h2"),
         (["--protocol", "h2", "--channels-port", "70000"], "--channels-port must be 0...65535"),
         (["--protocol", "h2", "--channel-limit=-1"], "--channel-limit must not be negative"),
         (["--protocol", "h2", "--internal-error-every", "0"], "--internal-error-every must be at least 1"),
