@@ -45,7 +45,8 @@ struct MockCommand: AsyncParsableCommand {
             --auth-key, --key-id and --team-id (one stream per connection until a valid \
             token, then --max-streams), or certificates with --require-client-cert; tokens \
             ending in `dead` get 410 Unregistered, tokens ending in `fade` 410 ExpiredToken \
-            (both with a timestamp); --reject-every N (400 BadDeviceToken), \
+            (both with a timestamp); --reject-every N (400 BadDeviceToken; a broadcast, \
+            ChannelNotRegistered), \
             --throttle-every N (429 TooManyRequests), --unavailable-every N (503 \
             ServiceUnavailable), --internal-error-every N (500 InternalServerError) and \
             --goaway-every N (the connection taking the request goes away) count valid \
