@@ -52,7 +52,7 @@ package struct BenchMatrix: Sendable {
         /// HTTP/2: 400 BadDeviceToken), and hold its answers.
         package var failurePlan: [String] {
             var flags = responseDelayMilliseconds > 0 ? ["--response-delay-ms", String(responseDelayMilliseconds)] : []
-            if broadcastChannels > 0 { flags += ["--preset-channels", String(broadcastChannels)] }
+            if broadcastChannels > 0 { flags += ["--preset-channels", "\(BenchSenderRun.topic)=\(broadcastChannels)"] }
             guard errorRate > 0 else { return flags }
             let every = 1 / errorRate
             if abs(every - every.rounded()) < 1e-6 * every {

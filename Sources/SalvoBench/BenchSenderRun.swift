@@ -25,7 +25,7 @@ package enum BenchSenderRun {
     ///   - allocationRequests: the process's allocation requests so far, when known.
     static func run(count: Int, cell: BenchMatrix.CellSpec, configuration: SenderConfiguration,
                     progress: BenchProgress?, allocationRequests: (@Sendable () -> Int?)?) async throws -> BenchResults.Run {
-        let channels = (0..<cell.broadcastChannels).map(ChannelRegistry.presetID)
+        let channels = (0..<cell.broadcastChannels).map(MockChannelRegistry.presetID)
         let campaign = SyntheticCampaign(count: count, payload: payload(bytes: cell.payloadBytes), channels: channels)
         let allocationsBefore = allocationRequests?()
         let cpuBefore = BenchSystem.cpuSeconds()

@@ -38,6 +38,11 @@ struct H2MockOptions: ParsableArguments {
                                valueName: "n"))
     var channelLimit: Int?
 
+    @Option(name: .customLong("preset-channels"),
+            help: ArgumentHelp("Broadcast channels made at the start, with ids known in advance (MockChannelRegistry.presetID), for benchmarks: BUNDLE_ID=COUNT, repeatable.",
+                               valueName: "bundle-id=n"))
+    var presetChannels: [String] = []
+
     @Flag(name: .customLong("no-broadcast-capability"),
           help: "Play an app without the broadcast capability: broadcasts and channel requests get 400 FeatureNotEnabled.")
     var noBroadcastCapability = false
@@ -48,7 +53,7 @@ struct H2MockOptions: ParsableArguments {
             ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
             ("--record-requests", recordRequests), ("--channels-port", channelsPort != nil), ("--channel-limit", channelLimit != nil),
-            ("--no-broadcast-capability", noBroadcastCapability),
+            ("--no-broadcast-capability", noBroadcastCapability), ("--preset-channels", !presetChannels.isEmpty),
         ])
     }
 
@@ -58,6 +63,19 @@ struct H2MockOptions: ParsableArguments {
             throw UsageError("--channels-port must be 0...65535, got \(channelsPort)")
         }
         if let channelLimit, channelLimit < 0 { throw UsageError("--channel-limit must not be negative, got \(channelLimit)") }
+        _ = try presets()
+    }
+
+    /// `--preset-channels`: each bundle id and how many channels it gets.
+    func presets() throws(UsageError) -> [(bundleID: String, count: Int)] {
+        try presetChannels.map { (text) throws(UsageError) in
+            let parts = text.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty, let count = Int(parts[1]),
+                  (1...(channelLimit ?? MockChannelRegistry.defaultLimit)).contains(count) else {
+                throw UsageError("--preset-channels wants BUNDLE_ID=COUNT with 1 <= COUNT <= the channel limit, got '\(text)'")
+            }
+            return (String(parts[0]), count)
+        }
     }
 
     /// The verifier for token authentication, or nil without it.
@@ -108,6 +126,9 @@ extension MockCommand {
             channelLimit: h2.channelLimit ?? MockChannelRegistry.defaultLimit, broadcastsEnabled: !h2.noBroadcastCapability)
         if let loops { configuration.loops = loops }
         let gateway = try H2MockGateway(configuration, logger: Logger(label: "salvo.mock"))
+        for (bundleID, count) in try h2.presets() {
+            try gateway.channels.createPresets(bundleID: bundleID, count: count, policy: .noStorage)
+        }
         // Watch the signals before announcing the port: whoever reads the line may signal at once.
         let stop = StopSignal(duration: duration)
         // The channel port after the gateway's, as a field of its own: readers that take

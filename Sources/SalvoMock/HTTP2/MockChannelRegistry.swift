@@ -91,6 +91,33 @@ public final class MockChannelRegistry: Sendable {
         return id.base64
     }
 
+    /// Creates channels `presetID(0)` to `presetID(count - 1)` for `bundleID`: ids known in
+    /// advance, for a benchmark whose sender runs in another process than the mock. Ids
+    /// already issued are skipped.
+    ///
+    /// - Throws: `LimitReached` when they would take the bundle id past `limit`.
+    public func createPresets(bundleID: String, count: Int, policy: StoragePolicy) throws(LimitReached) {
+        try table.withLock { table throws(LimitReached) in
+            let bundle = table.bundleNumber(creating: bundleID)
+            for n in 0..<count {
+                let id = Self.presetChannel(n)
+                guard table.issued.insert(id).inserted else { continue }
+                guard table.byBundle[Int(bundle)].count < limit else { throw LimitReached(bundleID: bundleID, limit: limit) }
+                table.channels[id] = Entry(bundle: bundle, policy: policy)
+                table.byBundle[Int(bundle)].append(id)
+            }
+        }
+    }
+
+    /// The id of preset channel `n` (see `createPresets`).
+    public static func presetID(_ n: Int) -> String { presetChannel(n).base64 }
+
+    /// "SALVO" and the number: never a random id's (those have version bits of no kind, but
+    /// 2^-88 of colliding is as good as never).
+    private static func presetChannel(_ n: Int) -> ChannelID {
+        ChannelID(high: 0x5341_4C56_4F00_0000, low: UInt64(n))
+    }
+
     /// The storage policy of channel `channelID` of `bundleID`; nil when there is no such
     /// channel (never created, deleted, malformed, or another bundle id's).
     public func policy(of channelID: String, bundleID: String) -> StoragePolicy? {
