@@ -156,7 +156,14 @@ struct RequestRecordBuilder: Sendable {
     func encode(_ notification: SourceNotification, into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
         let fields = notification.request?.pointee ?? RequestFields()
         if let channel = fields.channelID {
-            try encodeBroadcast(notification, fields: fields, channel: channel, into: buffer)
+            // Checked by a function that returns the problem: calling a typed-throwing one
+            // here was miscompiled in release builds (Swift 6.3: good broadcasts came back
+            // refused, with an error that crashed when printed).
+            if let problem = Self.broadcastProblem(notification, fields: fields, channel: channel) { throw problem }
+            // Always an expiration (Apple refuses a broadcast without one) and a priority.
+            RequestRecord.write(notification, fields: fields, pushType: .liveactivity,
+                                expiry: notification.expiry ?? defaultExpiry ?? 0, priority: notification.priority ?? 10,
+                                collapse: UnsafeRawBufferPointer(start: nil, count: 0), into: buffer)
             return
         }
         let pushType = fields.pushType ?? defaultPushType
@@ -185,29 +192,26 @@ struct RequestRecordBuilder: Sendable {
         }
     }
 
-    /// A broadcast: always `liveactivity`, always an `apns-expiration` (0, store nothing,
-    /// unless the notification or the sender gives one: Apple refuses a broadcast without
-    /// it, and anything but 0 on a channel that stores nothing) and always an
-    /// `apns-priority` (10 unless given). No collapse id: broadcasts have none.
-    private func encodeBroadcast(_ notification: SourceNotification, fields: RequestFields, channel: UnsafeRawBufferPointer,
-                                 into buffer: UnsafeMutableRawBufferPointer) throws(FrameEncodingError) {
+    /// Why APNs would refuse a broadcast, if it would: always `liveactivity` (a line naming
+    /// another type is refused), a payload of at most 5120 bytes, a channel id in base64.
+    /// Its expiration is 0 (store nothing) unless the notification or the sender gives one:
+    /// a channel that stores nothing refuses anything else. No collapse id: broadcasts have
+    /// none.
+    private static func broadcastProblem(_ notification: SourceNotification, fields: RequestFields,
+                                         channel: UnsafeRawBufferPointer) -> FrameEncodingError? {
         let payload = notification.payload.count
-        guard payload > 0 else { throw .emptyPayload }
-        guard payload <= BroadcastRules.payloadLimit else {
-            throw .payloadTooLong(length: payload, maximum: BroadcastRules.payloadLimit)
-        }
+        guard payload > 0 else { return .emptyPayload }
+        guard payload <= BroadcastRules.payloadLimit else { return .payloadTooLong(length: payload, maximum: BroadcastRules.payloadLimit) }
         if let pushType = fields.pushType, pushType != .liveactivity {
-            throw .invalidHeader(name: "apns-push-type", problem: "is \(pushType); a broadcast updates a Live Activity: liveactivity")
+            return .invalidHeader(name: "apns-push-type", problem: "is \(pushType); a broadcast updates a Live Activity: liveactivity")
         }
-        if let topic = fields.topic, topic.count > Self.topicLimit {
-            throw .headerTooLong(name: "apns-topic", length: topic.count, maximum: Self.topicLimit)
+        if let topic = fields.topic, topic.count > topicLimit {
+            return .headerTooLong(name: "apns-topic", length: topic.count, maximum: topicLimit)
         }
         guard (1...BroadcastRules.channelIDLimit).contains(channel.count), channel.allSatisfy(BroadcastRules.isChannelIDCharacter) else {
-            throw .invalidHeader(name: "apns-channel-id",
-                                 problem: "must be 1 to \(BroadcastRules.channelIDLimit) base64 characters, as Apple made the channel's id")
+            return .invalidHeader(name: "apns-channel-id",
+                                  problem: "must be 1 to \(BroadcastRules.channelIDLimit) base64 characters, as Apple made the channel's id")
         }
-        RequestRecord.write(notification, fields: fields, pushType: .liveactivity,
-                            expiry: notification.expiry ?? defaultExpiry ?? 0, priority: notification.priority ?? 10,
-                            collapse: UnsafeRawBufferPointer(start: nil, count: 0), into: buffer)
+        return nil
     }
 }
