@@ -173,7 +173,7 @@ public final class BroadcastChannels: Sendable {
                 answer = try await exchange(request)
             } catch {
                 guard Self.isConnectFailure(error), attempt < configuration.maximumAttempts else {
-                    throw failure(.transport(Self.describe(error)), requestID)
+                    throw failure(.transport(Self.describe(error, host: configuration.gateway.host)), requestID)
                 }
                 try? await Task.sleep(for: backoff(attempt))
                 attempt += 1
@@ -237,7 +237,11 @@ public final class BroadcastChannels: Sendable {
     }
 
     /// What went wrong, for a user: a handshake that did not verify says how to trust the server.
-    static func describe(_ error: any Error) -> String {
+    static func describe(_ error: any Error, host: String) -> String {
+        if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
+            return "the TLS handshake failed: the server's certificate does not name \(host), so it is not the server asked for"
+                + " (--gateway names it as its certificate does; --ca only chooses whom to trust)"
+        }
         if error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError {
             return "the TLS handshake failed (\(error)): the server's certificate or name did not verify; "
                 + "give --ca with the CA that issued it if it is a private one"
