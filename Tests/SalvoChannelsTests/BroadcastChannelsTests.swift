@@ -80,4 +80,29 @@ import Testing
         #expect(try await own.currentToken()?.text != nil, "without a store the client signs its own")
         await own.shutdown()
     }
+
+    /// 403 ExpiredProviderToken on a token 25 minutes old (another process signed it and
+    /// left it in the cache): renewed through the cache, which then holds the new one for
+    /// the team's other processes. On a token signed a moment ago: no renewal (APNs would
+    /// answer 429), but an error that asks about the clock.
+    @Test func anExpiredTokenIsRenewedThroughTheCacheUnlessItIsTooYoung() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-channels-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let credentials = try ProviderCredentials(pem: try DevelopmentPKI.makeSigningKey(), keyID: "TESTKEY001", teamID: "TESTTEAM01")
+        let cache = ProviderTokenCache(path: directory + "/provider-tokens")
+        let signed = Int64(time(nil)) - 25 * 60
+        try "salvo-provider-tokens v1\nTESTTEAM01\tTESTKEY001\t\(credentials.keyFingerprint)\t\(signed)\tanother.process.token\n"
+            .write(toFile: cache.path, atomically: true, encoding: .utf8)
+        chmod(cache.path, 0o600)
+        let tokens = try ChannelTokens(credentials: credentials, store: cache)
+        let old = try await tokens.current()
+        #expect(old.text == "another.process.token" && old.issuedAt == signed)
+        let renewed = try await tokens.renewal(refusing: old)
+        #expect(renewed.text != old.text && renewed.issuedAt > signed)
+        #expect(try String(contentsOfFile: cache.path, encoding: .utf8).contains(renewed.text))
+
+        let problem = await #expect(throws: ChannelTokenProblem.self) { try await tokens.renewal(refusing: renewed) }
+        #expect(problem?.description.contains("clock") == true, "\(String(describing: problem))")
+    }
 }
