@@ -181,7 +181,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload.
+        // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload, channel.
         .executableTarget(
             name: "salvo",
             dependencies: [

@@ -140,11 +140,6 @@ public final class BroadcastChannels: Sendable {
         try? await client.shutdown()
     }
 
-    /// The token `perform` would send now (token authentication), for tests of the sharing.
-    func currentToken() async throws(ChannelTokenProblem) -> ProviderTokenSigner.Token? {
-        try await tokens?.current()
-    }
-
     // MARK: One request
 
     /// Sends `operation` until it has an answer that ends it: a renewed token after 403
