@@ -53,7 +53,7 @@ final class H2Rig {
         return statistics
     }
 
-    func url(_ path: String) -> String { "https://127.0.0.1:\(gateway.port)\(path)" }
+    func url(_ path: String, port: Int? = nil) -> String { "https://127.0.0.1:\(port ?? gateway.port)\(path)" }
     var caFile: String { "\(directory)/ca.pem" }
 
     /// A file in the rig's directory holding `bytes`.
@@ -64,13 +64,15 @@ final class H2Rig {
     }
 
     /// One request with curl over HTTP/2, verifying the server against the test CA.
+    /// `port`: another of the gateway's ports (the channel management port); by default its push port.
     func curl(_ path: String = "/3/device/\(h2Token)", method: String = "POST", headers: [String] = standardHeaders,
-              payload: [UInt8]? = Array(#"{"aps":{"alert":"hi"}}"#.utf8), extra: [String] = []) throws -> CurlResponse {
+              payload: [UInt8]? = Array(#"{"aps":{"alert":"hi"}}"#.utf8), extra: [String] = [],
+              port: Int? = nil) throws -> CurlResponse {
         var arguments = ["--silent", "--show-error", "--http2", "--cacert", caFile, "--max-time", "10",
                          "--dump-header", "-", "--request", method]
         for header in headers { arguments += ["--header", header] }
         if let payload { arguments += ["--data-binary", "@" + (try file("payload-\(UUID().uuidString)", payload))] }
-        let result = try runTool("curl", arguments + extra + [url(path)])
+        let result = try runTool("curl", arguments + extra + [url(path, port: port)])
         return CurlResponse(result)
     }
 }

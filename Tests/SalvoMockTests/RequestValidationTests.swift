@@ -168,3 +168,53 @@ import Testing
         }
     }
 }
+
+/// Broadcasts' checks without sockets; the registry's answer is given as the connection
+/// would set it.
+extension RequestValidationTests {
+    func broadcastVerdict(_ headers: [(String, String)], payload: Int = 20,
+                          registration: RequestValidation.Registration = .mostRecent) -> APNsReason? {
+        var validation = RequestValidation()
+        for (name, value) in headers {
+            guard let header = Array(name.utf8).withUnsafeBytes({ APNsRequestHeader(name: $0) }) else { continue }
+            Array(value.utf8).withUnsafeBytes { validation.header(header, $0, allowedTopics: []) }
+        }
+        validation.registration = registration
+        [UInt8](repeating: 0x20, count: payload).withUnsafeBytes { validation.body($0) }
+        return validation.verdict(tokenAuthentication: false)
+    }
+
+    var broadcast: [(String, String)] {
+        [(":method", "POST"), (":path", "/4/broadcasts/apps/com.example.app"), ("apns-channel-id", "AAAAAAAAAAAAAAAAAAAAAA=="),
+         ("apns-push-type", "liveactivity"), ("apns-expiration", "0"), ("apns-priority", "10")]
+    }
+
+    @Test func aBroadcastIsCheckedInTheDocumentedOrder() {
+        #expect(broadcastVerdict(broadcast) == nil)
+        #expect(broadcastVerdict(broadcast, registration: .noStorage) == nil)
+        #expect(broadcastVerdict(broadcast, payload: 5120) == nil)
+        let nonzero = broadcast.filter { $0.0 != "apns-expiration" } + [("apns-expiration", "1767225600")]
+        #expect(broadcastVerdict(nonzero, registration: .mostRecent) == nil)
+        #expect(broadcastVerdict(nonzero, registration: .noStorage) == .badExpirationDate)
+        #expect(broadcastVerdict(broadcast, registration: .notRegistered) == .channelNotRegistered)
+        func with(_ headers: [(String, String)], without removed: String? = nil) -> [(String, String)] {
+            broadcast.filter { old in old.0 != removed && !headers.contains { $0.0 == old.0 } } + headers
+        }
+        // Each fault with the next one in `precedence`: the earlier answers.
+        #expect(broadcastVerdict(with([(":method", "GET"), ("apns-topic", "com.example.app")])) == .methodNotAllowed)
+        #expect(broadcastVerdict(with([("apns-topic", "com..bad")], without: "apns-channel-id")) == .topicDisallowed)
+        #expect(broadcastVerdict(with([], without: "apns-channel-id"), payload: 0) == .missingChannelId)
+        #expect(broadcastVerdict(with([("apns-channel-id", "%%%%"), ("apns-push-type", "alert")])) == .badChannelId)
+        #expect(broadcastVerdict(with([("apns-channel-id", "dGVzdA=="), ("apns-push-type", "alert")])) == .channelNotRegistered)
+        #expect(broadcastVerdict(with([("apns-push-type", "alert"), ("apns-priority", "0")])) == .invalidPushType)
+        #expect(broadcastVerdict(with([("apns-priority", "0"), ("apns-expiration", "x")])) == .badPriority)
+        #expect(broadcastVerdict(with([("apns-expiration", "x"), ("apns-request-id", "x")])) == .badExpirationDate)
+        #expect(broadcastVerdict(with([("apns-request-id", "x")]), payload: 0) == .badMessageId)
+        #expect(broadcastVerdict(broadcast, payload: 0) == .payloadEmpty)
+        #expect(broadcastVerdict(broadcast, payload: 5121) == .payloadTooLarge)
+        #expect(broadcastVerdict(with([("apns-channel-id", "dGVzdA==")]), payload: 0) == .channelNotRegistered)
+        #expect(broadcastVerdict(with([(":path", "/4/broadcasts/apps/")])) == .badPath)
+        #expect(broadcastVerdict(broadcast.filter { $0.0 != "apns-push-type" }) == .missingPushType)
+        #expect(broadcastVerdict(broadcast.filter { $0.0 != "apns-expiration" }) == .badExpirationDate)
+    }
+}

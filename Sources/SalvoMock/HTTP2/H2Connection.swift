@@ -16,7 +16,19 @@ import Glibc
 /// Output is batched: the frames nghttp2 produces for one read (or one release of held
 /// answers) are gathered and written with few `SSL_write`s. Counts are published before
 /// the answers they count go out.
+///
+/// The same machinery serves the channel management port (`Role.management`): its
+/// requests reach other nghttp2 callbacks (`SessionCallbacks.management`), so that the
+/// push port's per-request path does not even test which port it serves.
 final class H2Connection: ServerConnection {
+    /// Which of the gateway's ports the connection came in on.
+    enum Role {
+        /// Device notifications and broadcasts, with the failure plan.
+        case push
+        /// Channel management (`ChannelRequest`), answered at once; the plan does not apply.
+        case management
+    }
+
     /// One request stream's state, in a reused array; nghttp2's stream user data is the
     /// slot's index + 1.
     struct Slot {
@@ -54,6 +66,9 @@ final class H2Connection: ServerConnection {
         var digests: [UInt64] = []
         var recorded: [H2RecordedRequest] = []
         var unsentAnswers = 0
+        /// Accepted broadcasts by channel (a dictionary emptied, its capacity kept, at each
+        /// publication).
+        var broadcasts: [ChannelID: Int] = [:]
     }
 
     /// Reads per readiness event before yielding to the loop's other connections.
@@ -66,6 +81,9 @@ final class H2Connection: ServerConnection {
     private let state: H2GatewayState
     private let counters: H2LoopCounters
     private let ordinal: Int
+    private let role: Role
+    /// The plan's protocol fault; never on the management port.
+    private let misbehaviour: H2Misbehaviour?
     private var session: OpaquePointer?
     // Per-request state, touched from nghttp2's callbacks (so are the fields marked below):
     // exclusivity checks cost the hot path (see the Performance notes article), and no access
@@ -118,11 +136,17 @@ final class H2Connection: ServerConnection {
     private var releaseTimer: (id: TimerID, due: Instant)?
     /// What the timer runs: made once, so that arming it allocates nothing.
     private lazy var releaseAction = TimerAction { [weak self] in self?.releaseDueAnswers() }
+    /// Management port only: each stream's request and, once judged, its answer, by slot.
+    private var channelRequests: [ChannelRequest] = []
+    private var channelResponses: [ChannelResponse?] = []
 
-    init(stream: TLSStream, ordinal: Int, loop: ServerRuntime.Loop, counters: H2LoopCounters, state: H2GatewayState) {
+    init(stream: TLSStream, ordinal: Int, loop: ServerRuntime.Loop, counters: H2LoopCounters, state: H2GatewayState,
+         role: Role = .push) {
         self.state = state
         self.counters = counters
         self.ordinal = ordinal
+        self.role = role
+        misbehaviour = role == .push ? state.plan.misbehaviour : nil
         streamLimitRaised = state.verifier == nil
         super.init(stream: stream, loop: loop)
     }
@@ -139,13 +163,14 @@ final class H2Connection: ServerConnection {
         // setup offers none): its connection preface tells, and nghttp2 checks it.
         if stream.negotiatedApplicationProtocol == nil { state.count { $0.withoutALPN += 1 } }
         // A gateway that says nothing after the handshake reads and ignores the client.
-        if state.plan.misbehaviour == .noSettings {
+        if misbehaviour == .noSettings {
             isMute = true
             readAvailable()
             return
         }
         var session: OpaquePointer?
-        guard nghttp2_session_server_new(&session, SessionCallbacks.shared.callbacks,
+        let callbacks = role == .push ? SessionCallbacks.shared : SessionCallbacks.management
+        guard nghttp2_session_server_new(&session, callbacks.callbacks,
                                          Unmanaged.passUnretained(self).toOpaque()) == 0 else {
             close()
             return
@@ -155,7 +180,7 @@ final class H2Connection: ServerConnection {
         // and a header list of at most 8000 bytes; the rest are the protocol's defaults.
         let settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                                   value: state.plan.misbehaviour == .zeroStreams ? 0
+                                   value: misbehaviour == .zeroStreams ? 0
                                        : streamLimitRaised ? state.maximumConcurrentStreams : 1),
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: 8000),
         ]
@@ -164,7 +189,7 @@ final class H2Connection: ServerConnection {
         // that speaks something else (the binary protocol) sees the SETTINGS frame before
         // the close its first bytes earn.
         produce()
-        switch state.plan.misbehaviour {
+        switch misbehaviour {
         case .garbage?:
             Self.garbage.withUnsafeBytes { output.append($0) }
         case .hugeFrame?:
@@ -209,7 +234,7 @@ final class H2Connection: ServerConnection {
                     finish()
                     return
                 }
-                if state.plan.misbehaviour == .pingFlood { flood(pings: 100) }
+                if misbehaviour == .pingFlood { flood(pings: 100) }
                 produce()
                 reads += 1
                 // Level-triggered epoll brings us back for bytes still in the socket, but
@@ -336,6 +361,10 @@ final class H2Connection: ServerConnection {
             state.count { [unsent = tally.unsentAnswers] in $0.unsentAnswers += unsent }
             tally.unsentAnswers = 0
         }
+        if !tally.broadcasts.isEmpty {
+            state.countBroadcasts(tally.broadcasts)
+            tally.broadcasts.removeAll(keepingCapacity: true)
+        }
         tally.streams = 0
         tally.requests = 0
         tally.accepted = 0
@@ -431,8 +460,22 @@ final class H2Connection: ServerConnection {
         }
         slots[index].validation.header(header, value, allowedTopics: state.allowedTopics)
         if state.recordRequests { recordings[index]?.take(header, value) }
-        if header == .path, state.recordAccepted, let token = slots[index].validation.token {
-            token.withUnsafeBytes { slots[index].digest.add($0) }
+        switch header {
+        case .path:
+            if slots[index].validation.isBroadcast {
+                // The registry's number for the bundle id, so that the channel's lookup at
+                // the end compares numbers (the path's bytes are gone by then).
+                if let bundleID = RequestValidation.broadcastBundleID(value) {
+                    slots[index].validation.bundle = state.channels.bundleNumber(bundleID)
+                }
+            } else if state.recordAccepted, let token = slots[index].validation.token {
+                token.withUnsafeBytes { slots[index].digest.add($0) }
+            }
+        case .channelId:
+            // A broadcast's digest: the channel id as sent, then the payload.
+            if state.recordAccepted && slots[index].validation.isBroadcast { slots[index].digest.add(value) }
+        default:
+            break
         }
     }
 
@@ -453,17 +496,18 @@ final class H2Connection: ServerConnection {
         }
         slots[index].judged = true
         tally.requests += 1
+        if slots[index].validation.isBroadcast { lookUpChannel(index) }
         var decision = PlanDecision(reason: slots[index].validation.verdict(tokenAuthentication: state.verifier != nil))
         let isValid = decision.reason == nil
         if isValid {
             validRequests += 1
-            decision = state.decision(onConnection: validRequests, token: slots[index].validation.token!)
+            decision = state.decision(onConnection: validRequests, token: slots[index].validation.token)
             if decision.drop {
                 isDropping = true
                 return
             }
         }
-        switch state.plan.misbehaviour {
+        switch misbehaviour {
         case .endlessAnswer?:
             slots[index].isEndless = true
             submitResponse(streamID, status: "200", slots[index].validation.messageID, hasBody: true)
@@ -477,6 +521,17 @@ final class H2Connection: ServerConnection {
         decide(streamID, index, decision.reason)
         if decision.goAway && !isGoingAway { goAway() }
         if isValid, let every = state.plan.stallEvery, validRequests % every == 0 { stall() }
+    }
+
+    /// Tells a broadcast's validation whether its channel is registered, and its policy.
+    private func lookUpChannel(_ index: Int) {
+        guard case .id(let id)? = slots[index].validation.channel else { return }
+        let registration: RequestValidation.Registration = switch state.channels.policy(id, bundle: slots[index].validation.bundle) {
+        case nil: .notRegistered
+        case .noStorage?: .noStorage
+        case .mostRecent?: .mostRecent
+        }
+        slots[index].validation.registration = registration
     }
 
     /// The client sent GOAWAY: with `silentAfterClientGoAway`, nothing more is answered.
@@ -555,7 +610,8 @@ final class H2Connection: ServerConnection {
             return
         }
         let due = Instant(nanoseconds: readAt.nanoseconds &+ holdTime)
-        if heldOutput.keepsOrder(due) && !state.recordRequests {
+        // Broadcasts are held as streams: counting one by its channel needs its slot.
+        if heldOutput.keepsOrder(due) && !state.recordRequests && !slots[index].validation.isBroadcast {
             heldOutput.hold(HeldOutput.Answer(due: due, digest: slots[index].digest.value, streamID: streamID, reason: reason))
             slots[index].framesHeld = true
             openWithFramesHeld += 1
@@ -575,8 +631,9 @@ final class H2Connection: ServerConnection {
             count(rejection: reason)
         } else {
             count(acceptedWithDigest: slots[index].digest.value)
+            if case .id(let channel)? = slots[index].validation.channel { tally.broadcasts[channel, default: 0] += 1 }
             if state.recordRequests, var recorded = recordings[index] {
-                recorded.token = slots[index].validation.token!.hex
+                recorded.token = slots[index].validation.token?.hex ?? ""
                 tally.recorded.append(recorded)
             }
         }
@@ -595,6 +652,15 @@ final class H2Connection: ServerConnection {
 
     /// Submits the stream's answer, counted or to be counted.
     private func submitAnswer(_ streamID: Int32, _ index: Int) {
+        if slots[index].validation.isBroadcast {
+            let requestID = slots[index].validation.requestID
+            if let reason = slots[index].answer {
+                submitResponse(streamID, status: ResponseBody.statusText(reason.status), requestID, hasBody: true, broadcast: true)
+            } else {
+                submitResponse(streamID, status: "200", requestID, hasBody: false, broadcast: true)
+            }
+            return
+        }
         let messageID = slots[index].validation.messageID
         if let reason = slots[index].answer {
             submitResponse(streamID, status: ResponseBody.statusText(reason.status), messageID, hasBody: true)
@@ -650,20 +716,21 @@ final class H2Connection: ServerConnection {
     }
 
     /// Submits the response headers (`:status`, `apns-id`, and `apns-unique-id` for a
-    /// development 200) and, for errors, the JSON body.
-    private func submitResponse(_ streamID: Int32, status: StaticString, _ requestID: MessageID?, hasBody: Bool) {
+    /// development 200) and, for errors, the JSON body. A broadcast's answer names it by
+    /// `apns-request-id` instead, and a 200 always has `apns-unique-id`, as Apple's does.
+    private func submitResponse(_ streamID: Int32, status: StaticString, _ requestID: MessageID?, hasBody: Bool,
+                                broadcast: Bool = false) {
+        let messageID = requestID ?? madeUpID(streamID)
         let key = UInt64(truncatingIfNeeded: ordinal) << 32 | UInt64(UInt32(bitPattern: streamID))
         let seed = state.plan.seed
-        let messageID = requestID ?? MessageID(random: SplitMix64.draw(seed: seed, key: key),
-                                                SplitMix64.draw(seed: seed ^ 0x5A17, key: key))
-        let uniqueID: MessageID? = state.development && !hasBody
+        let uniqueID: MessageID? = (state.development || broadcast) && !hasBody
             ? MessageID(random: SplitMix64.draw(seed: seed ^ 0xA5E1, key: key), SplitMix64.draw(seed: seed ^ 0x7E57, key: key))
             : nil
         withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: 3) { headers in
             messageID.withText { id in
                 (uniqueID ?? messageID).withText { unique in
                     headers[0] = .constant(":status", status)
-                    headers[1] = .unique(APNsRequestHeader.responseID, id)
+                    headers[1] = .unique(broadcast ? APNsRequestHeader.requestId.name : APNsRequestHeader.responseID, id)
                     headers[2] = .unique(APNsRequestHeader.responseUniqueID, unique)
                     let count = uniqueID == nil ? 2 : 3
                     if hasBody {
@@ -676,6 +743,93 @@ final class H2Connection: ServerConnection {
                 }
             }
         }
+    }
+
+    /// The id an answer carries when its request sent none: seeded by the plan, the
+    /// connection and the stream, so the same run makes the same ids.
+    private func madeUpID(_ streamID: Int32) -> MessageID {
+        let key = UInt64(truncatingIfNeeded: ordinal) << 32 | UInt64(UInt32(bitPattern: streamID))
+        let seed = state.plan.seed
+        return MessageID(random: SplitMix64.draw(seed: seed, key: key), SplitMix64.draw(seed: seed ^ 0x5A17, key: key))
+    }
+
+    // MARK: Channel management (the management port)
+
+    fileprivate func beginChannelRequest(streamID: Int32) {
+        beginRequest(streamID: streamID)
+        guard let index = slotIndex(streamID) else { return }
+        if channelRequests.count <= index {
+            channelRequests.append(contentsOf: repeatElement(ChannelRequest(), count: index + 1 - channelRequests.count))
+            channelResponses.append(contentsOf: repeatElement(nil, count: index + 1 - channelResponses.count))
+        }
+        channelRequests[index] = ChannelRequest()
+        channelResponses[index] = nil
+    }
+
+    fileprivate func channelHeader(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        guard let index = slotIndex(streamID), let header = APNsRequestHeader(name: name) else { return }
+        if header == .authorization, let verifier = state.verifier {
+            channelRequests[index].authorization = authorize(value, verifier)
+        }
+        channelRequests[index].header(header, value)
+    }
+
+    fileprivate func channelData(streamID: Int32, chunk: UnsafeRawBufferPointer) {
+        guard let index = slotIndex(streamID) else { return }
+        channelRequests[index].body(chunk)
+    }
+
+    /// A management request is complete: act on it and answer at once (the failure plan
+    /// is the push port's), counting what it did.
+    fileprivate func channelRequestComplete(streamID: Int32) {
+        guard let index = slotIndex(streamID), !slots[index].judged else { return }
+        slots[index].judged = true
+        let response = channelRequests[index].respond(registry: state.channels, tokenAuthentication: state.verifier != nil,
+                                                      allowedTopics: state.allowedTopics)
+        channelResponses[index] = response
+        state.count { statistics in
+            if let operation = response.operation { statistics.channelOperations[operation.rawValue, default: 0] += 1 }
+            if let reason = response.reason { statistics.rejectedChannelOperations[reason.name, default: 0] += 1 }
+        }
+        let requestID = channelRequests[index].requestID ?? madeUpID(streamID)
+        var channelID = response.channelID ?? ""
+        requestID.withText { id in
+            channelID.withUTF8 { channel in
+                withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: 4) { headers in
+                    headers[0] = .constant(":status", ResponseBody.statusText(response.status))
+                    headers[1] = .unique(APNsRequestHeader.requestId.name, id)
+                    var count = 2
+                    if response.channelID != nil {
+                        headers[count] = .unique(APNsRequestHeader.channelId.name, UnsafeRawBufferPointer(channel))
+                        count += 1
+                    }
+                    if response.body.isEmpty {
+                        nghttp2_submit_response(session, streamID, headers.baseAddress, count, nil)
+                    } else {
+                        headers[count] = .constant("content-type", "application/json")
+                        count += 1
+                        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil),
+                                                             read_callback: SessionCallbacks.readChannelBody)
+                        nghttp2_submit_response(session, streamID, headers.baseAddress, count, &provider)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the management answer's body into nghttp2's buffer.
+    fileprivate func channelBody(streamID: Int32, into destination: UnsafeMutableRawBufferPointer,
+                                 flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let index = slotIndex(streamID), let body = channelResponses[index]?.body else {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            return 0
+        }
+        let offset = slots[index].bodyOffset
+        let count = min(body.count - offset, destination.count)
+        body.withUnsafeBytes { destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<offset + count])) }
+        slots[index].bodyOffset += count
+        if slots[index].bodyOffset == body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return count
     }
 
     /// `authorization` → what the token is worth, from the cache when it is the last one
@@ -703,7 +857,7 @@ final class H2Connection: ServerConnection {
         if lastAuthorization == .valid && now - lastIssuedAt > ProviderToken.lifetime {
             lastAuthorization = .expired
         }
-        if lastAuthorization == .valid && !streamLimitRaised && state.plan.misbehaviour != .zeroStreams {
+        if lastAuthorization == .valid && !streamLimitRaised && misbehaviour != .zeroStreams {
             streamLimitRaised = true
             var limit = nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
                                                value: state.maximumConcurrentStreams)
@@ -755,6 +909,8 @@ enum ResponseBody {
     static func statusText(_ status: Int) -> StaticString {
         switch status {
         case 200: "200"
+        case 201: "201"
+        case 204: "204"
         case 400: "400"
         case 403: "403"
         case 404: "404"
@@ -789,13 +945,53 @@ extension nghttp2_nv {
 
 // MARK: - Callbacks
 
-/// nghttp2's callback table, built once; each callback finds its `H2Connection` in the
-/// session's user data.
+/// nghttp2's callback tables, built once: the push port's and the management port's. Each
+/// callback finds its `H2Connection` in the session's user data.
 ///
 /// Thread rule: any thread; the table is filled in `init` and only read after (nghttp2 copies it into each session).
 final class SessionCallbacks: @unchecked Sendable {
     static let shared = SessionCallbacks()
+    /// The management port's: its requests go to `ChannelRequest`.
+    static let management = SessionCallbacks(management: ())
     let callbacks: OpaquePointer
+
+    private init(management: Void) {
+        var table: OpaquePointer?
+        precondition(nghttp2_session_callbacks_new(&table) == 0, "nghttp2: out of memory")
+        callbacks = table!
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
+            if let frame, SessionCallbacks.isRequest(frame) {
+                connection(user) { $0.beginChannelRequest(streamID: frame.pointee.hd.stream_id) }
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+            if let frame, SessionCallbacks.isRequest(frame) {
+                connection(user) {
+                    $0.channelHeader(streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                                     value: UnsafeRawBufferPointer(start: value, count: valueLength))
+                }
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
+            connection(user) { $0.channelData(streamID: streamID, chunk: UnsafeRawBufferPointer(start: data, count: length)) }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
+            guard let frame else { return 0 }
+            let header = frame.pointee.hd
+            let endsStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+            if endsStream && (header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue)) {
+                connection(user) { $0.channelRequestComplete(streamID: header.stream_id) }
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, _, user in
+            connection(user) { $0.streamClosed(streamID: streamID) }
+            return 0
+        }
+    }
 
     private init() {
         var table: OpaquePointer?
@@ -844,6 +1040,13 @@ final class SessionCallbacks: @unchecked Sendable {
     static let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, user in
         connection(user) {
             $0.body(streamID: streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length), flags: flags!)
+        }
+    }
+
+    /// A management answer's body source (see `H2Connection.channelBody`).
+    static let readChannelBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, user in
+        connection(user) {
+            $0.channelBody(streamID: streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length), flags: flags!)
         }
     }
 

@@ -3,8 +3,10 @@ import SalvoWire
 import Synchronization
 
 /// What an HTTP/2 gateway's loops share: the settings, the plan, the gateway-wide request
-/// ordinal, the team's provider-token history, and the counters for rare events (one lock
-/// per connection-level event, never per request).
+/// ordinal, the team's provider-token history, the broadcast channels, and the counters
+/// for rare events (one lock per connection-level event, never per request). The push
+/// port's and the channel management port's connections share one, so that a team token
+/// taken on either is the team's on both.
 final class H2GatewayState: Sendable {
     let plan: H2FailurePlan
     let verifier: ProviderTokenVerifier?
@@ -32,6 +34,11 @@ final class H2GatewayState: Sendable {
     /// With `recordRequests`: the first `H2MockGateway.recordedRequestLimit` accepted
     /// requests, in the order they were answered.
     let recordedRequests = Locked<[H2RecordedRequest]>([])
+    /// The broadcast channels, for broadcasts and channel management alike.
+    let channels: MockChannelRegistry
+    /// Accepted broadcasts by channel (deleted channels' too), added by each connection
+    /// when it publishes its counts.
+    let broadcasts = Locked<[ChannelID: Int]>([:])
     /// The `iat` of the team's current token, once one was seen.
     private let teamTokenIssuedAt = Locked<Int64?>(nil)
 
@@ -43,6 +50,7 @@ final class H2GatewayState: Sendable {
         development = configuration.environment == .development
         recordAccepted = configuration.recordAccepted
         recordRequests = configuration.recordRequests
+        channels = MockChannelRegistry(limit: configuration.channelLimit)
         usesOrdinal = plan.rejectEvery != nil || plan.throttleEvery != nil || plan.unavailableEvery != nil
             || plan.internalErrorEvery != nil || plan.goawayEvery != nil
         responseDelay = plan.responseDelay.nanosecondsClamped
@@ -70,23 +78,26 @@ final class H2GatewayState: Sendable {
     }
 
     /// What the plan does with a valid request. `onConnection` is the request's 1-based
-    /// place among its connection's valid requests.
-    func decision(onConnection: Int, token: DeviceToken) -> PlanDecision {
+    /// place among its connection's valid requests; `token` is nil for a broadcast, which
+    /// the token rules pass over.
+    func decision(onConnection: Int, token: DeviceToken?) -> PlanDecision {
         if onConnection == plan.dropEvery { return PlanDecision(drop: true) }
         var decision = PlanDecision()
         if usesOrdinal {
             let position = ordinal.wrappingAdd(1, ordering: .relaxed).newValue
-            decision.reason = Self.reason(at: position, plan)
+            decision.reason = Self.reason(at: position, plan, broadcast: token == nil)
             if let every = plan.goawayEvery, position % every == 0 { decision.goAway = true }
         }
+        guard let token else { return decision }
         if decision.reason == nil, plan.unavailableTokens.contains(token) { decision.reason = .serviceUnavailable }
         if decision.reason == nil { decision.reason = Self.reason(for: token) }
         return decision
     }
 
-    /// The gateway-wide answer rules, in the documented order.
-    private static func reason(at position: Int, _ plan: H2FailurePlan) -> APNsReason? {
-        if let every = plan.rejectEvery, position % every == 0 { return .badDeviceToken }
+    /// The gateway-wide answer rules, in the documented order. A rejected broadcast is
+    /// ChannelNotRegistered, a broadcast's counterpart of BadDeviceToken.
+    private static func reason(at position: Int, _ plan: H2FailurePlan, broadcast: Bool) -> APNsReason? {
+        if let every = plan.rejectEvery, position % every == 0 { return broadcast ? .channelNotRegistered : .badDeviceToken }
         if let every = plan.throttleEvery, position % every == 0 { return .tooManyRequests }
         if let every = plan.unavailableEvery, position % every == 0 { return .serviceUnavailable }
         if let every = plan.internalErrorEvery, position % every == 0 { return .internalServerError }
@@ -114,6 +125,13 @@ final class H2GatewayState: Sendable {
         // A seed of its own, so that the jitter does not track the identifiers made up
         // from the same key.
         return responseDelay + SplitMix64.draw(seed: plan.seed ^ 0x3177_E2D1, key: key) % (responseJitter + 1)
+    }
+
+    /// Adds a connection's accepted broadcasts by channel.
+    func countBroadcasts(_ counts: [ChannelID: Int]) {
+        broadcasts.withLock { total in
+            for (channel, count) in counts { total[channel, default: 0] += count }
+        }
     }
 
     /// Keeps `requests` while fewer than `H2MockGateway.recordedRequestLimit` are kept.

@@ -12,6 +12,13 @@ import SalvoWire
 /// applies, and an `H2FailurePlan` that rejects, throttles, goes away, drops or stalls on
 /// purpose.
 ///
+/// Broadcasts (iOS 18 Live Activities) are served on the same port:
+/// `POST /4/broadcasts/apps/<bundle id>` to a channel of `channels` (checked as
+/// `RequestValidation` documents, counted like any request and by channel). With
+/// `Configuration.channelManagementPort` set, a second listener plays Apple's channel
+/// management host (create, read, delete and list channels; see `ChannelRequest`), with the
+/// same TLS setup and token verifier and the same team token history.
+///
 /// The HTTP/2 protocol itself (framing, HPACK, flow control, stream states, SETTINGS, PING,
 /// RST_STREAM, GOAWAY) is libnghttp2's; this type owns the APNs rules and runs nghttp2's
 /// sessions on Salvo's event loops and TLS streams, as `MockGateway` does for the binary
@@ -30,9 +37,17 @@ public final class H2MockGateway: Sendable {
     public let configuration: Configuration
     /// The port it listens on (the one picked when `configuration.port` was 0).
     public var port: Int { core.runtime.port }
+    /// The channel management port (the one picked when
+    /// `configuration.channelManagementPort` was 0); nil without one.
+    public var channelsPort: Int? { managementCore?.runtime.port }
+    /// The broadcast channels: what the management port creates and broadcasts name. Tests
+    /// create channels here directly (`gateway.channels.create(bundleID:policy:)`).
+    public var channels: MockChannelRegistry { core.state.channels }
     /// The most accepted requests `Configuration.recordRequests` keeps.
     public static let recordedRequestLimit = 100_000
     let core: GatewayCore<H2GatewayState, H2LoopCounters>
+    /// The channel management listener, on a loop of its own, sharing `core.state`.
+    let managementCore: GatewayCore<H2GatewayState, H2LoopCounters>?
     /// Where `reportMetrics()` reports.
     let feed: MetricsFeed
     /// Where listening, handshakes and stopping are logged.
@@ -54,14 +69,33 @@ public final class H2MockGateway: Sendable {
         guard configuration.maximumConcurrentStreams >= 1 else {
             throw FailurePlanError.invalid("maximumConcurrentStreams must be at least 1")
         }
+        guard configuration.channelLimit >= 0 else { throw FailurePlanError.invalid("channelLimit must not be negative") }
         self.configuration = configuration
         self.logger = logger
         feed = MetricsFeed(factory: metricsFactory ?? MetricsSystem.factory)
         var settings = configuration.server
         settings.tls.applicationProtocols = ["h2"]
-        core = try GatewayCore(name: "mock-h2", settings: settings, bufferSize: 1 << 16, state: H2GatewayState(configuration),
+        let state = H2GatewayState(configuration)
+        core = try GatewayCore(name: "mock-h2", settings: settings, bufferSize: 1 << 16, state: state,
                                logger: logger, counters: H2LoopCounters.init) { stream, ordinal, loop, counters, state in
             H2Connection(stream: stream, ordinal: ordinal, loop: loop, counters: counters, state: state)
+        }
+        if let managementPort = configuration.channelManagementPort {
+            // One loop: channel management is a few requests, never a load.
+            var management = settings
+            management.port = managementPort
+            management.loops = 1
+            do {
+                managementCore = try GatewayCore(name: "mock-h2-channels", settings: management, bufferSize: 1 << 16, state: state,
+                                                 logger: logger, counters: H2LoopCounters.init) { stream, ordinal, loop, counters, state in
+                    H2Connection(stream: stream, ordinal: ordinal, loop: loop, counters: counters, state: state, role: .management)
+                }
+            } catch {
+                core.runtime.stop()
+                throw error
+            }
+        } else {
+            managementCore = nil
         }
     }
 
@@ -69,8 +103,8 @@ public final class H2MockGateway: Sendable {
     /// published after each read, before the answers to it are written.
     public func statistics() -> H2Statistics { statistics(digests: true) }
 
-    /// The snapshot; without `digests`, the recorded digests and requests are left out
-    /// (cheap enough for a metrics flush every second).
+    /// The snapshot; without `digests`, the recorded digests and requests and the
+    /// broadcasts by channel are left out (cheap enough for a metrics flush every second).
     func statistics(digests: Bool) -> H2Statistics {
         var snapshot = core.state.events.withLock { $0 }
         var rejections = [Int](repeating: 0, count: APNsReason.allCases.count)
@@ -90,13 +124,19 @@ public final class H2MockGateway: Sendable {
             snapshot.rejectedByStatus[String(reason.status), default: 0] += count
         }
         core.complete(&snapshot, record: core.state.accepted, digests: digests)
+        if digests {
+            snapshot.broadcastsByChannel = Dictionary(uniqueKeysWithValues: core.state.broadcasts.withLock { $0 }.map { ($0.key.base64, $0.value) })
+        }
         if configuration.recordRequests && digests { snapshot.acceptedRequests = core.state.recordedRequests.withLock { $0 } }
         return snapshot
     }
 
     /// Closes the listener and every connection and joins the loop threads. Idempotent;
     /// call it from any thread but the gateway's own loops.
-    public func stop() { core.runtime.stop() }
+    public func stop() {
+        core.runtime.stop()
+        managementCore?.runtime.stop()
+    }
 
     deinit { stop() }
 }
@@ -137,12 +177,20 @@ extension H2MockGateway {
         /// what a test of a sender checks its headers against. Allocates per request; off
         /// for throughput runs.
         public var recordRequests: Bool
+        /// The channel management port (Apple's separate host): 0 picks a free one
+        /// (`H2MockGateway.channelsPort` tells which); nil (the default): no management
+        /// listener (broadcasts are served anyway, to channels made through `channels`).
+        public var channelManagementPort: Int?
+        /// The most channels one bundle id may have (Apple's 10,000 by default); a create
+        /// past it gets 400 CannotCreateChannelConfig.
+        public var channelLimit: Int
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, tokenVerifier: ProviderTokenVerifier? = nil,
             maximumConcurrentStreams: UInt32 = 1000, environment: Environment = .production, allowedTopics: [String] = [],
             loops: Int = availableCores, failurePlan: H2FailurePlan = H2FailurePlan(), recordAccepted: Bool = false,
-            recordRequests: Bool = false
+            recordRequests: Bool = false, channelManagementPort: Int? = nil,
+            channelLimit: Int = MockChannelRegistry.defaultLimit
         ) {
             server = MockServerSettings(host: host, port: port, tls: tls, loops: loops, recordAccepted: recordAccepted)
             self.tokenVerifier = tokenVerifier
@@ -151,6 +199,8 @@ extension H2MockGateway {
             self.allowedTopics = allowedTopics
             self.failurePlan = failurePlan
             self.recordRequests = recordRequests
+            self.channelManagementPort = channelManagementPort
+            self.channelLimit = channelLimit
         }
     }
 }

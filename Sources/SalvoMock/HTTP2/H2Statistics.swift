@@ -8,6 +8,12 @@ import SalvoWire
 /// unanswered (`droppedConnections`), or an answer the plan held back that never went out
 /// (`unsentAnswers`). Answers count when they are sent, not when they are decided. Streams
 /// the client resets before finishing them are counted in `resetStreams`, not in `requests`.
+///
+/// Broadcasts (`/4/broadcasts/apps/…`) count as requests like any other, in `accepted`,
+/// `rejected` and `rejectedByReason`, so that a sender's totals equal the gateway's; the
+/// accepted ones also by channel in `broadcastsByChannel`. Channel management requests
+/// (the management port) count only in `channelOperations` and
+/// `rejectedChannelOperations`: they are not notifications.
 public struct H2Statistics: Sendable, Hashable, Codable {
     /// Requests answered 200.
     public var accepted = 0
@@ -52,8 +58,19 @@ public struct H2Statistics: Sendable, Hashable, Codable {
     /// with `recordAccepted` (0 otherwise).
     public var duplicates = 0
     /// With `recordAccepted`: the distinct `MockStatistics.digest(token:payload:)` values
-    /// of accepted requests, sorted. Nil otherwise.
+    /// of accepted requests, sorted. Nil otherwise. A broadcast's digest is
+    /// `NotificationDigest` over the bytes of its `apns-channel-id` as sent (the 24
+    /// characters of base64 text, not the 16 bytes they encode), then its payload's: what
+    /// `H2Statistics.broadcastDigest(channelID:payload:)` computes.
     public var acceptedDigests: [UInt64]?
+    /// Accepted broadcasts by channel id (base64, as sent), deleted channels included.
+    public var broadcastsByChannel: [String: Int] = [:]
+    /// Successful channel management requests by operation: `"create"`, `"read"`,
+    /// `"delete"`, `"list"`. Channels made in process (`MockChannelRegistry.create`) are
+    /// not counted.
+    public var channelOperations: [String: Int] = [:]
+    /// Refused channel management requests by reason (`"ChannelNotRegistered"`, …).
+    public var rejectedChannelOperations: [String: Int] = [:]
     /// With `recordRequests`: each accepted request's token and APNs headers, in the order
     /// the requests were answered, the first `H2MockGateway.recordedRequestLimit` of them.
     /// Nil otherwise.
@@ -64,10 +81,19 @@ public struct H2Statistics: Sendable, Hashable, Codable {
 
     /// Rejections with `reason`.
     public func rejected(_ reason: APNsReason) -> Int { rejectedByReason[reason.name] ?? 0 }
+
+    /// The digest the gateway records for an accepted broadcast to `channelID` carrying
+    /// `payload` (see `acceptedDigests`).
+    public static func broadcastDigest(channelID: String, payload: some Sequence<UInt8>) -> UInt64 {
+        var digest = NotificationDigest()
+        Array(channelID.utf8).withUnsafeBytes { digest.add($0) }
+        Array(payload).withUnsafeBytes { digest.add($0) }
+        return digest.value
+    }
 }
 
-/// What an accepted request carried: its device token and its APNs headers as they
-/// arrived, nil for those it did not send. What `H2MockGateway.Configuration.recordRequests`
+/// What an accepted request carried: its device token (empty for a broadcast) and its APNs
+/// headers as they arrived, nil for those it did not send. What `H2MockGateway.Configuration.recordRequests`
 /// keeps, so that a test of a sender can check its per-request headers at the gateway.
 public struct H2RecordedRequest: Sendable, Hashable, Codable {
     /// The device token from `:path`, as 64 lowercase hex digits.
@@ -84,10 +110,17 @@ public struct H2RecordedRequest: Sendable, Hashable, Codable {
     public var priority: String?
     /// `apns-collapse-id`.
     public var collapseID: String?
+    /// `apns-channel-id` (broadcasts).
+    public var channelID: String?
+    /// `apns-request-id` (broadcasts).
+    public var requestID: String?
 
     public init(token: String, pushType: String? = nil, topic: String? = nil, apnsID: String? = nil,
-                expiration: String? = nil, priority: String? = nil, collapseID: String? = nil) {
+                expiration: String? = nil, priority: String? = nil, collapseID: String? = nil,
+                channelID: String? = nil, requestID: String? = nil) {
         self.token = token
+        self.channelID = channelID
+        self.requestID = requestID
         self.pushType = pushType
         self.topic = topic
         self.apnsID = apnsID
@@ -106,7 +139,9 @@ public struct H2RecordedRequest: Sendable, Hashable, Codable {
         case .expiration: expiration = text
         case .priority: priority = text
         case .collapseId: collapseID = text
-        case .method, .path, .authorization, .channelId, .requestId: break
+        case .channelId: channelID = text
+        case .requestId: requestID = text
+        case .method, .path, .authorization: break
         }
     }
 }

@@ -4,6 +4,16 @@ import SalvoWire
 /// arrive, judged once at the end of the stream. Of the checks that failed, the answer is
 /// the first in `precedence`, whatever order the headers came in.
 ///
+/// Two kinds of request, told apart by their path: a device notification
+/// (`/3/device/<token>`) and a broadcast (`/4/broadcasts/apps/<bundle id>`, iOS 18 Live
+/// Activities). A broadcast must carry `apns-channel-id` (standard base64; the connection
+/// looks it up in the channel registry and sets `registration`), `apns-push-type:
+/// liveactivity` (exactly so: the mock takes no other spelling, though Apple's table writes
+/// `Liveactivity`, so that a sender never relies on a tolerance Apple may not have),
+/// `apns-expiration` (0 on a channel that stores nothing), and no `apns-topic` (the bundle
+/// id is in the path); its payload may have 5120 bytes, and its `apns-request-id` (a
+/// canonical UUID, optional) is echoed as `apns-id` is for devices.
+///
 /// A value type of fixed size with no references, so a connection keeps one per open
 /// stream in a reused array and the per-request path allocates nothing.
 struct RequestValidation {
@@ -13,15 +23,29 @@ struct RequestValidation {
         case absent, valid, invalid, expired, tooManyUpdates
     }
 
+    /// Whether a broadcast's channel is in the registry, and with what policy: set by the
+    /// connection, which owns the lookup, before `verdict`.
+    enum Registration: UInt8 {
+        case unchecked, notRegistered, noStorage, mostRecent
+    }
+
     /// The order in which failed checks are reported: method, path, authentication, then
-    /// the headers, then the payload.
+    /// the headers (for a broadcast: topic, channel, push type, priority, expiration,
+    /// request id), then the payload. One order serves both kinds of request; the reasons
+    /// of one kind never arise for the other. A broadcast's channel that is not registered
+    /// (ChannelNotRegistered) ranks right after a malformed one; a nonzero expiration on a
+    /// channel that stores nothing is BadExpirationDate, where a malformed one ranks.
     static let precedence: [APNsReason] = [
         .methodNotAllowed, .badPath,
         .missingProviderToken, .invalidProviderToken, .expiredProviderToken, .tooManyProviderTokenUpdates,
         .duplicateHeaders, .missingDeviceToken, .badDeviceToken, .missingTopic, .badTopic, .topicDisallowed,
+        .missingChannelId, .badChannelId, .channelNotRegistered, .missingPushType,
         .invalidPushType, .badPriority, .badExpirationDate, .badCollapseId, .badMessageId,
         .payloadEmpty, .payloadTooLarge,
     ]
+
+    /// The largest broadcast payload.
+    static let broadcastPayloadLimit = 5120
 
     /// Each reason's bit in `failures` (its place in `precedence`); reasons never
     /// produced by validation have none.
@@ -42,8 +66,26 @@ struct RequestValidation {
     /// `apns-id` as sent (36 bytes), once it parsed.
     private(set) var messageID: MessageID?
     private(set) var payloadLength = 0
+    /// The path is a broadcast's (`/4/broadcasts/apps/<bundle id>`).
+    private(set) var isBroadcast = false
+    /// A broadcast's `apns-channel-id`, as far as it parsed (nil: none sent).
+    private(set) var channel: ChannelID.Parsed?
+    /// A broadcast's bundle id as the registry numbers it (-1: no channel ever made for
+    /// it); set by the connection.
+    var bundle: Int32 = -1
+    /// Set by the connection from the registry for a broadcast whose channel id parsed.
+    var registration = Registration.unchecked
+    /// A broadcast's `apns-request-id` as sent, once it parsed.
+    private(set) var requestID: MessageID?
+    /// A broadcast's `apns-expiration` is all zeros.
+    private var expirationIsZero = false
 
     init() {}
+
+    /// Whether `header` was sent.
+    private func saw(_ header: APNsRequestHeader) -> Bool { seen & 1 << UInt16(header.rawValue) != 0 }
+
+    private static func bit(_ reason: APNsReason) -> UInt32 { bits[Int(reason.rawValue)] }
 
     private mutating func fail(_ reason: APNsReason) { failures |= Self.bits[Int(reason.rawValue)] }
 
@@ -60,7 +102,7 @@ struct RequestValidation {
         case .method:
             if !("POST" as StaticString).isSpelled(by: value) { fail(.methodNotAllowed) }
         case .path:
-            checkPath(value)
+            checkPath(value, allowedTopics: allowedTopics)
         case .authorization:
             break  // judged by the connection
         case .pushType:
@@ -74,12 +116,22 @@ struct RequestValidation {
             if messageID == nil { fail(.badMessageId) }
         case .expiration:
             if !(1...19).contains(value.count) || !value.allSatisfy(Self.isDigit) { fail(.badExpirationDate) }
+            if isBroadcast { expirationIsZero = value.allSatisfy { $0 == UInt8(ascii: "0") } }
         case .priority:
             if !APNsRequestHeader.priorities.contains(where: { $0.isSpelled(by: value) }) { fail(.badPriority) }
         case .collapseId:
             if value.count > APNsRequestHeader.collapseIdLimit { fail(.badCollapseId) }
-        case .channelId, .requestId:
-            break
+        case .channelId:
+            // Devices' requests ignore it, as APNs does headers it does not use.
+            if isBroadcast {
+                channel = ChannelID.parse(value)
+                if channel == .malformed { fail(.badChannelId) }
+            }
+        case .requestId:
+            if isBroadcast {
+                requestID = MessageID(value)
+                if requestID == nil { fail(.badMessageId) }
+            }
         }
     }
 
@@ -99,6 +151,7 @@ struct RequestValidation {
             case .tooManyUpdates: failures |= Self.bits[Int(APNsReason.tooManyProviderTokenUpdates.rawValue)]
             }
         }
+        if isBroadcast { return broadcastVerdict(failures) }
         // With a certificate APNs takes the certificate's topic when the request names none
         // (clients that send with single-topic certificates leave it out); tokens name no topic.
         if !sawTopic && tokenAuthentication { failures |= Self.bits[Int(APNsReason.missingTopic.rawValue)] }
@@ -115,12 +168,40 @@ struct RequestValidation {
         return Self.precedence[failures.trailingZeroBitCount]
     }
 
+    /// A broadcast's verdict, given the failures found so far and the authentication's.
+    private func broadcastVerdict(_ failures: UInt32) -> APNsReason? {
+        // Any topic is one too many (the bundle id is in the path), well-formed or not.
+        var failures = failures & ~Self.bit(.badTopic)
+        if sawTopic { failures |= Self.bit(.topicDisallowed) }
+        switch channel {
+        case nil: failures |= Self.bit(.missingChannelId)
+        case .malformed?: break  // failed as it came
+        case .foreign?: failures |= Self.bit(.channelNotRegistered)
+        case .id?:
+            switch registration {
+            case .unchecked, .notRegistered: failures |= Self.bit(.channelNotRegistered)
+            case .noStorage: if saw(.expiration) && !expirationIsZero { failures |= Self.bit(.badExpirationDate) }
+            case .mostRecent: break
+            }
+        }
+        if !saw(.pushType) {
+            failures |= Self.bit(.missingPushType)
+        } else if pushType != .liveactivity {
+            failures |= Self.bit(.invalidPushType)
+        }
+        if !saw(.expiration) { failures |= Self.bit(.badExpirationDate) }
+        if payloadLength == 0 { failures |= Self.bit(.payloadEmpty) }
+        if payloadLength > Self.broadcastPayloadLimit { failures |= Self.bit(.payloadTooLarge) }
+        guard failures != 0 else { return nil }
+        return Self.precedence[failures.trailingZeroBitCount]
+    }
+
     // MARK: Checks
 
-    private mutating func checkPath(_ path: UnsafeRawBufferPointer) {
+    private mutating func checkPath(_ path: UnsafeRawBufferPointer, allowedTopics: [[UInt8]]) {
         let prefix = APNsRequestHeader.devicePathPrefix
         guard prefix.isSpelled(by: UnsafeRawBufferPointer(rebasing: path.prefix(prefix.utf8CodeUnitCount))) else {
-            fail(.badPath)
+            checkBroadcastPath(path, allowedTopics: allowedTopics)
             return
         }
         let hex = UnsafeRawBufferPointer(rebasing: path[prefix.utf8CodeUnitCount...])
@@ -131,6 +212,39 @@ struct RequestValidation {
         } else {
             fail(.badDeviceToken)
         }
+    }
+
+    /// Not a device's path: a broadcast's, `/4/broadcasts/apps/<bundle id>`, or BadPath. A
+    /// bundle id that is not one is BadPath too (the path names nothing); one that
+    /// `allowedTopics` does not list, TopicDisallowed, as for a device's topic.
+    private mutating func checkBroadcastPath(_ path: UnsafeRawBufferPointer, allowedTopics: [[UInt8]]) {
+        guard let bundleID = Self.broadcastBundleID(path), Self.isBundleID(bundleID) else {
+            fail(.badPath)
+            return
+        }
+        isBroadcast = true
+        if !allowedTopics.isEmpty, !allowedTopics.contains(where: { $0.elementsEqual(bundleID) }) {
+            fail(.topicDisallowed)
+        }
+    }
+
+    /// The bundle id of a broadcast's path, or nil when `path` is not one.
+    static func broadcastBundleID(_ path: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        let prefix = APNsRequestHeader.broadcastPathPrefix
+        guard prefix.isSpelled(by: UnsafeRawBufferPointer(rebasing: path.prefix(prefix.utf8CodeUnitCount))) else { return nil }
+        return UnsafeRawBufferPointer(rebasing: path[prefix.utf8CodeUnitCount...])
+    }
+
+    /// Whether `bytes` is a bundle id: 1 to 255 bytes of letters, digits, `-`, `_` and `.`,
+    /// in dot-separated parts none of which is empty.
+    static func isBundleID(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var previous = UInt8(ascii: ".")
+        for byte in bytes {
+            let isDot = byte == UInt8(ascii: ".")
+            guard isBundleCharacter(byte), !(isDot && previous == UInt8(ascii: ".")) else { return false }
+            previous = byte
+        }
+        return (1...255).contains(bytes.count) && previous != UInt8(ascii: ".")
     }
 
     /// A topic is a bundle id: 1 to 255 bytes of letters, digits, `-`, `_` and `.`, in
