@@ -152,6 +152,23 @@ import Testing
         #expect(try JSONDecoder().decode(Channels.self, from: Data(batch.utf8)).channels.count == 2, "\(batch)")
     }
 
+    /// The app's limit reached in the middle of a batch: the ids made are printed (they
+    /// exist now), and the command exits 1 with Apple's reason.
+    @Test func aBatchStoppedByTheLimitPrintsWhatItMadeAndExitsOne() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig {
+            $0.channelManagementPort = 0
+            $0.channelLimit = 3
+        }
+        defer { rig.gateway.stop() }
+        let (status, output, errors) = try SendCommandTests.run(Self.channel("create", rig, workspace, ["--count", "5"]))
+        #expect(status == 1)
+        #expect(Set(output.split(separator: "\n").map(String.init)) == Set(rig.gateway.channels.list(bundleID: "com.example.scores")))
+        #expect(output.split(separator: "\n").count == 3, "\(output)")
+        #expect(errors.contains("created 3 of 5") && errors.contains("400 CannotCreateChannelConfig"), "\(errors)")
+    }
+
     /// `salvo send` and then two `salvo channel` commands of one team: all three send the
     /// token the first signed (the mock, as APNs, refuses a second one within 20 minutes).
     @Test func aSendAndTwoChannelCommandsShareTheTeamsTokenThroughTheCache() throws {
