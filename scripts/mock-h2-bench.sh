@@ -30,7 +30,7 @@ mock_pid=$!
 taskset -c "$server_core" nghttpd -n 1 -d "$work/htdocs" 0 "$work/key.pem" "$work/cert.pem" > "$work/nghttpd.out" 2>&1 &
 nghttpd_pid=$!
 for _ in $(seq 100); do
-    mock_port=$(sed -n 's/^listening gateway=//p' "$work/mock.out")
+    mock_port=$(sed -n 's/^listening gateway=\([0-9]*\).*/\1/p' "$work/mock.out")
     nghttpd_port=$(ss -ltnpH 2>/dev/null | grep "pid=$nghttpd_pid," | grep -o '0.0.0.0:[0-9]*' | cut -d: -f2 || true)
     [ -n "$mock_port" ] && [ -n "$nghttpd_port" ] && break
     sleep 0.1

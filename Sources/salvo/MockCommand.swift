@@ -17,8 +17,8 @@ struct MockCommand: AsyncParsableCommand {
             + "feedback service (the default), or a BlackBerry Dynamics NOC (--protocol gnp).",
         discussion: """
             The first line on standard output says where it listens: `listening gateway=PORT \
-            feedback=PORT` (binary), `listening gateway=PORT` (--protocol h2) or `listening \
-            noc=PORT` (--protocol gnp). On SIGINT or SIGTERM, or after --duration, its \
+            feedback=PORT` (binary), `listening gateway=PORT channels=PORT` (--protocol h2) or \
+            `listening noc=PORT` (--protocol gnp). On SIGINT or SIGTERM, or after --duration, its \
             statistics are written as JSON (to --report, else standard output) and the command \
             exits 0.
 
@@ -45,7 +45,8 @@ struct MockCommand: AsyncParsableCommand {
             --auth-key, --key-id and --team-id (one stream per connection until a valid \
             token, then --max-streams), or certificates with --require-client-cert; tokens \
             ending in `dead` get 410 Unregistered, tokens ending in `fade` 410 ExpiredToken \
-            (both with a timestamp); --reject-every N (400 BadDeviceToken), \
+            (both with a timestamp); --reject-every N (400 BadDeviceToken; a broadcast, \
+            ChannelNotRegistered), \
             --throttle-every N (429 TooManyRequests), --unavailable-every N (503 \
             ServiceUnavailable), --internal-error-every N (500 InternalServerError) and \
             --goaway-every N (the connection taking the request goes away) count valid \
@@ -55,7 +56,14 @@ struct MockCommand: AsyncParsableCommand {
             request; --error-delay-ms MS holds error answers MS instead. Answers count in \
             the report when they are sent; those never sent (the client left first) in \
             unsentAnswers. --record-requests reports each accepted request's token and \
-            APNs headers (acceptedRequests), for checking what a sender put on the wire.
+            APNs headers (acceptedRequests), for checking what a sender put on the wire. \
+            Broadcasts (POST /4/broadcasts/apps/BUNDLE, iOS 18 Live Activities) are served on \
+            the gateway port, and channel management (create, read, delete, list; Apple's \
+            separate host) on --channels-port (default 0: a free one), at most \
+            --channel-limit channels per bundle id (default 10000); with \
+            --no-broadcast-capability both answer 400 FeatureNotEnabled; the report counts \
+            broadcasts by channel (broadcastsByChannel) and channel operations \
+            (channelOperations, rejectedChannelOperations).
 
             BlackBerry Dynamics NOC (--protocol gnp; see GNPMockNOC): the Push Channel \
             back-end API over HTTPS, notify (POST /GNP1.0?method=notify) and checkToken (GET \
@@ -148,6 +156,7 @@ struct MockCommand: AsyncParsableCommand {
                 _ = try failures.h2Plan()
                 _ = try h2.tokenVerifier()
                 _ = try h2.maximumConcurrentStreams()
+                try h2.checkChannels()
             }
             if let loops, loops < 1 { throw UsageError("--loops must be at least 1, got \(loops)") }
             if let duration, !(duration > 0) { throw UsageError("--duration must be positive, got \(duration)") }

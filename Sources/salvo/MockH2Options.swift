@@ -28,13 +28,36 @@ struct H2MockOptions: ParsableArguments {
           help: "Report each accepted request's token and APNs headers (acceptedRequests; the first 100,000).")
     var recordRequests = false
 
+    @Option(name: .customLong("channels-port"),
+            help: ArgumentHelp("Channel management port (Apple's separate host for broadcast channels); 0 picks a free one (the default).",
+                               valueName: "port"))
+    var channelsPort: Int?
+
+    @Option(name: .customLong("channel-limit"),
+            help: ArgumentHelp("Most broadcast channels per bundle id; past it, 400 CannotCreateChannelConfig (default 10000, Apple's).",
+                               valueName: "n"))
+    var channelLimit: Int?
+
+    @Flag(name: .customLong("no-broadcast-capability"),
+          help: "Play an app without the broadcast capability: broadcasts and channel requests get 400 FeatureNotEnabled.")
+    var noBroadcastCapability = false
+
     /// The first of these flags that was given, for refusing it with the binary protocol.
     var givenFlag: String? {
         firstGivenFlag([
             ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
-            ("--record-requests", recordRequests),
+            ("--record-requests", recordRequests), ("--channels-port", channelsPort != nil), ("--channel-limit", channelLimit != nil),
+            ("--no-broadcast-capability", noBroadcastCapability),
         ])
+    }
+
+    /// Checks the channel flags' ranges.
+    func checkChannels() throws(UsageError) {
+        if let channelsPort, !(0...65535).contains(channelsPort) {
+            throw UsageError("--channels-port must be 0...65535, got \(channelsPort)")
+        }
+        if let channelLimit, channelLimit < 0 { throw UsageError("--channel-limit must not be negative, got \(channelLimit)") }
     }
 
     /// The verifier for token authentication, or nil without it.
@@ -81,12 +104,15 @@ extension MockCommand {
             host: host, port: port ?? 2197, tls: serverTLS, tokenVerifier: try h2.tokenVerifier(),
             maximumConcurrentStreams: try h2.maximumConcurrentStreams(), environment: h2.environment ?? .production,
             allowedTopics: h2.topics, failurePlan: try failures.h2Plan(), recordAccepted: recordAccepted,
-            recordRequests: h2.recordRequests)
+            recordRequests: h2.recordRequests, channelManagementPort: h2.channelsPort ?? 0,
+            channelLimit: h2.channelLimit ?? MockChannelRegistry.defaultLimit, broadcastsEnabled: !h2.noBroadcastCapability)
         if let loops { configuration.loops = loops }
         let gateway = try H2MockGateway(configuration, logger: Logger(label: "salvo.mock"))
         // Watch the signals before announcing the port: whoever reads the line may signal at once.
         let stop = StopSignal(duration: duration)
-        print("listening gateway=\(gateway.port)")
+        // The channel port after the gateway's, as a field of its own: readers that take
+        // the `gateway=` field keep working.
+        print("listening gateway=\(gateway.port) channels=\(gateway.channelsPort ?? 0)")
         fflush(nil)  // all streams: other processes wait for this line
 
         await serve(gateway, until: stop)

@@ -29,11 +29,48 @@ import SalvoTestSupport
         #expect(recorded == [["token": String(repeating: "ab", count: 32), "topic": "com.example.app", "pushType": "alert"]])
     }
 
+    /// The channel management port is announced on the first line, after the gateway's,
+    /// and serves a create; a broadcast to the new channel is counted by channel.
+    @Test func itAnnouncesTheChannelsPortAndACreateWorksThere() throws {
+        let json = try Self.runMock(["--channel-limit", "1"]) { post, curl, first in
+            let fields = first.split(separator: " ")
+            #expect(fields.count == 3 && fields[1].hasPrefix("gateway=") && fields[2].hasPrefix("channels="), "first line: \(first)")
+            let channels = try #require(fields.last.flatMap { Int($0.dropFirst("channels=".count)) })
+            let gateway = try #require(Int(fields[1].dropFirst("gateway=".count)))
+            #expect(channels > 0 && channels != gateway)
+            let create = ["--dump-header", "-", "--data-binary", #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#,
+                          "https://127.0.0.1:\(channels)/1/apps/com.example.app/channels"]
+            let (status, head, errors) = try curl(create)
+            #expect(status == 0 && head.hasPrefix("HTTP/2 201"), "curl: \(head) \(errors)")
+            let id = try #require(head.split(separator: "\r\n").first { $0.hasPrefix("apns-channel-id: ") }?.dropFirst(17))
+            #expect(try curl(create).1.contains(#"{"reason":"CannotCreateChannelConfig"}"#), "--channel-limit 1")
+            let (_, answer, _) = try curl(["--write-out", "%{http_code}", "--output", "/dev/null", "--header", "apns-channel-id: \(id)",
+                                           "--header", "apns-push-type: liveactivity", "--header", "apns-expiration: 0",
+                                           "--data-binary", #"{"aps":{"event":"update"}}"#,
+                                           "https://127.0.0.1:\(gateway)/4/broadcasts/apps/com.example.app"])
+            #expect(answer == "200")
+            _ = post
+        }
+        #expect(json?["channelOperations"] as? [String: Int] == ["create": 1])
+        #expect(json?["rejectedChannelOperations"] as? [String: Int] == ["CannotCreateChannelConfig": 1])
+        #expect(json?["accepted"] as? Int == 1)
+        #expect((json?["broadcastsByChannel"] as? [String: Int])?.values.sorted() == [1])
+    }
+
     /// Runs `salvo mock --protocol h2` with `arguments` and throwaway certificates, has
     /// `exercise` post to it (a well-formed alert to the token given: curl's exit status,
     /// the HTTP status, its errors), stops it with SIGTERM and returns its JSON report.
     static func runMock(_ arguments: [String],
                         _ exercise: (_ post: (String) throws -> (Int32, String, String)) throws -> Void) throws -> [String: Any]? {
+        try runMock(arguments) { post, _, _ in try exercise(post) }
+    }
+
+    /// `runMock`, with `exercise` given as well curl with the test CA trusted (its
+    /// arguments after those) and the mock's first line.
+    static func runMock(_ arguments: [String],
+                        _ exercise: (_ post: @escaping (String) throws -> (Int32, String, String),
+                                     _ curl: @escaping ([String]) throws -> (Int32, String, String), _ first: String) throws -> Void)
+        throws -> [String: Any]? {
         let workspace = try SendCommandTests.Workspace()
         defer { workspace.remove() }
         let report = workspace.path("report.json")
@@ -41,14 +78,17 @@ import SalvoTestSupport
             ["mock", "--protocol", "h2", "--port", "0", "--cert", workspace.path("server.pem"),
              "--key", workspace.path("server.key"), "--report", report] + arguments)
         defer { process.kill(SIGKILL) }
-        let first = try process.firstLine(within: .seconds(20))
-        let port = try #require(first.hasPrefix("listening gateway=") ? Int(first.dropFirst("listening gateway=".count)) : nil,
+        let first = try process.firstLine(within: .seconds(20)).trimmingCharacters(in: .whitespacesAndNewlines)
+        let port = try #require(first.split(separator: " ").first { $0.hasPrefix("gateway=") }.flatMap { Int($0.dropFirst(8)) },
                                 "first line: \(first)")
-        try exercise { token in
-            try Self.curl(["--silent", "--show-error", "--http2", "--cacert", workspace.path("ca.pem"), "--write-out", "%{http_code}",
-                           "--output", "/dev/null", "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
-                           "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://127.0.0.1:\(port)/3/device/\(token)"])
+        let curl = { (arguments: [String]) in
+            try Self.curl(["--silent", "--show-error", "--http2", "--cacert", workspace.path("ca.pem")] + arguments)
         }
+        try exercise({ token in
+            try curl(["--write-out", "%{http_code}",
+                      "--output", "/dev/null", "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
+                      "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://127.0.0.1:\(port)/3/device/\(token)"])
+        }, curl, first)
         process.kill(SIGTERM)
         #expect(try MockCommandTests.waitForExit(process) == 0)
         return try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
@@ -64,6 +104,10 @@ import SalvoTestSupport
         (["--goaway-every", "2"], "--goaway-every is for --protocol h2"),
         (["--response-delay-ms", "100"], "--response-delay-ms is for --protocol h2"),
         (["--record-requests"], "--record-requests is for --protocol h2"),
+        (["--channels-port", "0"], "--channels-port is for --protocol h2"),
+        (["--no-broadcast-capability"], "--no-broadcast-capability is for --protocol h2"),
+        (["--protocol", "h2", "--channels-port", "70000"], "--channels-port must be 0...65535"),
+        (["--protocol", "h2", "--channel-limit=-1"], "--channel-limit must not be negative"),
         (["--protocol", "h2", "--internal-error-every", "0"], "--internal-error-every must be at least 1"),
         (["--protocol", "h2", "--response-delay-ms", "200:x"], "--response-delay-ms wants D or D:JITTER"),
         (["--protocol", "h2", "--response-delay-ms", "-5"], "got '-5'"),

@@ -209,6 +209,19 @@ import Testing
         }
     }
 
+    @Test func anAppWithoutTheBroadcastCapabilityGetsFeatureNotEnabledOnBothPorts() throws {
+        let rig = try Self.rig(tokenAuthentication: true) { $0.broadcastsEnabled = false }
+        let token = "authorization: bearer \(try mintToken(issuedAt: unixNow - 60))"
+        let id = try rig.gateway.channels.create(bundleID: "com.example.app", policy: .noStorage)
+        #expect(try rig.curl(Self.bundlePath, headers: Self.broadcastHeaders(id), payload: Self.update).reason == "MissingProviderToken",
+                "authentication first")
+        let broadcast = try rig.curl(Self.bundlePath, headers: Self.broadcastHeaders(id) + [token], payload: Self.update)
+        #expect(broadcast.status == 400 && broadcast.reason == "FeatureNotEnabled", "\(broadcast.body)")
+        let create = try manage(rig, "POST", headers: [token], body: Self.createBody)
+        #expect(create.status == 400 && create.reason == "FeatureNotEnabled", "\(create.body)")
+        #expect(try rig.curl("/3/device/\(h2Token)", headers: standardHeaders + [token]).status == 200, "device requests are unaffected")
+    }
+
     // MARK: Failure plans
 
     /// The gateway-wide rules count broadcasts with device requests; held answers go out and

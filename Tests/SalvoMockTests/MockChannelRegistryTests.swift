@@ -51,6 +51,13 @@ import Testing
         _ = try registry.create(bundleID: "com.example.app", policy: .mostRecent)
     }
 
+    @Test func theTenThousandAndFirstChannelIsRefusedByDefault() throws {
+        let registry = MockChannelRegistry()
+        for _ in 0..<10_000 { try registry.create(bundleID: "com.example.app", policy: .noStorage) }
+        #expect(throws: MockChannelRegistry.LimitReached.self) { try registry.create(bundleID: "com.example.app", policy: .noStorage) }
+        #expect(registry.list(bundleID: "com.example.app").count == 10_000)
+    }
+
     @Test func channelIdsParseAsBase64OrAreMalformed() throws {
         func parse(_ text: String) -> ChannelID.Parsed { Array(text.utf8).withUnsafeBytes { ChannelID.parse($0) } }
         let registry = MockChannelRegistry()

@@ -214,6 +214,7 @@ extension RequestValidationTests {
         #expect(broadcastVerdict(broadcast, payload: 5121) == .payloadTooLarge)
         #expect(broadcastVerdict(with([("apns-channel-id", "dGVzdA==")]), payload: 0) == .channelNotRegistered)
         #expect(broadcastVerdict(with([(":path", "/4/broadcasts/apps/")])) == .badPath)
+        #expect(broadcastVerdict(with([("apns-channel-id", "%%%%")]), registration: .featureNotEnabled) == .featureNotEnabled)
         #expect(broadcastVerdict(broadcast.filter { $0.0 != "apns-push-type" }) == .missingPushType)
         #expect(broadcastVerdict(broadcast.filter { $0.0 != "apns-expiration" }) == .badExpirationDate)
     }

@@ -16,7 +16,8 @@ import SalvoWire
 /// Checks, in this order (the first that fails answers): 404 BadPath (neither path, or no
 /// bundle id in it); 405 MethodNotAllowed (the path's methods are above); with token
 /// authentication 403 MissingProviderToken, InvalidProviderToken, ExpiredProviderToken,
-/// 429 TooManyProviderTokenUpdates; 400 DuplicateHeaders; 403 TopicMismatch (a bundle id
+/// 429 TooManyProviderTokenUpdates; 400 FeatureNotEnabled (the gateway plays an app
+/// without the broadcast capability); 400 DuplicateHeaders; 403 TopicMismatch (a bundle id
 /// `allowedTopics` does not list: the credential does not cover it); 400 BadMessageId (an
 /// `apns-request-id` that is not a canonical UUID); then the operation's own: create, 400
 /// BadRequestPayload for any fault of the body (not a JSON object, a field missing, a
@@ -92,8 +93,10 @@ struct ChannelRequest {
     }
 
     /// Answers the request, acting on `registry` when it is valid. `allowedTopics`, when
-    /// not empty, lists the bundle ids the client's credential covers.
-    func respond(registry: MockChannelRegistry, tokenAuthentication: Bool, allowedTopics: [[UInt8]]) -> ChannelResponse {
+    /// not empty, lists the bundle ids the client's credential covers; without
+    /// `broadcastsEnabled`, every authenticated request is FeatureNotEnabled.
+    func respond(registry: MockChannelRegistry, tokenAuthentication: Bool, allowedTopics: [[UInt8]],
+                 broadcastsEnabled: Bool = true) -> ChannelResponse {
         guard let (bundleBytes, endpoint) = Self.route(path) else { return .refused(.badPath) }
         switch (endpoint, method) {
         case (.channels, .get), (.channels, .post), (.channels, .delete), (.allChannels, .get): break
@@ -108,6 +111,7 @@ struct ChannelRequest {
             case .tooManyUpdates: return .refused(.tooManyProviderTokenUpdates)
             }
         }
+        if !broadcastsEnabled { return .refused(.featureNotEnabled) }
         if duplicated { return .refused(.duplicateHeaders) }
         if !allowedTopics.isEmpty && !allowedTopics.contains(bundleBytes) { return .refused(.topicMismatch) }
         if badRequestID { return .refused(.badMessageId) }

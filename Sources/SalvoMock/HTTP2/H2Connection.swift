@@ -525,6 +525,10 @@ final class H2Connection: ServerConnection {
 
     /// Tells a broadcast's validation whether its channel is registered, and its policy.
     private func lookUpChannel(_ index: Int) {
+        guard state.broadcastsEnabled else {
+            slots[index].validation.registration = .featureNotEnabled
+            return
+        }
         guard case .id(let id)? = slots[index].validation.channel else { return }
         let registration: RequestValidation.Registration = switch state.channels.policy(id, bundle: slots[index].validation.bundle) {
         case nil: .notRegistered
@@ -785,7 +789,7 @@ final class H2Connection: ServerConnection {
         guard let index = slotIndex(streamID), !slots[index].judged else { return }
         slots[index].judged = true
         let response = channelRequests[index].respond(registry: state.channels, tokenAuthentication: state.verifier != nil,
-                                                      allowedTopics: state.allowedTopics)
+                                                      allowedTopics: state.allowedTopics, broadcastsEnabled: state.broadcastsEnabled)
         channelResponses[index] = response
         state.count { statistics in
             if let operation = response.operation { statistics.channelOperations[operation.rawValue, default: 0] += 1 }

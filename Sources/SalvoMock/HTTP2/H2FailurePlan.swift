@@ -8,7 +8,8 @@ import SalvoWire
 ///
 /// Counting terms:
 /// - A request is *valid* when it passes every check (`RequestValidation`); invalid ones
-///   get their 4xx and are not counted by the rules below.
+///   get their 4xx and are not counted by the rules below. Broadcasts are requests like
+///   device notifications: the same counters, the same rules, but the token rules.
 /// - The gateway-wide rules (`rejectEvery`, `throttleEvery`, `unavailableEvery`,
 ///   `internalErrorEvery`, `goawayEvery`) count valid requests across all connections,
 ///   1-based, on one counter; the per-connection rules (`dropEvery`, `stallEvery`) count
@@ -25,7 +26,8 @@ import SalvoWire
 public struct H2FailurePlan: Sendable, Hashable {
     /// Seeds the identifiers the gateway makes up, and the response jitter.
     public var seed: UInt64
-    /// Every Nth valid request, gateway-wide: 400 BadDeviceToken.
+    /// Every Nth valid request, gateway-wide: 400 BadDeviceToken (a broadcast: 400
+    /// ChannelNotRegistered, its counterpart).
     public var rejectEvery: Int?
     /// Every Nth valid request, gateway-wide: 429 TooManyRequests.
     public var throttleEvery: Int?

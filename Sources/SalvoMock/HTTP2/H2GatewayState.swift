@@ -36,6 +36,8 @@ final class H2GatewayState: Sendable {
     let recordedRequests = Locked<[H2RecordedRequest]>([])
     /// The broadcast channels, for broadcasts and channel management alike.
     let channels: MockChannelRegistry
+    /// The app's broadcast capability (`Configuration.broadcastsEnabled`).
+    let broadcastsEnabled: Bool
     /// Accepted broadcasts by channel (deleted channels' too), added by each connection
     /// when it publishes its counts.
     let broadcasts = Locked<[ChannelID: Int]>([:])
@@ -51,6 +53,7 @@ final class H2GatewayState: Sendable {
         recordAccepted = configuration.recordAccepted
         recordRequests = configuration.recordRequests
         channels = MockChannelRegistry(limit: configuration.channelLimit)
+        broadcastsEnabled = configuration.broadcastsEnabled
         usesOrdinal = plan.rejectEvery != nil || plan.throttleEvery != nil || plan.unavailableEvery != nil
             || plan.internalErrorEvery != nil || plan.goawayEvery != nil
         responseDelay = plan.responseDelay.nanosecondsClamped

@@ -184,13 +184,17 @@ extension H2MockGateway {
         /// The most channels one bundle id may have (Apple's 10,000 by default); a create
         /// past it gets 400 CannotCreateChannelConfig.
         public var channelLimit: Int
+        /// The app's broadcast capability; false (an app without it): every broadcast and
+        /// every channel management request is answered 400 FeatureNotEnabled once
+        /// authenticated. Default true.
+        public var broadcastsEnabled: Bool
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, tokenVerifier: ProviderTokenVerifier? = nil,
             maximumConcurrentStreams: UInt32 = 1000, environment: Environment = .production, allowedTopics: [String] = [],
             loops: Int = availableCores, failurePlan: H2FailurePlan = H2FailurePlan(), recordAccepted: Bool = false,
             recordRequests: Bool = false, channelManagementPort: Int? = nil,
-            channelLimit: Int = MockChannelRegistry.defaultLimit
+            channelLimit: Int = MockChannelRegistry.defaultLimit, broadcastsEnabled: Bool = true
         ) {
             server = MockServerSettings(host: host, port: port, tls: tls, loops: loops, recordAccepted: recordAccepted)
             self.tokenVerifier = tokenVerifier
@@ -201,6 +205,7 @@ extension H2MockGateway {
             self.recordRequests = recordRequests
             self.channelManagementPort = channelManagementPort
             self.channelLimit = channelLimit
+            self.broadcastsEnabled = broadcastsEnabled
         }
     }
 }

@@ -29,7 +29,8 @@ public struct H2Statistics: Sendable, Hashable, Codable {
     public var streams = 0
     /// Request streams the clients reset (RST_STREAM) or abandoned before finishing them.
     public var resetStreams = 0
-    /// TCP connections accepted (handshake failures included).
+    /// TCP connections accepted on the push port (handshake failures included); the
+    /// channel management port's are not counted.
     public var connections = 0
     /// Connections whose TLS handshake failed (no client certificate when one is
     /// required; an ALPN list without `h2`).

@@ -28,6 +28,7 @@ public final class MockChannelRegistry: Sendable {
         public var bundleID: String
         /// The limit it reached.
         public var limit: Int
+        /// What happened, with Apple's reason for it.
         public var description: String { "\(bundleID) already has \(limit) channels (CannotCreateChannelConfig)" }
     }
 

@@ -23,21 +23,22 @@ struct RequestValidation {
         case absent, valid, invalid, expired, tooManyUpdates
     }
 
-    /// Whether a broadcast's channel is in the registry, and with what policy: set by the
-    /// connection, which owns the lookup, before `verdict`.
+    /// Whether a broadcast's channel is in the registry, and with what policy, or that the
+    /// app has no broadcast capability: set by the connection, which owns the lookup,
+    /// before `verdict`.
     enum Registration: UInt8 {
-        case unchecked, notRegistered, noStorage, mostRecent
+        case unchecked, notRegistered, noStorage, mostRecent, featureNotEnabled
     }
 
     /// The order in which failed checks are reported: method, path, authentication, then
-    /// the headers (for a broadcast: topic, channel, push type, priority, expiration,
-    /// request id), then the payload. One order serves both kinds of request; the reasons
+    /// (a broadcast) the app's broadcast capability, then the headers (for a broadcast:
+    /// topic, channel, push type, priority, expiration, request id), then the payload. One order serves both kinds of request; the reasons
     /// of one kind never arise for the other. A broadcast's channel that is not registered
     /// (ChannelNotRegistered) ranks right after a malformed one; a nonzero expiration on a
     /// channel that stores nothing is BadExpirationDate, where a malformed one ranks.
     static let precedence: [APNsReason] = [
         .methodNotAllowed, .badPath,
-        .missingProviderToken, .invalidProviderToken, .expiredProviderToken, .tooManyProviderTokenUpdates,
+        .missingProviderToken, .invalidProviderToken, .expiredProviderToken, .tooManyProviderTokenUpdates, .featureNotEnabled,
         .duplicateHeaders, .missingDeviceToken, .badDeviceToken, .missingTopic, .badTopic, .topicDisallowed,
         .missingChannelId, .badChannelId, .channelNotRegistered, .missingPushType,
         .invalidPushType, .badPriority, .badExpirationDate, .badCollapseId, .badMessageId,
@@ -179,11 +180,12 @@ struct RequestValidation {
         case .foreign?: failures |= Self.bit(.channelNotRegistered)
         case .id?:
             switch registration {
-            case .unchecked, .notRegistered: failures |= Self.bit(.channelNotRegistered)
+            case .unchecked, .notRegistered, .featureNotEnabled: failures |= Self.bit(.channelNotRegistered)
             case .noStorage: if saw(.expiration) && !expirationIsZero { failures |= Self.bit(.badExpirationDate) }
             case .mostRecent: break
             }
         }
+        if registration == .featureNotEnabled { failures |= Self.bit(.featureNotEnabled) }
         if !saw(.pushType) {
             failures |= Self.bit(.missingPushType)
         } else if pushType != .liveactivity {
