@@ -169,6 +169,35 @@ import Testing
         #expect(errors.contains("created 3 of 5") && errors.contains("400 CannotCreateChannelConfig"), "\(errors)")
     }
 
+    /// Against `salvo mock --protocol h2` as a process: its first line names the channels
+    /// port, and create --count 5 there makes five, as the mock's report counts them.
+    @Test func createCountAgainstTheMockCommandsChannelsPort() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        var made: [String] = []
+        let report = try MockH2CommandTests.runMock([]) { _, _, first in
+            let port = try #require(first.split(separator: " ").first { $0.hasPrefix("channels=") }.flatMap { Int($0.dropFirst(9)) },
+                                    "first line: \(first)")
+            let (status, output, errors) = try SendCommandTests.run(Self.channel("create", port: port, workspace, ["--count", "5"]))
+            #expect(status == 0, "\(errors)")
+            made = output.split(separator: "\n").map(String.init)
+        }
+        #expect(made.count == 5 && Set(made).count == 5)
+        #expect(report?["channelOperations"] as? [String: Int] == ["create": 5])
+    }
+
+    @Test func anAppWithoutTheBroadcastCapabilityIsToldWhereToTurnItOn() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig {
+            $0.channelManagementPort = 0
+            $0.broadcastsEnabled = false
+        }
+        defer { rig.gateway.stop() }
+        let (status, _, errors) = try SendCommandTests.run(Self.channel("create", rig, workspace, []))
+        #expect(status == 1 && errors.contains("400 FeatureNotEnabled: turn on the Broadcast Capability"), "\(errors)")
+    }
+
     /// `salvo send` and then two `salvo channel` commands of one team: all three send the
     /// token the first signed (the mock, as APNs, refuses a second one within 20 minutes).
     @Test func aSendAndTwoChannelCommandsShareTheTeamsTokenThroughTheCache() throws {
