@@ -107,7 +107,7 @@ public final class BroadcastChannels: Sendable {
     ///   `maximumChannels` (an app cannot hold more).
     public func create(count: Int, storagePolicy: MessageStoragePolicy) async throws(ChannelError) -> ChannelBatch {
         guard (1...Self.maximumChannels).contains(count) else {
-            throw ChannelError(.invalidRequest("\(count) channels asked for; from 1 to \(Self.maximumChannels) (an app has at "
+            throw ChannelError(.invalidRequest("\(count) channels asked for; from 1 to \(Self.maximumChannels.formatted()) (an app has at "
                                                + "most \(Self.maximumChannels.formatted()) per environment)"),
                                operation: "create \(count)", gateway: configuration.gateway.description)
         }
