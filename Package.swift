@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "SalvoEngine", targets: ["SalvoEngine"]),
         .library(name: "SalvoCampaignFiles", targets: ["SalvoCampaignFiles"]),
         .library(name: "SalvoMock", targets: ["SalvoMock"]),
+        .library(name: "SalvoChannels", targets: ["SalvoChannels"]),
         .executable(name: "salvo", targets: ["salvo"]),
     ],
     dependencies: [
@@ -153,6 +154,20 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // Broadcast channel management (iOS 18 Live Activities) on APNs's own management host, on
+        // AsyncHTTPClient over HTTP/2: a few requests, not a hot path, so NIO stays out of the
+        // engine; provider tokens are the engine's (one per team, shared through its stores).
+        .target(
+            name: "SalvoChannels",
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         // Campaigns shared by several workers through PostgreSQL (leased chunks, per-chunk
         // outcomes and checkpoints) and the device-token registry. Its own module, so that the
         // engine never depends on a database.
@@ -166,11 +181,11 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload.
+        // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload, channel.
         .executableTarget(
             name: "salvo",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry", "SalvoPostgres",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry", "SalvoPostgres", "SalvoChannels",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 "SalvoTelemetry", "SalvoPrometheus",
@@ -227,6 +242,9 @@ let package = Package(
         // The Push Channel sender against the real mock NOC on loopback, and the pure parser.
         .testTarget(name: "SalvoBlackBerryTests",
                     dependencies: ["SalvoBlackBerry", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoEngine", "SalvoCampaignFiles", "SalvoTestSupport"]),
+        // Channel requests built and answers judged without a server; the client against the real mock.
+        .testTarget(name: "SalvoChannelsTests",
+                    dependencies: ["SalvoChannels", "SalvoEngine", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport"]),
         // A real throwaway PostgreSQL cluster (initdb, pg_ctl) and the real mock gateway.
         .testTarget(
             name: "SalvoPostgresTests",

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import SalvoPostgres
 import SalvoEngine
 import SalvoWire
 
@@ -25,7 +24,7 @@ extension APNsPushType: ExpressibleByArgument {
 }
 
 /// The flags of Apple's HTTP/2 provider API (`--protocol h2`): the topic, what every
-/// notification's headers default to, and token authentication.
+/// notification's headers default to, and token authentication (`ProviderTokenOptions`).
 struct ProviderAPIOptions: ParsableArguments {
     @Option(name: [.customLong("topic"), .customLong("bundle-id")],
             help: ArgumentHelp("The app's bundle id: apns-topic, with the push type's suffix (.voip, .push-type.liveactivity, ...); the path of broadcasts. Needed with --auth-key and --broadcast.",
@@ -50,30 +49,10 @@ struct ProviderAPIOptions: ParsableArguments {
     @Option(name: .customLong("collapse-id"), help: ArgumentHelp("apns-collapse-id (at most 64 bytes) of lines that name none.", valueName: "id"))
     var collapseID: String?
 
-    @Option(name: .customLong("auth-key"),
-            help: ArgumentHelp("Token authentication: the AuthKey_<KEYID>.p8 signing key (instead of --cert).", valueName: "file"))
-    var authKey: String?
+    @OptionGroup var token: ProviderTokenOptions
 
-    @Option(name: .customLong("key-id"), help: ArgumentHelp("Token authentication: the key's id (10 characters).", valueName: "id"))
-    var keyID: String?
-
-    @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: your team id (10 characters).", valueName: "id"))
-    var teamID: String?
-
-    @Option(name: .customLong("token-cache"),
-            help: ArgumentHelp("Token authentication: the file this machine's runs share the team's provider token in "
-                               + "(default: $XDG_STATE_HOME/salvo/provider-tokens, or ~/.local/state/salvo/provider-tokens).",
-                               valueName: "file"))
-    var tokenCache: String?
-
-    @Flag(name: .customLong("no-token-cache"),
-          help: "Token authentication: sign this run's own provider token, shared with no other run.")
-    var noTokenCache = false
-
-    @Option(name: .customLong("token-store"),
-            help: ArgumentHelp("Token authentication: share the team's provider token through PostgreSQL with senders on "
-                               + "other machines (campaign run: its --db unless told otherwise).", valueName: "postgres://…"))
-    var tokenStore: String?
+    /// `--auth-key`: the `.p8` signing key of token authentication.
+    var authKey: String? { token.authKey }
 
     @Option(name: .customLong("answer-timeout"),
             help: ArgumentHelp("How long a stream may wait for its answer (default 15): a connection with one waiting longer, or allowed no stream that long, is dropped; three in a row without an answer end the run.",
@@ -88,53 +67,21 @@ struct ProviderAPIOptions: ParsableArguments {
     var givenFlag: String? {
         firstGivenFlag([
             ("--topic", topic != nil), ("--push-type", pushTypeChoice != nil), ("--priority", priority != nil),
-            ("--expiration", expiration != nil), ("--collapse-id", collapseID != nil), ("--auth-key", authKey != nil),
-            ("--key-id", keyID != nil), ("--team-id", teamID != nil), ("--max-streams", maximumStreams != nil),
-            ("--token-cache", tokenCache != nil), ("--no-token-cache", noTokenCache), ("--token-store", tokenStore != nil),
-            ("--answer-timeout", answerTimeoutSeconds != nil),
-        ])
-    }
-
-    /// The first of the token store's flags given, if any.
-    private var tokenStoreFlag: String? {
-        firstGivenFlag([("--token-cache", tokenCache != nil), ("--no-token-cache", noTokenCache),
-                        ("--token-store", tokenStore != nil)])
+            ("--expiration", expiration != nil), ("--collapse-id", collapseID != nil),
+        ]) ?? token.givenFlag
+            ?? firstGivenFlag([("--max-streams", maximumStreams != nil), ("--answer-timeout", answerTimeoutSeconds != nil)])
     }
 
     func validate() throws {
-        switch (authKey, keyID, teamID) {
-        case (nil, nil, nil), (_?, _?, _?): break
-        case (_?, _, _): throw ValidationError("--auth-key needs --key-id and --team-id (both on the key's page in your developer account)")
-        case (nil, _, _): throw ValidationError("--key-id and --team-id go with --auth-key AuthKey_<KEYID>.p8")
-        }
         if let maximumStreams, maximumStreams < 1 { throw ValidationError("--max-streams must be at least 1") }
         if let answerTimeoutSeconds, !(0.1...3600).contains(answerTimeoutSeconds) {
             throw ValidationError("--answer-timeout must be 0.1...3600 seconds")
         }
-        let storeFlags = [tokenCache != nil, noTokenCache, tokenStore != nil].filter { $0 }.count
-        if storeFlags > 1 { throw ValidationError("give one of --token-cache, --no-token-cache and --token-store") }
-        if let flag = tokenStoreFlag, authKey == nil { throw ValidationError("\(flag) goes with --auth-key (token authentication)") }
     }
 
-    /// Where the team's provider token is shared: `--token-store`, `--token-cache`, the
-    /// `fallback` when neither is given (campaign run: its database), else the default
-    /// cache; nil with `--no-token-cache` or without token authentication. A cache that
-    /// cannot be used is refused here, before anything is sent.
+    /// Where the team's provider token is shared (`ProviderTokenOptions.providerTokenStore`).
     func providerTokenStore(fallback: (any ProviderTokenStore)? = nil) throws -> (any ProviderTokenStore)? {
-        guard authKey != nil, !noTokenCache else { return nil }
-        if let tokenStore {
-            do { return PostgresTokenStore(url: try DatabaseURL(tokenStore)) } catch {
-                throw ValidationError(error.description.replacingOccurrences(of: "--db", with: "--token-store"))
-            }
-        }
-        if tokenCache == nil, let fallback { return fallback }
-        guard let path = tokenCache ?? ProviderTokenCache.defaultPath(environment: ProcessInfo.processInfo.environment) else {
-            throw ValidationError("no place for the token cache: neither XDG_STATE_HOME nor HOME is set; give --token-cache FILE "
-                                  + "or --no-token-cache")
-        }
-        let cache = ProviderTokenCache(path: path)
-        do { try cache.check() } catch { throw ValidationError(error.description) }
-        return cache
+        try token.providerTokenStore(fallback: fallback)
     }
 
     /// The protocol `gateway` is spoken in: as `--protocol` says, else HTTP/2 for Apple's
@@ -160,9 +107,7 @@ struct ProviderAPIOptions: ParsableArguments {
                tokenStore: (any ProviderTokenStore)?) throws -> [String] {
         var authentication = HTTP2Authentication.certificate
         var warnings: [String] = []
-        if let authKey, let keyID, let teamID {
-            let credentials = try ProviderCredentials(keyFile: authKey, keyID: keyID, teamID: teamID,
-                                                      allowWorldReadable: allowWorldReadableKey)
+        if let credentials = try token.credentials(allowWorldReadableKey: allowWorldReadableKey) {
             warnings = credentials.warnings
             authentication = .token(credentials)
         }
