@@ -42,20 +42,20 @@ public final class BroadcastChannels: Sendable {
     ///
     /// - Throws: `.credentials` when the TLS configuration (certificate, key, trust roots)
     ///   cannot be used or no provider token can be signed.
-    public init(_ configuration: BroadcastChannelsConfiguration) throws(ChannelError) {
+    public init(_ configuration: BroadcastChannelsConfiguration) throws(BroadcastChannelError) {
         self.configuration = configuration
         let gateway = configuration.gateway
         origin = "https://\(gateway.description)"
         let tls: NIOSSL.TLSConfiguration
         do { tls = try ChannelTLS.configuration(configuration.tls) } catch {
-            throw ChannelError(.credentials("TLS: \(error)"), operation: "setup", gateway: gateway.description)
+            throw BroadcastChannelError(.credentials("TLS: \(error)"), operation: "setup", gateway: gateway.description)
         }
         switch configuration.authentication {
         case .certificate:
             tokens = nil
         case .token(let credentials, let store):
             do { tokens = try ChannelTokens(credentials: credentials, store: store) } catch {
-                throw ChannelError(.credentials(error.description), operation: "setup", gateway: gateway.description)
+                throw BroadcastChannelError(.credentials(error.description), operation: "setup", gateway: gateway.description)
             }
         }
         var http = HTTPClient.Configuration(tlsConfiguration: tls)
@@ -72,7 +72,7 @@ public final class BroadcastChannels: Sendable {
     /// Creates a channel with `storagePolicy`; APNs chooses its id.
     ///
     /// `POST /1/apps/<bundle id>/channels`, answered 201 with the id in `apns-channel-id`.
-    public func create(storagePolicy: MessageStoragePolicy) async throws(ChannelError) -> BroadcastChannel {
+    public func create(storagePolicy: MessageStoragePolicy) async throws(BroadcastChannelError) -> BroadcastChannel {
         guard case .channel(let channel) = try await perform(.create(storagePolicy)) else { preconditionFailure("create answers a channel") }
         return channel
     }
@@ -81,19 +81,19 @@ public final class BroadcastChannels: Sendable {
     /// `apns-channel-id`).
     ///
     /// - Throws: refused 400 ChannelNotRegistered when the app has no such channel here.
-    public func read(_ id: String) async throws(ChannelError) -> BroadcastChannel {
+    public func read(_ id: String) async throws(BroadcastChannelError) -> BroadcastChannel {
         guard case .channel(let channel) = try await perform(.read(channelID: id)) else { preconditionFailure("read answers a channel") }
         return channel
     }
 
     /// Deletes channel `id` (`DELETE /1/apps/<bundle id>/channels`, the id in
     /// `apns-channel-id`); APNs never reuses its id.
-    public func delete(_ id: String) async throws(ChannelError) {
+    public func delete(_ id: String) async throws(BroadcastChannelError) {
         _ = try await perform(.delete(channelID: id))
     }
 
     /// The ids of the app's channels in this environment (`GET /1/apps/<bundle id>/all-channels`).
-    public func list() async throws(ChannelError) -> [String] {
+    public func list() async throws(BroadcastChannelError) -> [String] {
         guard case .channels(let ids) = try await perform(.list) else { preconditionFailure("list answers ids") }
         return ids
     }
@@ -105,20 +105,20 @@ public final class BroadcastChannels: Sendable {
     ///
     /// - Throws: `.invalidRequest`, before anything is sent, for a count under 1 or over
     ///   `maximumChannels` (an app cannot hold more).
-    public func create(count: Int, storagePolicy: MessageStoragePolicy) async throws(ChannelError) -> ChannelBatch {
+    public func create(count: Int, storagePolicy: MessageStoragePolicy) async throws(BroadcastChannelError) -> ChannelBatch {
         guard (1...Self.maximumChannels).contains(count) else {
-            throw ChannelError(.invalidRequest("\(count) channels asked for; from 1 to \(Self.maximumChannels.formatted()) (an app has at "
+            throw BroadcastChannelError(.invalidRequest("\(count) channels asked for; from 1 to \(Self.maximumChannels.formatted()) (an app has at "
                                                + "most \(Self.maximumChannels.formatted()) per environment)"),
                                operation: "create \(count)", gateway: configuration.gateway.description)
         }
         let concurrency = max(1, configuration.batchConcurrency)
-        return await withTaskGroup(of: Result<BroadcastChannel, ChannelError>.self) { group in
+        return await withTaskGroup(of: Result<BroadcastChannel, BroadcastChannelError>.self) { group in
             var batch = ChannelBatch(channels: [], error: nil)
             var started = 0
             func startOne() {
                 started += 1
-                group.addTask { () async -> Result<BroadcastChannel, ChannelError> in
-                    do throws(ChannelError) { return .success(try await self.create(storagePolicy: storagePolicy)) } catch {
+                group.addTask { () async -> Result<BroadcastChannel, BroadcastChannelError> in
+                    do throws(BroadcastChannelError) { return .success(try await self.create(storagePolicy: storagePolicy)) } catch {
                         return .failure(error)
                     }
                 }
@@ -145,10 +145,10 @@ public final class BroadcastChannels: Sendable {
     /// Sends `operation` until it has an answer that ends it: a renewed token after 403
     /// ExpiredProviderToken (once), pauses after 429, 500, 503 and failed connects (up to
     /// `maximumAttempts`).
-    private func perform(_ operation: ChannelOperation) async throws(ChannelError) -> ChannelResult {
+    private func perform(_ operation: ChannelOperation) async throws(BroadcastChannelError) -> ChannelResult {
         let gateway = configuration.gateway.description
-        func failure(_ kind: ChannelError.Kind, _ requestID: String?) -> ChannelError {
-            ChannelError(kind, operation: operation.name, channelID: operation.channelID, gateway: gateway, requestID: requestID)
+        func failure(_ kind: BroadcastChannelError.Kind, _ requestID: String?) -> BroadcastChannelError {
+            BroadcastChannelError(kind, operation: operation.name, channelID: operation.channelID, gateway: gateway, requestID: requestID)
         }
         var token: ProviderTokenSigner.Token?
         do { token = try await tokens?.current() } catch { throw failure(.credentials(error.description), nil) }

@@ -19,9 +19,9 @@ package enum ChannelVerdict: Sendable, Hashable {
     /// 403 ExpiredProviderToken: renew the token and send again (once).
     case expiredToken
     /// 429, 500 or 503: send again after a pause, a bounded number of times.
-    case retry(status: Int, reason: ChannelError.Reason)
+    case retry(status: Int, reason: BroadcastChannelError.Reason)
     /// Refused for good.
-    case refused(status: Int, reason: ChannelError.Reason)
+    case refused(status: Int, reason: BroadcastChannelError.Reason)
     /// A success status in a form the protocol does not allow.
     case unexpected(String)
 }
@@ -76,12 +76,12 @@ package enum ChannelAnswer {
     }
 
     /// The body's `reason`: one of Apple's, or its text, or what the body was instead.
-    package static func reason(status: Int, body: [UInt8]) -> ChannelError.Reason {
+    package static func reason(status: Int, body: [UInt8]) -> BroadcastChannelError.Reason {
         guard let error = try? JSONDecoder().decode(ErrorBody.self, from: Data(body)), let text = error.reason else {
             let kind = body.isEmpty ? "an empty body" : "a body without a reason: \(excerpt(body))"
             return .other("(HTTP \(status), \(kind))")
         }
-        return APNsReason(name: text).map(ChannelError.Reason.apns) ?? .other(text)
+        return APNsReason(name: text).map(BroadcastChannelError.Reason.apns) ?? .other(text)
     }
 
     /// At most 200 bytes of `body`, for a message (a misrouted request can get a web page back).

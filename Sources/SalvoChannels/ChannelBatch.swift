@@ -5,10 +5,10 @@ public struct ChannelBatch: Sendable {
     public var channels: [BroadcastChannel]
     /// The first refusal or failure; nil when all were created. The requests already in
     /// flight when it came were let finish, and their channels are in `channels`.
-    public var error: ChannelError?
+    public var error: BroadcastChannelError?
 
     /// A batch of `channels`, stopped by `error` if not nil.
-    public init(channels: [BroadcastChannel], error: ChannelError?) {
+    public init(channels: [BroadcastChannel], error: BroadcastChannelError?) {
         self.channels = channels
         self.error = error
     }

@@ -50,7 +50,7 @@ struct ChannelCommand: AsyncParsableCommand {
 
         func run() async throws {
             let policy = storagePolicy ?? .noStorage
-            try await options.withClient(command: "channel create") { channels throws(ChannelError) in
+            try await options.withClient(command: "channel create") { channels throws(BroadcastChannelError) in
                 guard let count else {
                     options.print(try await channels.create(storagePolicy: policy))
                     return
@@ -75,7 +75,7 @@ struct ChannelCommand: AsyncParsableCommand {
         @OptionGroup var options: ChannelOptions
 
         func run() async throws {
-            try await options.withClient(command: "channel read") { channels throws(ChannelError) in
+            try await options.withClient(command: "channel read") { channels throws(BroadcastChannelError) in
                 options.print(try await channels.read(channelID))
             }
         }
@@ -90,7 +90,7 @@ struct ChannelCommand: AsyncParsableCommand {
         @OptionGroup var options: ChannelOptions
 
         func run() async throws {
-            try await options.withClient(command: "channel delete") { channels throws(ChannelError) in
+            try await options.withClient(command: "channel delete") { channels throws(BroadcastChannelError) in
                 try await channels.delete(channelID)
                 options.printJSONOrText(["channel-id": .string(channelID), "deleted": .bool(true)], text: "deleted \(channelID)")
             }
@@ -103,7 +103,7 @@ struct ChannelCommand: AsyncParsableCommand {
         @OptionGroup var options: ChannelOptions
 
         func run() async throws {
-            try await options.withClient(command: "channel list") { channels throws(ChannelError) in
+            try await options.withClient(command: "channel list") { channels throws(BroadcastChannelError) in
                 let ids = try await channels.list()
                 options.printJSONOrText(["channels": .array(ids.map { .string($0) })], text: ids.joined(separator: "\n"),
                                         emptyText: ids.isEmpty)
@@ -170,11 +170,11 @@ struct ChannelOptions: ParsableArguments {
     /// Runs `body` with a client for these flags, then closes it. APNs's refusals and an
     /// unreachable gateway end the command with 1, credentials that cannot be used with 2;
     /// each is said on stderr as `salvo <command>: …`.
-    func withClient(command: String, _ body: (BroadcastChannels) async throws(ChannelError) -> Void) async throws {
+    func withClient(command: String, _ body: (BroadcastChannels) async throws(BroadcastChannelError) -> Void) async throws {
         let channels: BroadcastChannels
         do {
             channels = try BroadcastChannels(try configuration(command: command))
-        } catch let error as ChannelError {
+        } catch let error as BroadcastChannelError {
             printError("salvo \(command): \(error)")
             throw ExitCode(2)
         } catch let exit as ExitCode {
@@ -183,7 +183,7 @@ struct ChannelOptions: ParsableArguments {
             printError("salvo \(command): \(error)")
             throw ExitCode(2)
         }
-        var failed: ChannelError?
+        var failed: BroadcastChannelError?
         do { try await body(channels) } catch { failed = error }
         await channels.shutdown()
         if let failed {

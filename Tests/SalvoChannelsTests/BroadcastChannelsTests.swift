@@ -34,7 +34,7 @@ import Testing
         defer { close(socket) }
         let channels = try Self.client(port: port)
         for count in [0, 10_001] {
-            let error = await #expect(throws: ChannelError.self) { try await channels.create(count: count, storagePolicy: .noStorage) }
+            let error = await #expect(throws: BroadcastChannelError.self) { try await channels.create(count: count, storagePolicy: .noStorage) }
             guard case .invalidRequest(let why)? = error?.kind else {
                 Issue.record("\(String(describing: error))")
                 continue
@@ -49,7 +49,7 @@ import Testing
         defer { close(socket) }
         let channels = try Self.client(port: port)
         let started = ContinuousClock.now
-        let error = await #expect(throws: ChannelError.self) { try await channels.list() }
+        let error = await #expect(throws: BroadcastChannelError.self) { try await channels.list() }
         #expect(ContinuousClock.now - started < .seconds(10))
         guard case .transport(let what)? = error?.kind else {
             Issue.record("\(String(describing: error))")

@@ -69,13 +69,13 @@ import Testing
     }
 
     @Test func anErrorSaysWhatWhereWhyAndTheRequestID() {
-        let error = ChannelError(.refused(status: 400, reason: .apns(.channelNotRegistered)), operation: "read", channelID: "abc=",
+        let error = BroadcastChannelError(.refused(status: 400, reason: .apns(.channelNotRegistered)), operation: "read", channelID: "abc=",
                                  gateway: "api-manage-broadcast.push.apple.com:2196", requestID: Self.requestID)
         #expect(error.description == "channel read of abc= at api-manage-broadcast.push.apple.com:2196: refused, 400 "
                 + "ChannelNotRegistered: no such channel for this app in this environment (deleted, or made in the other "
                 + "environment) (apns-request-id \(Self.requestID))")
         #expect(error.reason == .channelNotRegistered)
-        let unreachable = ChannelError(.transport("cannot connect (connection refused)"), operation: "list", gateway: "127.0.0.1:1",
+        let unreachable = BroadcastChannelError(.transport("cannot connect (connection refused)"), operation: "list", gateway: "127.0.0.1:1",
                                        requestID: Self.requestID)
         #expect(unreachable.description.hasPrefix("channel list at 127.0.0.1:1: no answer: cannot connect"))
         #expect(unreachable.reason == nil)

@@ -30,9 +30,9 @@ import Testing
         let rig = try H2LoopbackRig()
         defer { rig.gateway.stop() }
         let channels = try BroadcastChannels(Self.configuration(port: rig.gateway.port))
-        let listing = await #expect(throws: ChannelError.self) { try await channels.list() }
+        let listing = await #expect(throws: BroadcastChannelError.self) { try await channels.list() }
         #expect(listing?.kind == .refused(status: 405, reason: .apns(.methodNotAllowed)), "\(String(describing: listing))")
-        let creation = await #expect(throws: ChannelError.self) { try await channels.create(storagePolicy: .noStorage) }
+        let creation = await #expect(throws: BroadcastChannelError.self) { try await channels.create(storagePolicy: .noStorage) }
         #expect(creation?.kind == .refused(status: 404, reason: .apns(.badPath)), "\(String(describing: creation))")
         #expect(creation?.requestID?.count == 36)
         await channels.shutdown()
@@ -51,7 +51,7 @@ import Testing
         let channels = try BroadcastChannels(Self.configuration(port: rig.gateway.port, clientCertificate: false,
                                                                 authentication: .token(credentials, store: nil)))
         for _ in 1...3 {
-            let error = await #expect(throws: ChannelError.self) { try await channels.create(storagePolicy: .mostRecent) }
+            let error = await #expect(throws: BroadcastChannelError.self) { try await channels.create(storagePolicy: .mostRecent) }
             #expect(error?.reason == .badPath, "\(String(describing: error))")
         }
         await channels.shutdown()
@@ -65,7 +65,7 @@ import Testing
         let rig = try H2LoopbackRig { $0.server.host = "127.0.0.2" }
         defer { rig.gateway.stop() }
         let channels = try BroadcastChannels(Self.configuration(port: rig.gateway.port, host: "127.0.0.2"))
-        let error = await #expect(throws: ChannelError.self) { try await channels.list() }
+        let error = await #expect(throws: BroadcastChannelError.self) { try await channels.list() }
         guard case .transport(let what)? = error?.kind else {
             Issue.record("\(String(describing: error))")
             return

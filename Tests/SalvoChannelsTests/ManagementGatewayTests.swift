@@ -32,7 +32,7 @@ import Testing
         #expect(try await channels.list() == [created.id])
         try await channels.delete(created.id)
         #expect(try await channels.list() == [])
-        let error = await #expect(throws: ChannelError.self) { try await channels.read(created.id) }
+        let error = await #expect(throws: BroadcastChannelError.self) { try await channels.read(created.id) }
         #expect(error?.kind == .refused(status: 400, reason: .apns(.channelNotRegistered)), "\(String(describing: error))")
         #expect(error?.channelID == created.id && error?.requestID?.count == 36)
         await channels.shutdown()
@@ -63,7 +63,7 @@ import Testing
         }
         defer { rig.gateway.stop() }
         let channels = try Self.client(rig)
-        let error = await #expect(throws: ChannelError.self) { try await channels.list() }
+        let error = await #expect(throws: BroadcastChannelError.self) { try await channels.list() }
         #expect(error?.kind == .refused(status: 403, reason: .apns(.topicMismatch)), "\(String(describing: error))")
         await channels.shutdown()
     }

@@ -2,7 +2,7 @@ import SalvoWire
 
 /// A channel management request that did not succeed. `description` says which request,
 /// where, what went wrong and, when Apple answered, its reason and `apns-request-id`.
-public struct ChannelError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct BroadcastChannelError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong.
     public enum Kind: Sendable, Hashable {
         /// APNs answered with an error: its HTTP status and reason.
