@@ -477,7 +477,8 @@ public final class CampaignReader {
         let payloadRoom = UnsafeMutableRawBufferPointer(rebasing: payloadStorage[..<payloadLimit])
         guard let payloadLength = JSONScanner.minify(line, range: payloadMember.valueRange, into: payloadRoom) else {
             let length = JSONScanner.minifiedCount(line, range: payloadMember.valueRange)
-            let limit = pushType.map { "the limit for \($0) is \(payloadLimit)" } ?? "the limit is \(payloadLimit)"
+            let limit = request.channelID != nil ? "the limit for a broadcast is \(payloadLimit)"
+                : pushType.map { "the limit for \($0) is \(payloadLimit)" } ?? "the limit is \(payloadLimit)"
             throw LineProblem(reason: "payload is \(length) bytes; \(limit)")
         }
 

@@ -10,7 +10,7 @@ import Testing
 /// most easily pointed at by mistake (`api.push.apple.com` instead of the management host):
 /// HTTP/2 over TLS with verification, a client certificate or the team's token, and a
 /// refusal that says what it is.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct DeviceGatewayTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("channel-device-gateway-tests")) struct DeviceGatewayTests {
     static let pki = H2LoopbackRig.pki
 
     static func configuration(port: Int, host: String = "127.0.0.1", clientCertificate: Bool = true,

@@ -8,7 +8,7 @@ import Testing
 
 /// `BroadcastChannels` against the real mock's channel management port (HTTP/2 over TLS,
 /// client certificate or token), the mock's registry as the judge.
-@Suite(.serialized, .timeLimit(.minutes(1))) struct ManagementGatewayTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("channel-management-gateway-tests")) struct ManagementGatewayTests {
     static func rig(channelLimit: Int = MockChannelRegistry.defaultLimit) throws -> H2LoopbackRig {
         try H2LoopbackRig {
             $0.channelManagementPort = 0

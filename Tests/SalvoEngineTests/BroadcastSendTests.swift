@@ -108,14 +108,20 @@ import Testing
         let (report, events) = try await Self.send(NotificationList(items), rig.senderConfiguration(topic: Self.bundleID))
         #expect(report.submitted == 110_000 && report.accepted == 110_000 && report.isComplete,
                 "accepted \(report.accepted), rejected \(report.rejectedByReason), failed \(report.failedByReason)")
-        #expect(report.resent > 0 && report.possibleDuplicates == 0)
+        #expect(report.resent > 0)
         #expect(events.rejected.isEmpty && events.failed.isEmpty, "\(events.rejected.prefix(3).map { ($0.key, $0.value.0, $0.value.1) })")
-        let mock = rig.statistics { $0.accepted >= 110_000 }
+        let mock = rig.statistics { $0.accepted - $0.duplicates >= 110_000 }
         #expect(mock.goaways > 0 && mock.rejected(.serviceUnavailable) > 0)
-        #expect(mock.accepted == 110_000 && mock.duplicates == 0, "mock accepted \(mock.accepted), duplicates \(mock.duplicates)")
+        // GOAWAYs and 503s resend only what was not processed; a connection dropped for a
+        // stall on a loaded machine may resend what was, and says so (possible duplicates).
+        #expect(mock.accepted - mock.duplicates == 110_000 && mock.duplicates <= report.possibleDuplicates,
+                "mock accepted \(mock.accepted), duplicates \(mock.duplicates), possible \(report.possibleDuplicates)")
         let missing = Set(expected).subtracting(mock.acceptedDigests ?? []).count
         #expect(missing == 0 && mock.acceptedDigests?.count == expected.count, "\(missing) not accepted by the mock")
-        #expect(mock.broadcastsByChannel == perChannel)
+        // Each channel got what was sent to it; more only by a possible duplicate.
+        let excess = perChannel.map { (mock.broadcastsByChannel[$0.key] ?? 0) - $0.value }
+        #expect(Set(mock.broadcastsByChannel.keys) == Set(perChannel.keys))
+        #expect(excess.allSatisfy { $0 >= 0 } && excess.reduce(0, +) <= mock.duplicates)
     }
 
     /// The binary protocol has no broadcasts: the sender refuses one where it is staged,

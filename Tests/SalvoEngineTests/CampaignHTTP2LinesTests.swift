@@ -64,7 +64,7 @@ import Testing
             (#"{"channel_id": "not base64!", "payload": {}}"#, #""channel_id" must be 1 to 255 base64 characters"#),
             (#"{"channel_id": "", "payload": {}}"#, #""channel_id" must be 1 to 255 base64 characters"#),
             (#"{"channel_id": 7, "payload": {}}"#, #""channel_id" must be a string"#),
-            (#"{\#(channel), "payload": \#(payload(length: BroadcastRules.payloadLimit + 1))}"#, "payload is 5121 bytes; the limit is 5120"),
+            (#"{\#(channel), "payload": \#(payload(length: BroadcastRules.payloadLimit + 1))}"#, "payload is 5121 bytes; the limit for a broadcast is 5120"),
             (#"{"payload": {}}"#, #"missing "token" (or "channel_id" for a broadcast)"#),
         ]
         for (text, expected) in cases {

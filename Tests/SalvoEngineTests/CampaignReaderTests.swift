@@ -140,7 +140,7 @@ func readAll(_ reader: CampaignReader) throws(CampaignError) -> [ReadItem] {
             (#"{"token" "abc"}"#, "expected ':' at column 10"),
             (#"{"token": "abc", "payload": {"#, "expected a string key at column 30"),
             (#"not json"#, "expected '{' at column 1"),
-            (#"{"payload": {}}"#, "missing \"token\""),
+            (#"{"payload": {}}"#, "missing \"token\" (or \"channel_id\" for a broadcast)"),
             (#"{"token": 12, "payload": {}}"#, "\"token\" must be a string of 64 hex characters, not a number"),
             (#"{"token": "\#(String(repeating: "ab", count: 31))", "payload": {}}"#,
              "device token has 31 bytes; APNs tokens are 32 bytes (64 hex characters)"),
