@@ -2,6 +2,7 @@ import Foundation
 import SalvoIO
 import SalvoMock
 import SalvoTestSupport
+import SalvoWire
 import Testing
 @testable import SalvoEngine
 
@@ -266,5 +267,40 @@ final class TestProxy {
         #expect(environment == 2 && environmentErrors.contains("the environment's proxy"), "\(environmentErrors)")
         let (tls, _, tlsErrors) = try Self.run(base + ["--proxy", "http://h:1", "--proxy-tls"])
         #expect(tls == 2 && tlsErrors.contains("--proxy-tls is for --target blackberry"), "\(tlsErrors)")
+    }
+
+    /// `--target blackberry` still reads `--proxy` as its BlackBerry Proxy (HOST:PORT).
+    @Test func theBlackBerryTargetStillReadsProxyAsItsBlackBerryProxy() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let campaign = try workspace.writeCampaign(lines: 1)
+        let blackberry = ["send", "--target", "blackberry", "--input", campaign]
+        let (both, _, bothErrors) = try Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy", "127.0.0.1:17080"])
+        #expect(both == 2 && bothErrors.contains("give --noc or --proxy, not both"), "\(bothErrors)")
+        let (tls, _, tlsErrors) = try Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy-tls"])
+        #expect(tls == 2 && tlsErrors.contains("--proxy-tls goes with --proxy"), "\(tlsErrors)")
+    }
+
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func theFeedbackServiceIsReadThroughAProxy() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let pki = LoopbackRig.pki
+        var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
+                                                clientCertificateRoots: .certificates(pki.authority.certificate))
+        serverTLS.requireClientCertificate = true
+        let sent = (1...250).map { FeedbackTuple(timestamp: UInt32($0) << 20, token: LoopbackRig.token($0)) }
+        let feedback = try MockFeedback(.init(tls: serverTLS, tuples: sent))
+        defer { feedback.stop() }
+        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
+                                            connectPort: feedback.port)
+        defer { proxy.stop() }
+        let (status, output, errors) = try Self.run(
+            ["feedback", "--host", "127.0.0.1:\(feedback.port)", "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]
+                + workspace.tlsArguments())
+        #expect(status == 0, "stderr: \(errors)")
+        #expect(output.split(separator: "\n").count == 251 && output.contains(LoopbackRig.token(250).hex), "\(output)")
+        let log = proxy.process.output + proxy.process.errors
+        #expect(log.contains("CONNECT"), "through tinyproxy: \(log)")
     }
 }
