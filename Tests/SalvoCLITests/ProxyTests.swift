@@ -49,9 +49,9 @@ final class TestProxy {
         return try TestProxy(port: port, process: ChildProcess(tinyproxy, ["-d", "-c", config]))
     }
 
-    /// microsocks with a user and password.
-    static func microsocks(user: String, password: String) throws -> TestProxy {
-        let port = try freePort()
+    /// microsocks with a user and password (on `port`, or a free one).
+    static func microsocks(user: String, password: String, port: Int? = nil) throws -> TestProxy {
+        let port = try port ?? freePort()
         return try TestProxy(port: port, process: ChildProcess(microsocks, ["-i", "127.0.0.1", "-p", "\(port)", "-u", user, "-P", password]))
     }
 
@@ -302,5 +302,38 @@ final class TestProxy {
         #expect(output.split(separator: "\n").count == 251 && output.contains(LoopbackRig.token(250).hex), "\(output)")
         let log = proxy.process.output + proxy.process.errors
         #expect(log.contains("CONNECT"), "through tinyproxy: \(log)")
+    }
+
+    /// The proxy dies mid-campaign and comes back on its port: the connections reconnect
+    /// through it, the run ends exit 0, and every line is accepted (what was in flight at the
+    /// drop may go twice, and is counted).
+    @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
+    func aProxyThatDiesMidCampaignIsReconnectedThroughWhenItIsBack() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        var proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+        defer { proxy.stop() }
+        let lines = 50_000  // token 57005 (…dead) is one the mock rejects
+        var variables = ["XDG_STATE_HOME": SendCommandTests.stateHome]
+        for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] { variables[name] = "" }
+        let sender = try ChildProcess(SendCommandTests.salvo, Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+            "--proxy", "socks5h://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]), environment: variables)
+        let before = eventually({ rig.gateway.statistics().accepted }, within: .seconds(60)) { $0 >= 2000 }
+        try #require(before >= 2000 && before < lines, "the run was under way when the proxy died (\(before) accepted)")
+        let port = proxy.port
+        proxy.process.kill(SIGKILL)
+        _ = try? proxy.process.exitStatus(within: .seconds(10))
+        proxy = try TestProxy.microsocks(user: Self.user, password: Self.password, port: port)
+        let status = try sender.exitStatus(within: .seconds(120))
+        #expect(status == 0, "stderr: \(sender.errors)")
+        let report = try SendCommandTests.report(workspace.path("report.json"))
+        #expect(report.isComplete && report.accepted == lines && report.failed == 0,
+                "accepted \(report.accepted), rejected \(report.rejectedByReason), failed \(report.failedByReason); stderr: \(sender.errors)")
+        let mock = rig.statistics { $0.accepted >= lines }
+        expectSameAcceptedSet(mock.acceptedDigestSet, Set(LoopbackRig.digests(count: lines + 1, excluding: [0])))
+        #expect(mock.accepted - lines <= report.possibleDuplicates, "duplicates only among those counted")
+        #expect(report.reconnects >= 1, "the connections were made again through the proxy once it was back")
     }
 }
