@@ -336,4 +336,27 @@ final class TestProxy {
         #expect(mock.accepted - lines <= report.possibleDuplicates, "duplicates only among those counted")
         #expect(report.reconnects >= 1, "the connections were made again through the proxy once it was back")
     }
+
+    /// A refused proxy password loses nothing: the checkpoint records no line as done, and
+    /// the same command with the right password and --resume sends every line, once.
+    @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
+    func afterARefusedProxyPasswordTheResumeSendsEverything() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+        defer { proxy.stop() }
+        let lines = 2000
+        let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, ["--checkpoint", workspace.path("c.ckpt")])
+        let (refused, _, errors) = try Self.run(arguments + ["--proxy", "socks5://\(Self.user):wrong@127.0.0.1:\(proxy.port)"])
+        #expect(refused == 1 && errors.contains("the same command with --resume continues with line 1"), "stderr: \(errors)")
+        let (resumed, _, resumeErrors) = try Self.run(
+            arguments + ["--resume", "--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"])
+        #expect(resumed == 0, "stderr: \(resumeErrors)")
+        try Self.expectExact(workspace, lines: lines) {
+            let mock = rig.statistics { $0.accepted >= lines }
+            return (mock.accepted, mock.acceptedDigestSet)
+        }
+    }
 }
