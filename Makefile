@@ -15,9 +15,11 @@ TEST_SYSTEM_PACKAGES := postgresql
 # (Tests/SalvoBenchTests/LegacyClientTests.swift, HTTP2ClientTests.swift): the PHP cookbook
 # sender; PyAPNs, which scripts/pyapns.sh installs from PyPI into a virtualenv under .build/;
 # and aioapns and pyapns-client, which scripts/h2-python-clients.sh installs the same way.
+# tinyproxy (HTTP CONNECT with Basic auth) and microsocks (SOCKS5 with a user and password):
+# the real proxies the proxy tests start (Tests/SalvoCLITests/ProxyTests.swift).
 # When they cannot be installed (no network) the tests go on without them, and those tests
 # say they were skipped and why.
-TEST_PACKAGES := php-cli python3-venv python3-lib2to3
+TEST_PACKAGES := php-cli python3-venv python3-lib2to3 tinyproxy microsocks
 SWIFT ?= swift
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=

@@ -261,6 +261,13 @@ public final class Socket: Sendable {
         try syscall("read", target: peer?.description) { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
     }
 
+    /// Copies waiting bytes into `buffer` without taking them off the socket: the byte count
+    /// (0 at end of stream), or `.wouldBlock`. A proxy tunnel looks at the proxy's answer this
+    /// way, then reads only the answer's bytes and leaves what follows it to TLS.
+    public func peek(into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult<Int> {
+        try syscall("read", target: peer?.description) { recv(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_PEEK)) }
+    }
+
     /// Writes from `bytes`: the byte count written, or `.wouldBlock`.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(IOError) -> IOResult<Int> {
         try syscall("write", target: peer?.description) { Glibc.write(descriptor, bytes.baseAddress, bytes.count) }

@@ -6,13 +6,38 @@ import Glibc
 /// deadline. For simple clients (the feedback reader, tests, the benchmark's ceiling
 /// probe); the engine drives streams from its event loop instead.
 extension TLSStream {
-    /// Connects to `host:port` and completes the handshake, verifying the server as `context` says.
+    /// Connects to `host:port` and completes the handshake, verifying the server as `context`
+    /// says; through `proxy` when given (a tunnel to `host:port`, then TLS with `host`).
     public static func connect(
-        host: String, port: Int, context: TLSContext, serverName: String? = nil, timeout: Duration = .seconds(10)
+        host: String, port: Int, context: TLSContext, serverName: String? = nil, timeout: Duration = .seconds(10),
+        proxy: ProxyConfiguration? = nil
     ) throws(TLSConnectError) -> TLSStream {
         let deadline = Instant.now() + timeout
         let socket: Socket
-        do { socket = try Socket.connect(host: host, port: port, timeout: timeout) } catch { throw .connect(error) }
+        if let proxy {
+            do {
+                socket = try Socket.connect(host: proxy.host, port: proxy.port, timeout: timeout)
+            } catch {
+                throw .proxy(ProxyTunnelError("cannot reach the proxy \(proxy.address): \(error)", isPermanent: false))
+            }
+            do throws(ProxyTunnelError) {
+                var address: SocketAddress?
+                if proxy.kind == .socks5 {
+                    do {
+                        address = try SocketAddress.resolve(host: host, port: port).first
+                    } catch {
+                        throw ProxyTunnelError("\(error) (socks5:// resolves the gateway here; socks5h:// lets the proxy resolve it)",
+                                               isPermanent: true)
+                    }
+                }
+                var tunnel = ProxyTunnel(proxy: proxy, targetHost: host, targetPort: port, targetAddress: address)
+                try tunnel.open(on: socket, timeout: deadline.since(.now()))
+            } catch {
+                throw .proxy(error)
+            }
+        } else {
+            do { socket = try Socket.connect(host: host, port: port, timeout: timeout) } catch { throw .connect(error) }
+        }
         do throws(TLSError) {
             let stream = try TLSStream(context: context, socket: socket, serverName: serverName ?? host)
             try stream.completeHandshake(timeout: deadline.since(.now()))
@@ -102,11 +127,14 @@ extension TLSStream {
 /// Why a TLS connection could not be opened.
 public enum TLSConnectError: Error, Sendable, CustomStringConvertible {
     case connect(ConnectError)
+    /// The proxy could not be reached or did not open the tunnel.
+    case proxy(ProxyTunnelError)
     case tls(TLSError)
 
     public var description: String {
         switch self {
         case .connect(let error): error.description
+        case .proxy(let error): error.description
         case .tls(let error): error.description
         }
     }

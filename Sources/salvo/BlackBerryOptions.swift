@@ -42,8 +42,13 @@ struct BlackBerryConnectionOptions: ParsableArguments {
                                valueName: "host:port"))
     var noc: String?
 
-    @Option(help: ArgumentHelp("An enterprise BlackBerry Proxy instead of the NOC (plain HTTP, e.g. port 17080, unless --proxy-tls).",
-                               valueName: "host:port"))
+    /// Shared by the two targets of `salvo send` (ArgumentParser takes one option per name):
+    /// `--target blackberry` reads it as the BlackBerry Proxy, APNs as a proxy URL.
+    @Option(help: ArgumentHelp("--target blackberry: an enterprise BlackBerry Proxy instead of the NOC (plain HTTP, e.g. port "
+                               + "17080, unless --proxy-tls). salvo send to APNs: the HTTP or SOCKS5 proxy the gateway "
+                               + "connections go through, http://[user:password@]host:port, socks5://… or socks5h://… "
+                               + "(default: HTTPS_PROXY or ALL_PROXY unless NO_PROXY names the gateway; see --no-proxy).",
+                               valueName: "host:port|url"))
     var proxy: String?
 
     @Flag(name: .customLong("proxy-tls"), help: "Talk HTTPS to --proxy (port 17433 in BlackBerry's samples).")
@@ -62,9 +67,10 @@ struct BlackBerryConnectionOptions: ParsableArguments {
                                                                        valueName: "ms"))
     var requestTimeoutMilliseconds: Int = 30_000
 
-    /// The flag that was given when it should not have been (for APNs).
+    /// The flag that was given when it should not have been (for APNs, which reads --proxy
+    /// as its proxy URL).
     var givenFlag: String? {
-        firstGivenFlag([("--noc", noc != nil), ("--proxy", proxy != nil), ("--proxy-tls", proxyTLS)])
+        firstGivenFlag([("--noc", noc != nil), ("--proxy-tls", proxyTLS)])
     }
 
     func check() throws {

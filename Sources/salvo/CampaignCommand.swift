@@ -212,6 +212,9 @@ extension CampaignCommand {
         @OptionGroup(title: "Engine")
         var engine: EngineOptions
 
+        @OptionGroup(title: "Proxy")
+        var proxy: ProxyOptions
+
         @Option(help: ArgumentHelp("This worker's name, unique among the campaign's workers. Default: host-pid.", valueName: "name"))
         var worker: String?
 
@@ -222,7 +225,14 @@ extension CampaignCommand {
 
         func validate() throws {
             try SendCommand.validateGateway(gateway, wireProtocol, http2: http2, tls: tls, engine: engine)
+            _ = try proxyConfiguration()
             guard leaseSeconds >= 0.3 else { throw ValidationError("--lease-seconds must be at least 0.3") }
+        }
+
+        /// `--proxy`, or the environment's, for the gateway's host.
+        func proxyConfiguration() throws -> ProxyConfiguration? {
+            let host = try Endpoint(parsing: gateway, service: ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway).service).host
+            return try proxy.configuration(for: host)
         }
 
         /// The worker's last line: what it did, its possible duplicates counted as `campaign
@@ -245,7 +255,7 @@ extension CampaignCommand {
             let database = try? DatabaseURL(target.db)
             let (configuration, _) = try SendCommand.senderConfiguration(
                 gateway, wireProtocol, http2: http2, tls: tls, engine: engine, command: "campaign run",
-                tokenStore: database.map(PostgresTokenStore.init))
+                proxy: proxyConfiguration(), tokenStore: database.map(PostgresTokenStore.init))
             let name = worker ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
             let settings = CampaignWorker.Settings(name: name, leaseDuration: .milliseconds(Int(leaseSeconds * 1000)))
             let summary: CampaignWorker.Summary

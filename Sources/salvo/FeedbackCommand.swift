@@ -27,6 +27,9 @@ struct FeedbackCommand: AsyncParsableCommand {
     @OptionGroup(title: "TLS")
     var tls: TLSOptions
 
+    @OptionGroup(title: "Proxy")
+    var proxy: ProxyOptions
+
     @Option(help: "Output format: csv (with a header line time,token) or json (an array of objects).")
     var format: Format = .csv
 
@@ -46,6 +49,7 @@ struct FeedbackCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.description)
         }
+        _ = try proxy.configuration(for: Endpoint(parsing: host, service: .feedback).host)
         guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
         if let db {
             do { _ = try DatabaseURL(db) } catch { throw ValidationError(error.description) }
@@ -56,10 +60,12 @@ struct FeedbackCommand: AsyncParsableCommand {
     func run() async throws {
         let endpoint = try Endpoint(parsing: host, service: .feedback)
         let context = try tls.makeContext(command: "feedback")
+        let proxy = try self.proxy.configuration(for: endpoint.host)
         let tuples: [FeedbackTuple]
         do {
             tuples = try FeedbackClient.fetch(
-                host: endpoint.host, port: endpoint.port, context: context, timeout: .seconds(timeout))
+                host: endpoint.host, port: endpoint.port, context: context, timeout: .seconds(timeout),
+                proxy: proxy)
             print(Self.render(tuples, as: format), terminator: "")
             printError("\(tuples.count) token\(tuples.count == 1 ? "" : "s") from \(endpoint)")
         } catch {

@@ -42,6 +42,10 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup(title: "Device registry (--target blackberry)")
     var registry: PushChannelRegistryOptions
 
+    /// `--proxy URL` itself is in `blackberry` (one option, read by target).
+    @OptionGroup(title: "Proxy (APNs: --proxy URL)")
+    var proxyBypass: NoProxyOption
+
     @Option(name: .customLong("protocol"),
             help: "h2 (Apple's HTTP/2 provider API) or binary. Default: h2 for production and sandbox, binary for host:port.")
     var wireProtocol: WireProtocol?
@@ -79,6 +83,7 @@ struct SendCommand: AsyncParsableCommand {
         if let flag = blackberry.givenFlag ?? registry.givenFlag { throw ValidationError("\(flag) is for --target blackberry") }
         guard let gateway else { throw ValidationError("give --gateway (APNs), or --target blackberry with --noc or --proxy") }
         try Self.validateGateway(gateway, wireProtocol, http2: http2, tls: tls, engine: engine)
+        _ = try proxyConfiguration()
         if campaign.broadcast {
             guard try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway) == .h2 else {
                 throw ValidationError("--broadcast is for the HTTP/2 provider API (--protocol h2): the binary protocol has no broadcasts")
@@ -141,7 +146,8 @@ extension SendCommand {
     /// Everything before the first notification: configuration, input, checkpoint, sender.
     func prepare() throws -> (CampaignFile, CampaignReader, resumedAfter: Int, CampaignRun) {
         let (configuration, campaignProtocol) = try Self.senderConfiguration(
-            gateway!, wireProtocol, http2: http2, tls: tls, engine: engine, command: "send")  // validate() checked it
+            gateway!, wireProtocol, http2: http2, tls: tls, engine: engine, command: "send",  // validate() checked it
+            proxy: proxyConfiguration())
         let (campaign, reader, checkpoint, plan) = try openCampaign(for: campaignProtocol)
         // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
         let total = isatty(STDERR_FILENO) == 1 ? self.campaign.countLines() : nil
@@ -150,14 +156,22 @@ extension SendCommand {
         return (campaign, reader, plan.doneThrough, run)
     }
 
+    /// The APNs proxy: `--proxy URL` (APNs reads the BlackBerry group's option), else the
+    /// environment's unless `--no-proxy`.
+    func proxyConfiguration() throws -> ProxyConfiguration? {
+        let host = try Endpoint(parsing: gateway!, service: ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway!).service).host
+        return try ProxySelection.configuration(url: blackberry.connection.proxy, noProxy: proxyBypass.noProxy, host: host)
+    }
+
     /// The sender's configuration from the gateway, TLS, HTTP/2 and engine flags, and the
     /// protocol a campaign is read for; shared with `salvo campaign run`.
     static func senderConfiguration(_ gateway: String, _ wireProtocol: WireProtocol?, http2: ProviderAPIOptions, tls: TLSOptions,
-                                    engine: EngineOptions, command: String,
+                                    engine: EngineOptions, command: String, proxy: ProxyConfiguration?,
                                     tokenStore: (any ProviderTokenStore)? = nil) throws -> (SenderConfiguration, CampaignProtocol) {
         let spoken = try ProviderAPIOptions.wireProtocol(wireProtocol, gateway: gateway)
         let endpoint = try Endpoint(parsing: gateway, service: spoken.service)
         var configuration = SenderConfiguration(host: endpoint.host, port: endpoint.port, tls: try tls.configuration())
+        configuration.proxy = proxy
         if tls.insecure { _ = try tls.makeContext(command: command) }  // prints the warning once
         engine.apply(to: &configuration)
         switch spoken {

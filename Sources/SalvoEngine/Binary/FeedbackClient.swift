@@ -16,16 +16,17 @@ public enum FeedbackClient {
     ///   - context: a client context with the provider certificate (Apple's service
     ///     requires one).
     ///   - timeout: for the whole exchange: connect, handshake and read.
+    ///   - proxy: the HTTP or SOCKS5 proxy to tunnel through, or nil to connect directly.
     /// - Throws: `FeedbackError` naming the endpoint and the stage that failed, with any
     ///   tuples received before the failure.
     public static func fetch(
-        host: String, port: Int, context: TLSContext, timeout: Duration = .seconds(30)
+        host: String, port: Int, context: TLSContext, timeout: Duration = .seconds(30), proxy: ProxyConfiguration? = nil
     ) throws(FeedbackError) -> [FeedbackTuple] {
         let endpoint = Endpoint(host: host, port: port)
         let deadline = Instant.now() + timeout
         let stream: TLSStream
         do {
-            stream = try TLSStream.connect(host: host, port: port, context: context, timeout: timeout)
+            stream = try TLSStream.connect(host: host, port: port, context: context, timeout: timeout, proxy: proxy)
         } catch {
             throw FeedbackError(endpoint: endpoint, problem: .connect(error.description))
         }

@@ -9,6 +9,10 @@ final class Link: EventHandler {
     fileprivate var isHandshakeComplete = false
     /// Fails the attempt if the handshake is not complete by then.
     fileprivate var connectTimer: TimerID?
+    /// The tunnel through the proxy while it is being opened; nil once open, and without a proxy.
+    fileprivate var tunnel: ProxyTunnel?
+    /// The proxy this link connects through, for messages.
+    fileprivate var proxy: ProxyConfiguration?
     private unowned let owner: any LinkOwner
 
     fileprivate init(stream: TLSStream, owner: any LinkOwner) {
@@ -114,10 +118,12 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         if !link.isHandshakeComplete {
             do {
                 if events.contains(.write) { try link.stream.socket.finishConnect() }
-                advanceHandshake(link)
             } catch {
-                perform(machine.connectFailed(link, "\(error)", permanent: false))
+                perform(machine.connectFailed(link, link.proxy.map { "cannot reach the proxy \($0.address): \(error)" } ?? "\(error)",
+                                              permanent: false))
+                return
             }
+            if link.tunnel != nil { advanceTunnel(link) } else { advanceHandshake(link) }
         } else if machine.activeTransport === link || machine.isRetiring(link) {
             transport.linkEvents(events, on: link)
         } else {
@@ -142,6 +148,47 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             }
         } catch {
             perform(machine.connectFailed(link, "\(error)", permanent: isPermanent(error)))
+        }
+    }
+
+    /// Writes the tunnel's requests and takes the proxy's answers until the tunnel is open,
+    /// then starts the TLS handshake. The proxy's answer is peeked at and only its own bytes
+    /// are read: whatever follows is the gateway's TLS.
+    private func advanceTunnel(_ link: Link) {
+        guard var tunnel = link.tunnel else { return advanceHandshake(link) }
+        let socket = link.stream.socket
+        do {
+            while true {
+                if !tunnel.pendingOutput.isEmpty {
+                    let result = try tunnel.pendingOutput.withUnsafeBytes { bytes throws(IOError) in try socket.write(bytes) }
+                    guard case .processed(let count) = result else {
+                        link.tunnel = tunnel
+                        return setInterest(link, .write)
+                    }
+                    tunnel.didWrite(count)
+                    continue
+                }
+                if case .open = tunnel.state {
+                    link.tunnel = nil
+                    return advanceHandshake(link)
+                }
+                let buffer = UnsafeMutableRawBufferPointer(rebasing: shard.readBuffer.prefix(4096))
+                guard case .processed(let count) = try socket.peek(into: buffer) else {
+                    link.tunnel = tunnel
+                    return setInterest(link, .read)
+                }
+                guard count > 0 else { throw tunnel.proxyClosed() }
+                let taken = try tunnel.receive(UnsafeRawBufferPointer(rebasing: buffer.prefix(count)))
+                if taken > 0 { _ = try socket.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer.prefix(taken))) }
+            }
+        } catch let error as ProxyTunnelError {
+            link.tunnel = nil
+            perform(machine.connectFailed(link, error.description, permanent: error.isPermanent))
+        } catch {
+            link.tunnel = nil
+            let proxy = tunnel.proxy
+            perform(machine.connectFailed(link, "the connection to the proxy \(proxy.address) failed while opening the tunnel to "
+                                          + "\(tunnel.target): \(error)", permanent: false))
         }
     }
 
@@ -226,13 +273,16 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             session = nil
             let (socket, connected) = try Socket.startConnect(to: address)
             if let size = configuration.socketSendBuffer { socket.setBufferSizes(send: size, receive: nil) }
+            // Through a proxy too, TLS names and verifies the gateway, never the proxy.
             link = Link(stream: try TLSStream(context: shard.tlsContext, socket: socket,
                                               serverName: configuration.serverName ?? configuration.host, resuming: resuming),
                         owner: self)
+            link.tunnel = shard.nextTunnel()
+            link.proxy = link.tunnel?.proxy
             if standby { machine.standbyStarted(link) } else { machine.connectStarted(link) }
             armConnectTimer(link)
             if connected {
-                advanceHandshake(link)
+                if link.tunnel != nil { advanceTunnel(link) } else { advanceHandshake(link) }
                 return
             }
         } catch {
@@ -275,7 +325,9 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             guard let link else { return }
             link.connectTimer = nil
             guard machine.isConnecting(link) else { return }
-            perform(machine.connectFailed(link, "TCP connect and TLS handshake not complete after \(timeout)", permanent: false))
+            let what = link.proxy.map { "TCP connect to the proxy \($0.address), its tunnel and the TLS handshake" }
+                ?? "TCP connect and TLS handshake"
+            perform(machine.connectFailed(link, "\(what) not complete after \(timeout)", permanent: false))
         }
     }
 

@@ -19,8 +19,12 @@ final class Shard: @unchecked Sendable {
     /// Reads rewound notifications again; this shard's own readers.
     let replayer: Replayer
     private let thread: LoopThread
+    /// The gateway's addresses, or the proxy's when `proxyRoute` is set.
     private let addresses: [SocketAddress]
     private var nextAddressIndex = 0
+    /// The proxy every connection tunnels through, or nil for direct connections.
+    let proxyRoute: ProxyRoute?
+    private var tunnelsMade = 0
     private var connections: [any LaneConnection] = []
     private let observer: SenderObserver
     private let finishing: Atomic<Bool>
@@ -32,8 +36,10 @@ final class Shard: @unchecked Sendable {
 
     init(index: Int, lanes: [Lane], configuration: SenderConfiguration, tlsContext: TLSContext,
          addresses: [SocketAddress], ledger: DeliveryLedger, sources: SourceRegistry, builder: RecordBuilder,
-         providerTokens: ProviderTokenSigner? = nil, growth: ConnectionGrowth, observer: SenderObserver) throws(IOError) {
+         providerTokens: ProviderTokenSigner? = nil, growth: ConnectionGrowth, observer: SenderObserver,
+         proxyRoute: ProxyRoute? = nil) throws(IOError) {
         self.index = index
+        self.proxyRoute = proxyRoute
         self.configuration = configuration
         self.tlsContext = tlsContext
         self.addresses = addresses
@@ -123,6 +129,13 @@ final class Shard: @unchecked Sendable {
     func stop() { thread.stopAndJoin() }
 
     deinit { readBuffer.deallocate() }
+
+    /// A tunnel for the next connection attempt through the proxy, or nil without one.
+    func nextTunnel() -> ProxyTunnel? {
+        guard let proxyRoute else { return nil }
+        defer { tunnelsMade += 1 }
+        return proxyRoute.tunnel(attempt: tunnelsMade)
+    }
 
     /// The gateway addresses in turn, so several connections spread over them.
     func nextAddress() throws(IOError) -> SocketAddress {

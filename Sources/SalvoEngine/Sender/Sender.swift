@@ -119,7 +119,7 @@ public final class Sender: Sendable {
         try Self.checkCapacities(configuration, maximumFrame: builder.maximumLength)
         ledger = DeliveryLedger(errorWait: configuration.errorWait, retention: configuration.recordRetention,
                                 instruments: instruments)
-        let (context, addresses) = try Self.gateway(configuration)
+        let (context, addresses, proxyRoute) = try Self.gateway(configuration)
         let (stream, continuation) = AsyncStream.makeStream(of: SenderEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         events = stream
         hub = EventHub(continuation: continuation, onRejected: onRejected, logger: logger)
@@ -141,7 +141,8 @@ public final class Sender: Sendable {
                 let shardLanes = (0..<lanesPerShard).map { _ in Self.lane(configuration, maximumFrame: maximumFrame) }
                 shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
-                                        providerTokens: providerTokens, growth: growth, observer: hub))
+                                        providerTokens: providerTokens, growth: growth, observer: hub,
+                                        proxyRoute: proxyRoute))
                 lanes += shardLanes
             }
         } catch {
@@ -196,16 +197,40 @@ public final class Sender: Sendable {
                                      maximumPayloadLength: configuration.payloadLimit))
     }
 
-    /// The TLS context every connection shares (ALPN h2 for HTTP/2) and the gateway's addresses.
-    private static func gateway(_ configuration: SenderConfiguration) throws(SenderError) -> (TLSContext, [SocketAddress]) {
-        do {
-            var tls = configuration.tls
-            if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
-            return (try TLSContext(tls, role: .client),
-                    try SocketAddress.resolve(host: configuration.host, port: configuration.port))
-        } catch {
-            throw SenderError(description: "\(error)")
+    /// The TLS context every connection shares (ALPN h2 for HTTP/2) and where connections
+    /// connect: the gateway's addresses, or the proxy's and the route through it.
+    private static func gateway(_ configuration: SenderConfiguration)
+        throws(SenderError) -> (TLSContext, [SocketAddress], ProxyRoute?)
+    {
+        var tls = configuration.tls
+        if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
+        let context: TLSContext
+        do { context = try TLSContext(tls, role: .client) } catch { throw SenderError(description: "\(error)") }
+        guard let proxy = configuration.proxy else {
+            do {
+                return (context, try SocketAddress.resolve(host: configuration.host, port: configuration.port), nil)
+            } catch {
+                throw SenderError(description: "\(error)")
+            }
         }
+        let proxyAddresses: [SocketAddress]
+        do {
+            proxyAddresses = try SocketAddress.resolve(host: proxy.host, port: proxy.port)
+        } catch {
+            throw SenderError(description: "cannot resolve the proxy \(proxy.address): \(error.reason)")
+        }
+        // socks5:// is given an address, resolved here; socks5h:// and HTTP are given the name.
+        var gatewayAddresses: [SocketAddress] = []
+        if proxy.kind == .socks5 {
+            do {
+                gatewayAddresses = try SocketAddress.resolve(host: configuration.host, port: configuration.port)
+            } catch {
+                throw SenderError(description: "\(error) (socks5:// resolves the gateway here; socks5h:// lets the proxy resolve it)")
+            }
+        }
+        return (context, proxyAddresses,
+                ProxyRoute(proxy: proxy, gatewayHost: configuration.host, gatewayPort: configuration.port,
+                           gatewayAddresses: gatewayAddresses))
     }
 
     /// The team's provider token signer, with HTTP/2 token authentication.

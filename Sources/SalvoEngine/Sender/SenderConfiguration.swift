@@ -12,6 +12,15 @@ public struct SenderConfiguration: Sendable {
     public var serverName: String?
     /// Client certificate, key and trust. Verification is on unless `tls.verifyPeer` is false.
     public var tls: TLSConfiguration
+    /// The HTTP (`CONNECT`) or SOCKS5 proxy every gateway connection goes through, or nil
+    /// (the default) to connect directly. Each connection opens its own tunnel before its TLS
+    /// handshake, which stays with the gateway: SNI, certificate and host name are the
+    /// gateway's (`host`, `serverName`), ALPN as without a proxy. A proxy that cannot be
+    /// reached or refuses the tunnel fails the connection attempt like a gateway that
+    /// cannot be reached (407, 403, a refused SOCKS5 user and password: at once), with a
+    /// message naming the proxy and its answer, never its credentials. The sender does not
+    /// read the environment; `ProxyConfiguration.fromEnvironment(_:for:)` does, as curl.
+    public var proxy: ProxyConfiguration?
     /// Event-loop threads. Default: one per core.
     public var shards: Int = availableCores
     /// Gateway connections per shard at the start.

@@ -1,0 +1,362 @@
+import Foundation
+import SalvoIO
+import SalvoMock
+import SalvoTestSupport
+import SalvoWire
+import Testing
+@testable import SalvoEngine
+
+/// A real proxy from Debian, started on a free port of 127.0.0.1 and stopped by the test:
+/// tinyproxy (HTTP CONNECT, Basic auth) or microsocks (SOCKS5, user and password).
+final class TestProxy {
+    static let tinyproxy = "/usr/bin/tinyproxy"
+    static let microsocks = "/usr/bin/microsocks"
+    static var hasTinyproxy: Bool { FileManager.default.isExecutableFile(atPath: tinyproxy) }
+    static var hasMicrosocks: Bool { FileManager.default.isExecutableFile(atPath: microsocks) }
+
+    let port: Int
+    let process: ChildProcess
+
+    private init(port: Int, process: ChildProcess) throws {
+        self.port = port
+        self.process = process
+        // Ready once it accepts a TCP connection; bounded.
+        let listening = eventually({ (try? Socket.connect(host: "127.0.0.1", port: port, timeout: .milliseconds(500))) != nil },
+                                   within: .seconds(20)) { $0 || !process.isRunning }
+        guard listening else {
+            process.kill(SIGKILL)
+            throw ProxyDidNotStart(description: "the proxy on 127.0.0.1:\(port) did not start: \(process.errors)")
+        }
+    }
+
+    struct ProxyDidNotStart: Error, CustomStringConvertible { var description: String }
+
+    /// tinyproxy with Basic credentials, allowing CONNECT only to `connectPort` (its
+    /// `ConnectPort` lines list the ports allowed; without any, every port is).
+    static func tinyproxy(in directory: String, user: String, password: String, connectPort: Int) throws -> TestProxy {
+        let port = try freePort()
+        let config = "\(directory)/tinyproxy-\(port).conf"
+        try """
+            Port \(port)
+            Listen 127.0.0.1
+            Timeout 60
+            MaxClients 512
+            LogLevel Info
+            BasicAuth \(user) \(password)
+            ConnectPort \(connectPort)
+
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        return try TestProxy(port: port, process: ChildProcess(tinyproxy, ["-d", "-c", config]))
+    }
+
+    /// microsocks with a user and password (on `port`, or a free one).
+    static func microsocks(user: String, password: String, port: Int? = nil) throws -> TestProxy {
+        let port = try port ?? freePort()
+        return try TestProxy(port: port, process: ChildProcess(microsocks, ["-i", "127.0.0.1", "-p", "\(port)", "-u", user, "-P", password]))
+    }
+
+    static func freePort() throws -> Int {
+        try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
+    }
+
+    func stop() {
+        process.kill(SIGTERM)
+        _ = try? process.exitStatus(within: .seconds(10))
+    }
+}
+
+/// `salvo send` through real proxies: exact against the mock, the proxy's refusals named
+/// without the credentials, NO_PROXY, and the binary protocol.
+@Suite(.serialized, .timeLimit(.minutes(3)), .ownThread("proxy-tests")) struct ProxyTests {
+    typealias Workspace = SendCommandTests.Workspace
+
+    static let user = "salvo"
+    static let password = "pr0xy-s3cret"
+
+    /// `salvo send` with extra environment variables (the parent's proxy variables are
+    /// cleared unless given, so the tests do not depend on the machine's).
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String, String) {
+        var variables = ["XDG_STATE_HOME": SendCommandTests.stateHome]
+        for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] { variables[name] = "" }
+        variables.merge(environment) { $1 }
+        let process = try ChildProcess(SendCommandTests.salvo, arguments, environment: variables)
+        let status = try process.exitStatus(within: .seconds(100))
+        return (status, process.output, process.errors)
+    }
+
+    static func h2Send(_ workspace: Workspace, port: Int, lines: Int, _ extra: [String]) throws -> [String] {
+        let campaign = try workspace.writeCampaign(lines: lines)
+        return ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(port)", "--input", campaign, "--topic", "com.example.app",
+                "--report", workspace.path("report.json")] + workspace.tlsArguments() + extra
+    }
+
+    /// The run accepted every line, and the mock accepted exactly those.
+    static func expectExact(_ workspace: Workspace, lines: Int, mock: () -> (Int, Set<UInt64>),
+                            sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let report = try SendCommandTests.report(workspace.path("report.json"))
+        #expect(report.isComplete && report.accepted == lines && report.failed == 0, sourceLocation: sourceLocation)
+        let (accepted, digests) = mock()
+        #expect(accepted == lines, sourceLocation: sourceLocation)
+        expectSameAcceptedSet(digests, LoopbackRig.digests(count: lines + 1, excluding: [0]), sourceLocation: sourceLocation)
+    }
+
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func http2ThroughTinyproxyWithBasicAuthIsExactAgainstTheMock() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
+                                            connectPort: rig.gateway.port)
+        defer { proxy.stop() }
+        let lines = 5000
+        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+            "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
+        #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
+        try Self.expectExact(workspace, lines: lines) {
+            let mock = rig.statistics { $0.accepted >= lines }
+            return (mock.accepted, mock.acceptedDigestSet)
+        }
+        let log = proxy.process.output + proxy.process.errors
+        #expect(log.contains("CONNECT"), "the connections went through tinyproxy: \(log)")
+        #expect(!(output + errors).contains(Self.password))
+    }
+
+    @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"),
+          arguments: ["socks5", "socks5h"])
+    func http2ThroughMicrosocksWithAUserAndPasswordIsExactAgainstTheMock(scheme: String) throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+        defer { proxy.stop() }
+        let lines = 5000
+        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+            "--proxy", "\(scheme)://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
+        #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
+        try Self.expectExact(workspace, lines: lines) {
+            let mock = rig.statistics { $0.accepted >= lines }
+            return (mock.accepted, mock.acceptedDigestSet)
+        }
+        #expect(!(output + errors).contains(Self.password))
+    }
+
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func aWrongPasswordForTinyproxyEndsTheRunNamingTheProxyAnd407() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
+                                            connectPort: rig.gateway.port)
+        defer { proxy.stop() }
+        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
+            "--proxy", "http://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
+        #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
+        // tinyproxy answers a CONNECT with refused credentials 401, not 407.
+        #expect(errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 401 Unauthorized")
+                || errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 407"), "stderr: \(errors)")
+        #expect(errors.contains("check the proxy's user and password"), "stderr: \(errors)")
+        #expect(!(output + errors).contains("wrong-secret") && !(output + errors).contains("\(Self.user):"))
+        let report = try SendCommandTests.report(workspace.path("report.json"))
+        #expect(report.isComplete && report.accepted == 0 && report.failed == report.submitted)
+        #expect(rig.gateway.statistics().accepted == 0)
+    }
+
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func aPortTinyproxyDoesNotAllowIsA403() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password, connectPort: 443)
+        defer { proxy.stop() }
+        let (status, _, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 10, [
+            "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]))
+        #expect(status == 1, "stderr: \(errors)")
+        #expect(errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 403"), "stderr: \(errors)")
+    }
+
+    @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
+    func aWrongPasswordForMicrosocksEndsTheRunNamingTheSOCKSRefusal() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+        defer { proxy.stop() }
+        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
+            "--proxy", "socks5://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
+        #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
+        #expect(errors.contains("the SOCKS5 proxy 127.0.0.1:\(proxy.port) refused the user and password"), "stderr: \(errors)")
+        #expect(!(output + errors).contains("wrong-secret"))
+        #expect(rig.gateway.statistics().accepted == 0)
+    }
+
+    /// Nothing listens where the proxy should be: exit 1, the proxy named, everything
+    /// accounted for as unreachable.
+    @Test func aProxyThatIsDownEndsTheRunNamingIt() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let port = try TestProxy.freePort()
+        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 200, [
+            "--proxy", "http://127.0.0.1:\(port)"]))
+        #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
+        #expect(errors.contains("cannot reach the proxy 127.0.0.1:\(port)"), "stderr: \(errors)")
+        let report = try SendCommandTests.report(workspace.path("report.json"))
+        #expect(report.isComplete && report.accepted == 0 && report.failedByReason == ["gateway_unreachable": report.submitted])
+    }
+
+    /// HTTPS_PROXY names a proxy that is down, NO_PROXY the gateway: the run connects directly.
+    @Test func noProxyMatchingTheGatewayConnectsDirectly() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let dead = "http://127.0.0.1:\(try TestProxy.freePort())"
+        let lines = 500
+        let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [])
+        let (status, output, errors) = try Self.run(arguments, environment: ["HTTPS_PROXY": dead, "NO_PROXY": "localhost,127.0.0.1"])
+        #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
+        try Self.expectExact(workspace, lines: lines) {
+            let mock = rig.statistics { $0.accepted >= lines }
+            return (mock.accepted, mock.acceptedDigestSet)
+        }
+        // --no-proxy ignores the environment; without either, its proxy is used (and found down).
+        let (direct, _, directErrors) = try Self.run(arguments + ["--no-proxy"], environment: ["https_proxy": dead])
+        #expect(direct == 0, "stderr: \(directErrors)")
+        let (viaProxy, _, proxyErrors) = try Self.run(arguments, environment: ["https_proxy": dead])
+        #expect(viaProxy == 1 && proxyErrors.contains("cannot reach the proxy"), "stderr: \(proxyErrors)")
+    }
+
+    @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
+    func theBinaryProtocolGoesThroughAProxyToo() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+        defer { proxy.stop() }
+        let lines = 5000
+        let campaign = try workspace.writeCampaign(lines: lines)
+        let (status, output, errors) = try Self.run(
+            ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "100",
+             "--report", workspace.path("report.json"), "--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]
+                + workspace.tlsArguments())
+        #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
+        try Self.expectExact(workspace, lines: lines) {
+            let mock = rig.statistics { $0.accepted >= lines }
+            return (mock.accepted, mock.acceptedDigestSet)
+        }
+    }
+
+    @Test func proxyFlagsAreCheckedBeforeAnythingIsSent() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let campaign = try workspace.writeCampaign(lines: 1)
+        let base = ["send", "--protocol", "h2", "--gateway", "127.0.0.1:9", "--input", campaign, "--topic", "t"] + workspace.tlsArguments()
+        let (both, _, bothErrors) = try Self.run(base + ["--proxy", "http://h:1", "--no-proxy"])
+        #expect(both == 2 && bothErrors.contains("give --proxy or --no-proxy, not both"), "\(bothErrors)")
+        let (bad, _, badErrors) = try Self.run(base + ["--proxy", "ftp://user:hidden@h:1"])
+        #expect(bad == 2 && badErrors.contains("--proxy: the proxy URL's scheme ftp://"), "\(badErrors)")
+        #expect(!badErrors.contains("hidden"))
+        let (environment, _, environmentErrors) = try Self.run(base, environment: ["ALL_PROXY": "socks4://h:1"])
+        #expect(environment == 2 && environmentErrors.contains("the environment's proxy"), "\(environmentErrors)")
+        let (tls, _, tlsErrors) = try Self.run(base + ["--proxy", "http://h:1", "--proxy-tls"])
+        #expect(tls == 2 && tlsErrors.contains("--proxy-tls is for --target blackberry"), "\(tlsErrors)")
+    }
+
+    /// `--target blackberry` still reads `--proxy` as its BlackBerry Proxy (HOST:PORT).
+    @Test func theBlackBerryTargetStillReadsProxyAsItsBlackBerryProxy() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let campaign = try workspace.writeCampaign(lines: 1)
+        let blackberry = ["send", "--target", "blackberry", "--input", campaign]
+        let (both, _, bothErrors) = try Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy", "127.0.0.1:17080"])
+        #expect(both == 2 && bothErrors.contains("give --noc or --proxy, not both"), "\(bothErrors)")
+        let (tls, _, tlsErrors) = try Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy-tls"])
+        #expect(tls == 2 && tlsErrors.contains("--proxy-tls goes with --proxy"), "\(tlsErrors)")
+    }
+
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func theFeedbackServiceIsReadThroughAProxy() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let pki = LoopbackRig.pki
+        var serverTLS = TLSConfiguration.server(certificateChain: pki.server.certificate, privateKey: pki.server.privateKey,
+                                                clientCertificateRoots: .certificates(pki.authority.certificate))
+        serverTLS.requireClientCertificate = true
+        let sent = (1...250).map { FeedbackTuple(timestamp: UInt32($0) << 20, token: LoopbackRig.token($0)) }
+        let feedback = try MockFeedback(.init(tls: serverTLS, tuples: sent))
+        defer { feedback.stop() }
+        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
+                                            connectPort: feedback.port)
+        defer { proxy.stop() }
+        let (status, output, errors) = try Self.run(
+            ["feedback", "--host", "127.0.0.1:\(feedback.port)", "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]
+                + workspace.tlsArguments())
+        #expect(status == 0, "stderr: \(errors)")
+        #expect(output.split(separator: "\n").count == 251 && output.contains(LoopbackRig.token(250).hex), "\(output)")
+        let log = proxy.process.output + proxy.process.errors
+        #expect(log.contains("CONNECT"), "through tinyproxy: \(log)")
+    }
+
+    /// The proxy dies mid-campaign and comes back on its port: the connections reconnect
+    /// through it, the run ends exit 0, and every line is accepted (what was in flight at the
+    /// drop may go twice, and is counted).
+    @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
+    func aProxyThatDiesMidCampaignIsReconnectedThroughWhenItIsBack() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        var proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+        defer { proxy.stop() }
+        let lines = 50_000  // token 57005 (…dead) is one the mock rejects
+        var variables = ["XDG_STATE_HOME": SendCommandTests.stateHome]
+        for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] { variables[name] = "" }
+        let sender = try ChildProcess(SendCommandTests.salvo, Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+            "--proxy", "socks5h://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]), environment: variables)
+        let before = eventually({ rig.gateway.statistics().accepted }, within: .seconds(60)) { $0 >= 2000 }
+        try #require(before >= 2000 && before < lines, "the run was under way when the proxy died (\(before) accepted)")
+        let port = proxy.port
+        proxy.process.kill(SIGKILL)
+        _ = try? proxy.process.exitStatus(within: .seconds(10))
+        proxy = try TestProxy.microsocks(user: Self.user, password: Self.password, port: port)
+        let status = try sender.exitStatus(within: .seconds(120))
+        #expect(status == 0, "stderr: \(sender.errors)")
+        let report = try SendCommandTests.report(workspace.path("report.json"))
+        #expect(report.isComplete && report.accepted == lines && report.failed == 0,
+                "accepted \(report.accepted), rejected \(report.rejectedByReason), failed \(report.failedByReason); stderr: \(sender.errors)")
+        let mock = rig.statistics { $0.accepted >= lines }
+        expectSameAcceptedSet(mock.acceptedDigestSet, Set(LoopbackRig.digests(count: lines + 1, excluding: [0])))
+        #expect(mock.accepted - lines <= report.possibleDuplicates, "duplicates only among those counted")
+        #expect(report.reconnects >= 1, "the connections were made again through the proxy once it was back")
+    }
+
+    /// A refused proxy password loses nothing: the checkpoint records no line as done, and
+    /// the same command with the right password and --resume sends every line, once.
+    @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
+    func afterARefusedProxyPasswordTheResumeSendsEverything() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try H2LoopbackRig()
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+        defer { proxy.stop() }
+        let lines = 2000
+        let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, ["--checkpoint", workspace.path("c.ckpt")])
+        let (refused, _, errors) = try Self.run(arguments + ["--proxy", "socks5://\(Self.user):wrong@127.0.0.1:\(proxy.port)"])
+        #expect(refused == 1 && errors.contains("the same command with --resume continues with line 1"), "stderr: \(errors)")
+        let (resumed, _, resumeErrors) = try Self.run(
+            arguments + ["--resume", "--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"])
+        #expect(resumed == 0, "stderr: \(resumeErrors)")
+        try Self.expectExact(workspace, lines: lines) {
+            let mock = rig.statistics { $0.accepted >= lines }
+            return (mock.accepted, mock.acceptedDigestSet)
+        }
+    }
+}
