@@ -6,7 +6,7 @@ import Testing
 
 /// The client without a management gateway: what it refuses before sending, an unreachable
 /// gateway, and the team's provider token taken from the token cache `salvo send` uses.
-@Suite(.timeLimit(.minutes(2)), .ownThread("broadcast-channels-tests")) struct BroadcastChannelsTests {
+@Suite(.timeLimit(.minutes(2))) struct BroadcastChannelsTests {
     static func client(port: Int, authentication: BroadcastChannelsConfiguration.Authentication = .certificate)
         throws -> BroadcastChannels
     {
