@@ -14,7 +14,7 @@ import Testing
     @Test func twoWorkersShareACampaignAndItsRejectionsPruneTheRegistry() async throws {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
-        let count = 20_000
+        let count = 8_000
         let files = try CampaignRig.Files(count: count)
         defer { files.remove() }
         let gateway = try CampaignRig.gateway(plan: FailurePlan(invalidTokenSuffix: [0x07]))
@@ -25,7 +25,7 @@ import Testing
         // connection dropped open.
         do {
             let store = CampaignStore(database)
-            let created = try await store.create(files.campaign("spring", registry: CampaignRig.scope, chunkSize: 1000))
+            let created = try await store.create(files.campaign("spring", registry: CampaignRig.scope, chunkSize: 400))
             #expect(created.total == count && created.chunks == 20 && created.skippedInvalidated == 0 && created.badLineCount == 0)
 
             let configuration = CampaignRig.senderConfiguration(port: gateway.port)
@@ -72,8 +72,13 @@ import Testing
                                                   settings: .init(name: "c")).run()
             #expect(autumn.accepted == expected.count && autumn.rejected == 0 && autumn.chunks == again.chunks)
             #expect(try await store.status(of: "autumn").report.accepted == expected.count)
+            // The mock took each notification once per campaign, and once more only where a
+            // worker said it might have (a connection lost unjudged, a lease taken over).
+            let mayRepeat = try await status.report.possibleDuplicates + store.status(of: "autumn").report.possibleDuplicates
             let twice = await eventuallyYielding(gateway.statistics) { $0.accepted >= 2 * expected.count }
-            #expect(twice.accepted == 2 * expected.count && Set(twice.acceptedDigests ?? []) == expected)
+            #expect((2 * expected.count...2 * expected.count + mayRepeat).contains(twice.accepted),
+                    "the mock accepted \(twice.accepted); expected \(2 * expected.count) and at most \(mayRepeat) possible duplicates")
+            #expect(Set(twice.acceptedDigests ?? []) == expected)
         } catch {
             await database.close()
             throw error
