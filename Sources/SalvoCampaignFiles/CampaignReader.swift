@@ -604,7 +604,7 @@ public final class CampaignReader {
     }
 
     /// The token of a broadcast's notification: none (its target is its channel).
-    private static let broadcastToken = try! DeviceToken(bytes: UnsafeRawBufferPointer(start: [UInt8](repeating: 0, count: 32), count: 32))
+    private static let broadcastToken = [UInt8](repeating: 0, count: 32).withUnsafeBytes { try! DeviceToken(bytes: $0) }
 
     /// `channel_id`: a broadcast channel's id as Apple made it, base64.
     private func channelIDField(_ member: JSONMember, in line: UnsafeRawBufferPointer) throws(LineProblem) -> UnsafeRawBufferPointer {
