@@ -195,6 +195,28 @@ import Testing
         }
     }
 
+    /// Names spelled out again and again (the answers of a peer that indexes nothing) are
+    /// decoded once and then found by their coded bytes: more names than are kept, names
+    /// of one coded length, and a bad one between them, decode as nghttp2 decodes them.
+    @Test func namesSpelledOutAgainDecodeAsTheFirstTime() throws {
+        let deflater = try Deflater(tableSize: 0)
+        var decoder = HPACKDecoder(tableSizeLimit: 0)
+        let names = ["apns-id", "apns-request-id", "apns-unique-id", "apns-channel-id"] + (0..<9).map { "x-name-\($0)" }
+        for n in 0..<200 {
+            let fields = (0..<1 + n % 4).map { k in
+                (name: Array(names[(n * 3 + k * 5) % names.count].utf8), value: Array("value \(n) \(k)".utf8), noIndex: false)
+            }
+            let block = try deflater.deflate(fields)
+            #expect(try Self.decode(block, with: &decoder) == fields.map { HeaderPair(name: String(decoding: $0.name, as: UTF8.self),
+                                                                                    value: String(decoding: $0.value, as: UTF8.self)) },
+                    "block \(n)")
+            // A name whose Huffman padding is wrong fails each time, and is not kept.
+            if n % 50 == 0 {
+                #expect(throws: HPACKDecodingError(.huffmanPadding, at: 1)) { try Self.decode([0x00, 0x81, 0x00, 0x00], with: &decoder) }
+            }
+        }
+    }
+
     /// §4.4: a new entry may name an entry that its own insertion evicts.
     @Test func anEntryNamedByTheEntryItEvicts() throws {
         var decoder = HPACKDecoder()

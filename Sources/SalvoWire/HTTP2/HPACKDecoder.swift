@@ -92,6 +92,10 @@ public struct HPACKDecoder: ~Copyable {
     private var oldest = 0
     /// Huffman-decoded strings: a block decodes to at most 8/5 of its length.
     private var scratch: UnsafeMutableRawBufferPointer
+    /// The names last spelled out in literals, decoded once: a peer that indexes nothing
+    /// (as ours may not, at SETTINGS_HEADER_TABLE_SIZE 0) spells the same few names out in
+    /// every block.
+    private let names = SpelledNames()
 
     /// A decoder with an empty table, for a connection whose SETTINGS_HEADER_TABLE_SIZE is
     /// `tableSizeLimit`.
@@ -163,7 +167,7 @@ public struct HPACKDecoder: ~Copyable {
                 let index = try reader.integer(prefixBits: indexing ? 6 : 4)
                 var scratchUsed = 0
                 let name = index == 0
-                    ? try readString(&reader, scratchUsed: &scratchUsed)
+                    ? try readName(&reader, scratchUsed: &scratchUsed)
                     : try lookup(index, at: start).name
                 seenField = true
                 // The table needs an indexed field's value whether it is read or not.
@@ -233,6 +237,20 @@ public struct HPACKDecoder: ~Copyable {
         return UnsafeRawBufferPointer(rebasing: output[..<decodedCount])
     }
 
+    /// A spelled-out name: from `names` when it was decoded before, else as `readString`
+    /// reads it (and remembered, if short enough).
+    private func readName(_ reader: inout Reader, scratchUsed: inout Int) throws(HPACKDecodingError) -> UnsafeRawBufferPointer {
+        let start = reader.position
+        var peek = reader
+        let (encoded, huffman) = try peek.string()
+        guard huffman, (1...SpelledNames.encodedLimit).contains(encoded.count) else { return try readString(&reader, scratchUsed: &scratchUsed) }
+        reader = peek
+        if let known = names.decoded(encoded) { return known }
+        return try names.remember(encoded) { output throws(HPACKDecodingError) in
+            try HPACKHuffman.decode(encoded, into: output, at: start)
+        }
+    }
+
     // MARK: The tables
 
     /// The field at `index`: the static table's 1...61, then the dynamic table's newest first.
@@ -289,6 +307,56 @@ public struct HPACKDecoder: ~Copyable {
         }
         // Empty: start again at the front, where the most room is.
         if entryCount == 0 { head = 0 }
+    }
+}
+
+// MARK: Names spelled out
+
+/// The last few Huffman-coded names a peer spelled out, with their decodings: a small ring
+/// of fixed slots, searched by the coded bytes, in storage made once.
+private final class SpelledNames {
+    /// The longest coded name kept: longer ones are decoded each time.
+    static let encodedLimit = 48
+    private static let slotCount = 8
+    /// A slot: the coded length, the decoded length, the coded bytes, then the decoded.
+    private static let decodedStart = 2 + encodedLimit
+    private static let slotSize = decodedStart + encodedLimit * 8 / 5 + 8
+
+    private let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: slotCount * slotSize, alignment: 16)
+    /// The slot the next new name takes, the oldest.
+    private var next = 0
+
+    init() { storage.initializeMemory(as: UInt8.self, repeating: 0) }
+    deinit { storage.deallocate() }
+
+    private func slot(_ index: Int) -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(rebasing: storage[index * Self.slotSize ..< (index + 1) * Self.slotSize])
+    }
+
+    /// The decoding of `encoded`, if it is kept.
+    func decoded(_ encoded: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        for index in 0 ..< Self.slotCount {
+            let slot = slot(index)
+            guard Int(slot[0]) == encoded.count,
+                  memcmp(slot.baseAddress! + 2, encoded.baseAddress!, encoded.count) == 0 else { continue }
+            return UnsafeRawBufferPointer(rebasing: slot[Self.decodedStart ..< Self.decodedStart + Int(slot[1])])
+        }
+        return nil
+    }
+
+    /// Decodes `encoded` with `decode` into the oldest slot and keeps it there; returns the
+    /// decoding. A name that fails to decode is not kept.
+    func remember(_ encoded: UnsafeRawBufferPointer,
+                  decode: (UnsafeMutableRawBufferPointer) throws(HPACKDecodingError) -> Int) throws(HPACKDecodingError)
+        -> UnsafeRawBufferPointer {
+        let slot = slot(next)
+        (slot[0], slot[1]) = (0, 0)
+        let count = try decode(UnsafeMutableRawBufferPointer(rebasing: slot[Self.decodedStart...]))
+        slot[0] = UInt8(encoded.count)
+        slot[1] = UInt8(count)
+        UnsafeMutableRawBufferPointer(rebasing: slot[2 ..< 2 + encoded.count]).copyMemory(from: encoded)
+        next = (next + 1) % Self.slotCount
+        return UnsafeRawBufferPointer(rebasing: slot[Self.decodedStart ..< Self.decodedStart + count])
     }
 }
 
