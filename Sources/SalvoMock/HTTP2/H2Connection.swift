@@ -614,9 +614,11 @@ final class H2Connection: ServerConnection {
             return
         }
         let due = Instant(nanoseconds: readAt.nanoseconds &+ holdTime)
-        // Broadcasts are held as streams: counting one by its channel needs its slot.
-        if heldOutput.keepsOrder(due) && !state.recordRequests && !slots[index].validation.isBroadcast {
-            heldOutput.hold(HeldOutput.Answer(due: due, digest: slots[index].digest.value, streamID: streamID, reason: reason))
+        if heldOutput.keepsOrder(due) && !state.recordRequests {
+            var channel: ChannelID?
+            if case .id(let id)? = slots[index].validation.channel { channel = id }
+            heldOutput.hold(HeldOutput.Answer(due: due, digest: slots[index].digest.value, streamID: streamID, reason: reason,
+                                              channel: channel))
             slots[index].framesHeld = true
             openWithFramesHeld += 1
             submitAnswer(streamID, index)
@@ -712,7 +714,12 @@ final class H2Connection: ServerConnection {
         while let due = heldOutput.popDueAnswer(by: now) {
             // A reset stream's answer was counted as unsent when the client reset it.
             guard !due.isReset else { continue }
-            if let reason = due.reason { count(rejection: reason) } else { count(acceptedWithDigest: due.digest) }
+            if let reason = due.reason {
+                count(rejection: reason)
+            } else {
+                count(acceptedWithDigest: due.digest)
+                if let channel = due.channel { tally.broadcasts[channel, default: 0] += 1 }
+            }
         }
         heldOutput.releaseBytes(by: now, into: &output)
         armReleaseTimer()

@@ -29,6 +29,8 @@ struct HeldOutput: ~Copyable {
         var digest: UInt64
         var streamID: Int32
         var reason: APNsReason?
+        /// A broadcast's channel, counted by channel when its answer is.
+        var channel: ChannelID? = nil
         /// The client reset the stream: the answer was counted as unsent then.
         var isReset = false
     }
