@@ -69,14 +69,12 @@ struct ChannelCommand: AsyncParsableCommand {
     struct Read: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a channel's settings.")
 
-        @Option(name: .customLong("channel-id"), help: ArgumentHelp("The channel, as create printed it.", valueName: "id"))
-        var channelID: String
-
+        @OptionGroup var channel: ChannelIDOption
         @OptionGroup var options: ChannelOptions
 
         func run() async throws {
             try await options.withClient(command: "channel read") { channels throws(BroadcastChannelError) in
-                options.print(try await channels.read(channelID))
+                options.print(try await channels.read(channel.id))
             }
         }
     }
@@ -84,15 +82,13 @@ struct ChannelCommand: AsyncParsableCommand {
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Delete a channel (its id is never used again).")
 
-        @Option(name: .customLong("channel-id"), help: ArgumentHelp("The channel, as create printed it.", valueName: "id"))
-        var channelID: String
-
+        @OptionGroup var channel: ChannelIDOption
         @OptionGroup var options: ChannelOptions
 
         func run() async throws {
             try await options.withClient(command: "channel delete") { channels throws(BroadcastChannelError) in
-                try await channels.delete(channelID)
-                options.printJSONOrText(["channel-id": .string(channelID), "deleted": .bool(true)], text: "deleted \(channelID)")
+                try await channels.delete(channel.id)
+                options.printJSONOrText(["channel-id": .string(channel.id), "deleted": .bool(true)], text: "deleted \(channel.id)")
             }
         }
     }
@@ -116,6 +112,12 @@ struct ChannelCommand: AsyncParsableCommand {
 extension MessageStoragePolicy: ExpressibleByArgument {
     public init?(argument: String) { self.init(name: argument) }
     public static var allValueStrings: [String] { allCases.map(\.name) }
+}
+
+/// `--channel-id`: the channel `read` and `delete` act on.
+struct ChannelIDOption: ParsableArguments {
+    @Option(name: .customLong("channel-id"), help: ArgumentHelp("The channel, as create printed it.", valueName: "id"))
+    var id: String
 }
 
 /// What every `salvo channel` command takes: the app, the gateway, the output form, and

@@ -18,8 +18,7 @@ import Glibc
 /// the answers they count go out.
 ///
 /// The same machinery serves the channel management port (`Role.management`): its
-/// requests reach other nghttp2 callbacks (`SessionCallbacks.management`), so that the
-/// push port's per-request path does not even test which port it serves.
+/// requests go to `ChannelRequest` instead of the push path.
 final class H2Connection: ServerConnection {
     /// Which of the gateway's ports the connection came in on.
     enum Role {
@@ -169,7 +168,7 @@ final class H2Connection: ServerConnection {
             return
         }
         var session: OpaquePointer?
-        let callbacks = role == .push ? SessionCallbacks.shared : SessionCallbacks.management
+        let callbacks = SessionCallbacks.shared
         guard nghttp2_session_server_new(&session, callbacks.callbacks,
                                          Unmanaged.passUnretained(self).toOpaque()) == 0 else {
             close()
@@ -422,9 +421,29 @@ final class H2Connection: ServerConnection {
         }
     }
 
-    // MARK: nghttp2 callbacks
+    // MARK: nghttp2 callbacks: a request goes to its port's path
 
-    fileprivate func beginRequest(streamID: Int32) {
+    fileprivate func requestBegan(streamID: Int32) {
+        if role == .push { beginRequest(streamID: streamID) } else { beginChannelRequest(streamID: streamID) }
+    }
+
+    fileprivate func requestHeader(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        if role == .push {
+            header(streamID: streamID, name: name, value: value)
+        } else {
+            channelHeader(streamID: streamID, name: name, value: value)
+        }
+    }
+
+    fileprivate func requestData(streamID: Int32, chunk: UnsafeRawBufferPointer) {
+        if role == .push { data(streamID: streamID, chunk: chunk) } else { channelData(streamID: streamID, chunk: chunk) }
+    }
+
+    fileprivate func requestEnded(streamID: Int32) {
+        if role == .push { requestComplete(streamID: streamID) } else { channelRequestComplete(streamID: streamID) }
+    }
+
+    private func beginRequest(streamID: Int32) {
         guard !isDropping else { return }
         // Streams whose answers wait as bytes are closed in nghttp2 but open for the client:
         // nghttp2 cannot count them against the limit, so they are counted here.
@@ -453,7 +472,7 @@ final class H2Connection: ServerConnection {
         tally.streams += 1
     }
 
-    fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    private func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         guard let index = slotIndex(streamID), let header = APNsRequestHeader(name: name) else { return }
         if header == .authorization, let verifier = state.verifier {
             slots[index].validation.authorization = authorize(value, verifier)
@@ -479,14 +498,14 @@ final class H2Connection: ServerConnection {
         }
     }
 
-    fileprivate func data(streamID: Int32, chunk: UnsafeRawBufferPointer) {
+    private func data(streamID: Int32, chunk: UnsafeRawBufferPointer) {
         guard let index = slotIndex(streamID) else { return }
         slots[index].validation.body(chunk)
         if state.recordAccepted { slots[index].digest.add(chunk) }
     }
 
     /// The request's last frame arrived: judge it, then answer it or hold the answer.
-    fileprivate func requestComplete(streamID: Int32) {
+    private func requestComplete(streamID: Int32) {
         guard !isDropping, let index = slotIndex(streamID), !slots[index].judged else { return }
         // nghttp2 goes on reading the streams that came after our GOAWAY was queued; the
         // GOAWAY told the client they were not processed, so they must not be.
@@ -540,7 +559,7 @@ final class H2Connection: ServerConnection {
 
     /// The client sent GOAWAY: with `silentAfterClientGoAway`, nothing more is answered.
     fileprivate func clientSaidGoAway() {
-        guard state.plan.silentAfterClientGoAway, !isSilent else { return }
+        guard role == .push, state.plan.silentAfterClientGoAway, !isSilent else { return }
         isSilent = true
         tally.unsentAnswers += discardHeldAnswers()
         // Counted now: their streams' ends must not count them again.
@@ -766,7 +785,7 @@ final class H2Connection: ServerConnection {
 
     // MARK: Channel management (the management port)
 
-    fileprivate func beginChannelRequest(streamID: Int32) {
+    private func beginChannelRequest(streamID: Int32) {
         beginRequest(streamID: streamID)
         guard let index = slotIndex(streamID) else { return }
         if channelRequests.count <= index {
@@ -777,7 +796,7 @@ final class H2Connection: ServerConnection {
         channelResponses[index] = nil
     }
 
-    fileprivate func channelHeader(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    private func channelHeader(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         guard let index = slotIndex(streamID), let header = APNsRequestHeader(name: name) else { return }
         if header == .authorization, let verifier = state.verifier {
             channelRequests[index].authorization = authorize(value, verifier)
@@ -785,14 +804,14 @@ final class H2Connection: ServerConnection {
         channelRequests[index].header(header, value)
     }
 
-    fileprivate func channelData(streamID: Int32, chunk: UnsafeRawBufferPointer) {
+    private func channelData(streamID: Int32, chunk: UnsafeRawBufferPointer) {
         guard let index = slotIndex(streamID) else { return }
         channelRequests[index].body(chunk)
     }
 
     /// A management request is complete: act on it and answer at once (the failure plan
     /// is the push port's), counting what it did.
-    fileprivate func channelRequestComplete(streamID: Int32) {
+    private func channelRequestComplete(streamID: Int32) {
         guard let index = slotIndex(streamID), !slots[index].judged else { return }
         slots[index].judged = true
         let response = channelRequests[index].respond(registry: state.channels, tokenAuthentication: state.verifier != nil,
@@ -956,53 +975,13 @@ extension nghttp2_nv {
 
 // MARK: - Callbacks
 
-/// nghttp2's callback tables, built once: the push port's and the management port's. Each
-/// callback finds its `H2Connection` in the session's user data.
+/// nghttp2's callback table, built once. Each callback finds its `H2Connection` in the
+/// session's user data; the connection hands a request to the path of its port.
 ///
 /// Thread rule: any thread; the table is filled in `init` and only read after (nghttp2 copies it into each session).
 final class SessionCallbacks: @unchecked Sendable {
     static let shared = SessionCallbacks()
-    /// The management port's: its requests go to `ChannelRequest`.
-    static let management = SessionCallbacks(management: ())
     let callbacks: OpaquePointer
-
-    private init(management: Void) {
-        var table: OpaquePointer?
-        precondition(nghttp2_session_callbacks_new(&table) == 0, "nghttp2: out of memory")
-        callbacks = table!
-        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
-            if let frame, SessionCallbacks.isRequest(frame) {
-                connection(user) { $0.beginChannelRequest(streamID: frame.pointee.hd.stream_id) }
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
-            if let frame, SessionCallbacks.isRequest(frame) {
-                connection(user) {
-                    $0.channelHeader(streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                                     value: UnsafeRawBufferPointer(start: value, count: valueLength))
-                }
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
-            connection(user) { $0.channelData(streamID: streamID, chunk: UnsafeRawBufferPointer(start: data, count: length)) }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
-            guard let frame else { return 0 }
-            let header = frame.pointee.hd
-            let endsStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
-            if endsStream && (header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue)) {
-                connection(user) { $0.channelRequestComplete(streamID: header.stream_id) }
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, _, user in
-            connection(user) { $0.streamClosed(streamID: streamID) }
-            return 0
-        }
-    }
 
     private init() {
         var table: OpaquePointer?
@@ -1010,21 +989,21 @@ final class SessionCallbacks: @unchecked Sendable {
         callbacks = table!
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             if let frame, SessionCallbacks.isRequest(frame) {
-                connection(user) { $0.beginRequest(streamID: frame.pointee.hd.stream_id) }
+                connection(user) { $0.requestBegan(streamID: frame.pointee.hd.stream_id) }
             }
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
             if let frame, SessionCallbacks.isRequest(frame) {
                 connection(user) {
-                    $0.header(streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                              value: UnsafeRawBufferPointer(start: value, count: valueLength))
+                    $0.requestHeader(streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                                     value: UnsafeRawBufferPointer(start: value, count: valueLength))
                 }
             }
             return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
-            connection(user) { $0.data(streamID: streamID, chunk: UnsafeRawBufferPointer(start: data, count: length)) }
+            connection(user) { $0.requestData(streamID: streamID, chunk: UnsafeRawBufferPointer(start: data, count: length)) }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
@@ -1032,7 +1011,7 @@ final class SessionCallbacks: @unchecked Sendable {
             let header = frame.pointee.hd
             let endsStream = header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
             if endsStream && (header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue)) {
-                connection(user) { $0.requestComplete(streamID: header.stream_id) }
+                connection(user) { $0.requestEnded(streamID: header.stream_id) }
             } else if header.type == UInt8(NGHTTP2_RST_STREAM.rawValue) {
                 // Called for a stream nghttp2 has closed too (not for an idle one).
                 connection(user) { $0.streamReset(streamID: header.stream_id) }
