@@ -66,7 +66,27 @@ public final class BroadcastChannels: Sendable {
         http.connectionPool.retryConnectionEstablishment = false
         http.timeout = .init(connect: .init(min(configuration.requestTimeout, .seconds(10))),
                              read: .init(configuration.requestTimeout))
+        if let proxy = configuration.proxy {
+            http.proxy = try Self.proxy(proxy, gateway: gateway)
+        }
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
+    }
+
+    /// The client's form of `proxy`. SOCKS5 names the gateway to the proxy, so `socks5`
+    /// and `socks5h` are the same here.
+    private static func proxy(_ proxy: ProxyConfiguration, gateway: Endpoint) throws(BroadcastChannelError) -> HTTPClient.Configuration.Proxy {
+        switch proxy.kind {
+        case .http:
+            return .server(host: proxy.host, port: proxy.port,
+                           authorization: proxy.credentials.map { .basic(username: $0.user, password: $0.password) })
+        case .socks5, .socks5h:
+            guard proxy.credentials == nil else {
+                throw BroadcastChannelError(.credentials("channel management cannot use a SOCKS5 proxy with a user and password "
+                                                         + "(\(proxy)): give an HTTP proxy, or a SOCKS5 proxy without credentials"),
+                                            operation: "setup", gateway: gateway.description)
+            }
+            return .socksServer(host: proxy.host, port: proxy.port)
+        }
     }
 
     /// Creates a channel with `storagePolicy`; APNs chooses its id.
@@ -168,7 +188,7 @@ public final class BroadcastChannels: Sendable {
                 answer = try await exchange(request)
             } catch {
                 guard Self.isConnectFailure(error), attempt < configuration.maximumAttempts else {
-                    throw failure(.transport(Self.describe(error, host: configuration.gateway.host)), requestID)
+                    throw failure(.transport(Self.describe(error, host: configuration.gateway.host, proxy: configuration.proxy)), requestID)
                 }
                 try? await Task.sleep(for: backoff(attempt))
                 attempt += 1
@@ -231,8 +251,9 @@ public final class BroadcastChannels: Sendable {
         return false
     }
 
-    /// What went wrong, for a user: a handshake that did not verify says how to trust the server.
-    static func describe(_ error: any Error, host: String) -> String {
+    /// What went wrong, for a user: a handshake that did not verify says how to trust the
+    /// server; a proxy's refusal names the proxy (never its credentials).
+    static func describe(_ error: any Error, host: String, proxy: ProxyConfiguration?) -> String {
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
             return "the TLS handshake failed: the server's certificate does not name \(host), so it is not the server asked for"
                 + " (--gateway names it as its certificate does; --ca only chooses whom to trust)"
@@ -241,8 +262,20 @@ public final class BroadcastChannels: Sendable {
             return "the TLS handshake failed (\(error)): the server's certificate or name did not verify; "
                 + "give --ca with the CA that issued it if it is a private one"
         }
+        if let error = error as? HTTPClientError, let proxy {
+            switch error {
+            case .proxyAuthenticationRequired:
+                return "the proxy \(proxy.address) answered 407: check the proxy's user and password"
+            case .invalidProxyResponse:
+                return "the proxy \(proxy.address) refused the tunnel to the gateway: check the proxy's user and password, "
+                    + "and that it allows CONNECT to the gateway's port"
+            case .socksHandshakeTimeout:
+                return "the SOCKS5 proxy \(proxy.address) did not answer its handshake"
+            default: break
+            }
+        }
         if error is NIOConnectionError || (error as? NIOCore.IOError).map({ [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH].contains($0.errnoCode) }) == true {
-            return "cannot connect (\(error))"
+            return proxy.map { "cannot reach the proxy \($0.address) (\(error))" } ?? "cannot connect (\(error))"
         }
         return "\(error)"
     }

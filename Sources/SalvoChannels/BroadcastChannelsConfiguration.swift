@@ -24,6 +24,10 @@ public struct BroadcastChannelsConfiguration: Sendable {
     /// of the server's certificate and name (on by default), and the client certificate
     /// for `.certificate` authentication.
     public var tls: TLSConfiguration
+    /// The HTTP proxy requests go through (nil: direct). TLS stays end to end: the
+    /// gateway's certificate and name are verified through the tunnel. A SOCKS5 proxy is
+    /// taken without a user and password only (the client's SOCKS support has none).
+    public var proxy: ProxyConfiguration?
     /// Attempts per request for 429, 500 and 503 answers and failed connects, the first included.
     public var maximumAttempts = 4
     /// The pause before the second attempt; it doubles for each later one.

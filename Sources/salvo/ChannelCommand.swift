@@ -121,7 +121,7 @@ struct ChannelIDOption: ParsableArguments {
 }
 
 /// What every `salvo channel` command takes: the app, the gateway, the output form, and
-/// the credentials as `salvo send` takes them.
+/// the credentials and proxy as `salvo send` takes them.
 struct ChannelOptions: ParsableArguments {
     @Option(name: .customLong("bundle-id"), help: ArgumentHelp("The app's bundle id (no push-type suffix).", valueName: "id"))
     var bundleID: String
@@ -139,8 +139,11 @@ struct ChannelOptions: ParsableArguments {
     @OptionGroup(title: "TLS (and certificate authentication)")
     var tls: TLSOptions
 
+    @OptionGroup(title: "Proxy")
+    var proxy: ProxyOptions
+
     func validate() throws {
-        _ = try endpoint()
+        _ = try proxy.configuration(for: try endpoint().host)
         switch (token.authKey, tls.certificate) {
         case (_?, _?): throw ValidationError("give --auth-key (token authentication) or --cert (certificate authentication), not both")
         case (nil, nil):
@@ -204,8 +207,11 @@ struct ChannelOptions: ParsableArguments {
             authentication = .token(credentials, store: try token.providerTokenStore())
         }
         if tls.insecure { _ = try tls.makeContext(command: command) }  // prints the warning
-        return BroadcastChannelsConfiguration(gateway: try endpoint(), bundleID: bundleID, authentication: authentication,
-                                              tls: try tls.configuration())
+        let gateway = try endpoint()
+        var configuration = BroadcastChannelsConfiguration(gateway: gateway, bundleID: bundleID, authentication: authentication,
+                                                           tls: try tls.configuration())
+        configuration.proxy = try proxy.configuration(for: gateway.host)
+        return configuration
     }
 
     // MARK: Output

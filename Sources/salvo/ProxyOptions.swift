@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import SalvoIO
 
-/// `--proxy URL` and `--no-proxy` of `salvo campaign run` and `salvo feedback`: the HTTP or
+/// `--proxy URL` and `--no-proxy` of `salvo campaign run`, `salvo feedback` and `salvo channel`: the HTTP or
 /// SOCKS5 proxy the gateway connections go through. (`salvo send` takes `--no-proxy` alone:
 /// its `--proxy` is shared with `--target blackberry`, see `BlackBerryConnectionOptions`.)
 struct ProxyOptions: ParsableArguments {

@@ -304,6 +304,41 @@ final class TestProxy {
         #expect(log.contains("CONNECT"), "through tinyproxy: \(log)")
     }
 
+    /// `salvo channel` through tinyproxy with Basic credentials: the channel is made at the
+    /// mock's management port, through a CONNECT; a wrong password and a proxy that is down
+    /// exit 1 naming the proxy; SOCKS5 with credentials is refused before anything is sent.
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func channelManagementGoesThroughAnHTTPProxy() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let (rig, _) = try ChannelCommandTests.managementRig(workspace)
+        defer { rig.gateway.stop() }
+        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
+                                            connectPort: rig.gateway.channelsPort!)
+        defer { proxy.stop() }
+        let through = "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"
+        let (created, output, errors) = try Self.run(ChannelCommandTests.channel("create", rig, workspace, ["--proxy", through]))
+        #expect(created == 0, "stdout: \(output)\nstderr: \(errors)")
+        let id = try #require(ChannelCommandTests.fields(output)["channel-id"])
+        #expect(rig.gateway.channels.list(bundleID: "com.example.scores") == [id])
+        let log = proxy.process.output + proxy.process.errors
+        #expect(log.contains("CONNECT"), "through tinyproxy: \(log)")
+
+        let (refused, _, refusedErrors) = try Self.run(ChannelCommandTests.channel(
+            "list", rig, workspace, ["--proxy", "http://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
+        #expect(refused == 1 && refusedErrors.contains("the proxy 127.0.0.1:\(proxy.port)"), "stderr: \(refusedErrors)")
+        #expect(!refusedErrors.contains("wrong-secret"))
+        let down = try TestProxy.freePort()
+        let (unreachable, _, downErrors) = try Self.run(ChannelCommandTests.channel(
+            "list", rig, workspace, ["--proxy", "http://127.0.0.1:\(down)"]))
+        #expect(unreachable == 1 && downErrors.contains("cannot reach the proxy 127.0.0.1:\(down)"), "stderr: \(downErrors)")
+        let (socks, _, socksErrors) = try Self.run(ChannelCommandTests.channel(
+            "list", rig, workspace, ["--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(down)"]))
+        #expect(socks == 2 && socksErrors.contains("give an HTTP proxy"), "stderr: \(socksErrors)")
+        #expect(!socksErrors.contains(Self.password))
+        #expect(rig.gateway.statistics().channelOperations == ["create": 1])
+    }
+
     /// The proxy dies mid-campaign and comes back on its port: the connections reconnect
     /// through it, the run ends exit 0, and every line is accepted (what was in flight at the
     /// drop may go twice, and is counted).
