@@ -1,3 +1,4 @@
+import Foundation
 import SalvoEngine
 import SalvoIO
 import SalvoMock
@@ -66,5 +67,65 @@ import Testing
         let error = await #expect(throws: BroadcastChannelError.self) { try await channels.list() }
         #expect(error?.kind == .refused(status: 403, reason: .apns(.topicMismatch)), "\(String(describing: error))")
         await channels.shutdown()
+    }
+
+    /// 503, 429 and 500 are sent again after a pause, up to `maximumAttempts` in all; past
+    /// that, the last answer is the error.
+    @Test func busyAnswersAreSentAgainBoundedAndTheLastIsTheError() async throws {
+        let rig = try H2LoopbackRig {
+            $0.channelManagementPort = 0
+            $0.managementFailures = [.serviceUnavailable, .serviceUnavailable, .serviceUnavailable, .tooManyRequests, .internalServerError]
+        }
+        defer { rig.gateway.stop() }
+        var configuration = DeviceGatewayTests.configuration(port: try #require(rig.gateway.channelsPort))
+        configuration.maximumAttempts = 2
+        let impatient = try BroadcastChannels(configuration)
+        let error = await #expect(throws: BroadcastChannelError.self) { try await impatient.list() }
+        #expect(error?.kind == .refused(status: 503, reason: .apns(.serviceUnavailable)), "\(String(describing: error))")
+        await impatient.shutdown()
+
+        let channels = try Self.client(rig)  // 4 attempts
+        var created: BroadcastChannel?
+        do { created = try await channels.create(storagePolicy: .noStorage) } catch { Issue.record("\(error)") }
+        await channels.shutdown()
+        #expect(rig.gateway.channels.list(bundleID: "com.example.app") == created.map { [$0.id] }, "made once, at the fourth attempt")
+        let mock = rig.gateway.statistics()
+        #expect(mock.channelOperations == ["create": 1])
+        #expect(mock.rejectedChannelOperations == ["ServiceUnavailable": 3, "TooManyRequests": 1, "InternalServerError": 1])
+    }
+
+    /// The team's token in the cache is 45 minutes old, which this machine reuses (under 50)
+    /// but the gateway calls expired: it is renewed (older than 20 minutes, so allowed),
+    /// the request is sent again with the new one, and the cache holds the new one.
+    @Test func aTokenTheGatewayCallsExpiredIsRenewedAndTheRequestSentAgain() async throws {
+        let pem = try DevelopmentPKI.makeSigningKey()
+        let credentials = try ProviderCredentials(pem: pem, keyID: "TESTKEY001", teamID: "TESTTEAM01")
+        var verifier = try ProviderTokenVerifier(authKeyPEM: pem, keyID: "TESTKEY001", teamID: "TESTTEAM01")
+        verifier.lifetime = 40 * 60
+        let rig = try H2LoopbackRig(clientCertificates: false) {
+            $0.channelManagementPort = 0
+            $0.tokenVerifier = verifier
+        }
+        defer { rig.gateway.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("salvo-channels-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let cache = ProviderTokenCache(path: directory + "/provider-tokens")
+        let signed = Int64(time(nil)) - 45 * 60
+        let old = try #require(try ProviderTokenSigner(credentials: credentials, clock: { signed }).token())
+        try "salvo-provider-tokens v1\nTESTTEAM01\tTESTKEY001\t\(credentials.keyFingerprint)\t\(signed)\t\(old.text)\n"
+            .write(toFile: cache.path, atomically: true, encoding: .utf8)
+        chmod(cache.path, 0o600)
+
+        let channels = try BroadcastChannels(DeviceGatewayTests.configuration(
+            port: try #require(rig.gateway.channelsPort), clientCertificate: false, authentication: .token(credentials, store: cache)))
+        var listed: [String]?
+        do { listed = try await channels.list() } catch { Issue.record("\(error)") }
+        await channels.shutdown()
+        #expect(listed == [])
+        #expect(rig.gateway.statistics().rejectedChannelOperations == ["ExpiredProviderToken": 1])
+        #expect(rig.gateway.statistics().channelOperations == ["list": 1])
+        let cached = try String(contentsOfFile: cache.path, encoding: .utf8)
+        #expect(!cached.contains(old.text) && cached.contains("TESTTEAM01\tTESTKEY001"), "the cache holds the renewed token")
     }
 }

@@ -814,8 +814,9 @@ final class H2Connection: ServerConnection {
     private func channelRequestComplete(streamID: Int32) {
         guard let index = slotIndex(streamID), !slots[index].judged else { return }
         slots[index].judged = true
-        let response = channelRequests[index].respond(registry: state.channels, tokenAuthentication: state.verifier != nil,
-                                                      allowedTopics: state.allowedTopics, broadcastsEnabled: state.broadcastsEnabled)
+        let response = state.nextManagementFailure().map { ChannelResponse.refused($0) }
+            ?? channelRequests[index].respond(registry: state.channels, tokenAuthentication: state.verifier != nil,
+                                              allowedTopics: state.allowedTopics, broadcastsEnabled: state.broadcastsEnabled)
         channelResponses[index] = response
         state.count { statistics in
             if let operation = response.operation { statistics.channelOperations[operation.rawValue, default: 0] += 1 }

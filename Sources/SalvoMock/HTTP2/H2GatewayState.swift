@@ -41,6 +41,8 @@ final class H2GatewayState: Sendable {
     /// Accepted broadcasts by channel (deleted channels' too), added by each connection
     /// when it publishes its counts.
     let broadcasts = Locked<[ChannelID: Int]>([:])
+    /// `Configuration.managementFailures` not yet answered, first first.
+    private let managementFailures: Locked<ArraySlice<APNsReason>>
     /// The `iat` of the team's current token, once one was seen.
     private let teamTokenIssuedAt = Locked<Int64?>(nil)
 
@@ -54,6 +56,7 @@ final class H2GatewayState: Sendable {
         recordRequests = configuration.recordRequests
         channels = MockChannelRegistry(limit: configuration.channelLimit)
         broadcastsEnabled = configuration.broadcastsEnabled
+        managementFailures = Locked(configuration.managementFailures[...])
         usesOrdinal = plan.rejectEvery != nil || plan.throttleEvery != nil || plan.unavailableEvery != nil
             || plan.internalErrorEvery != nil || plan.goawayEvery != nil
         responseDelay = plan.responseDelay.nanosecondsClamped
@@ -63,6 +66,9 @@ final class H2GatewayState: Sendable {
     }
 
     func count(_ update: (inout H2Statistics) -> Void) { events.withLock { update(&$0) } }
+
+    /// The failure the next management request is answered with, if one is still planned.
+    func nextManagementFailure() -> APNsReason? { managementFailures.withLock { $0.popFirst() } }
 
     /// Takes a valid token issued at `issuedAt` as the team's current one, or refuses it
     /// when it replaces the current one less than `ProviderToken.minimumRefreshInterval`

@@ -188,6 +188,9 @@ extension H2MockGateway {
         /// every channel management request is answered 400 FeatureNotEnabled once
         /// authenticated. Default true.
         public var broadcastsEnabled: Bool
+        /// The first requests to the management port are answered with these, one each, in
+        /// order (then as usual): 429, 500 or 503, for tests of a client's retries.
+        public var managementFailures: [APNsReason] = []
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration, tokenVerifier: ProviderTokenVerifier? = nil,

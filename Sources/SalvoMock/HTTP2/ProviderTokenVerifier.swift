@@ -10,7 +10,7 @@ public struct ProviderTokenVerifier: Sendable {
         case valid(issuedAt: Int64)
         /// Unreadable, not signed by the key, or for another key id or team: 403 InvalidProviderToken.
         case invalid
-        /// Valid but issued more than `ProviderToken.lifetime` ago: 403 ExpiredProviderToken.
+        /// Valid but issued more than `lifetime` ago: 403 ExpiredProviderToken.
         case expired
     }
 
@@ -18,6 +18,9 @@ public struct ProviderTokenVerifier: Sendable {
     public let keyID: String
     /// The team tokens must be issued by (`iss`).
     public let teamID: String
+    /// How old a token may be, in seconds: an hour, as Apple's (`ProviderToken.lifetime`).
+    /// A test shortens it to see a sender renew a token it still thinks fresh.
+    public var lifetime = ProviderToken.lifetime
     /// The public key's raw x‖y (Crypto's key type is not `Sendable`; making one is cheap,
     /// and needed only for a token not seen before).
     private let publicKey: [UInt8]
@@ -45,7 +48,7 @@ public struct ProviderTokenVerifier: Sendable {
               let signature = try? P256.Signing.ECDSASignature(rawRepresentation: parsed.signature),
               key.isValidSignature(signature, for: UnsafeRawBufferPointer(rebasing: token[..<parsed.signingInputLength]))
         else { return .invalid }
-        if now - parsed.token.issuedAt > ProviderToken.lifetime { return .expired }
+        if now - parsed.token.issuedAt > lifetime { return .expired }
         return .valid(issuedAt: parsed.token.issuedAt)
     }
 }
