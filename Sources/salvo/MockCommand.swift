@@ -25,7 +25,7 @@ struct MockCommand: AsyncParsableCommand {
             Every protocol takes --port, --host, --loops, --duration, --report, \
             --record-accepted, the TLS flags and the log and metrics flags. Without --cert and \
             --key, throwaway certificates are made in a new temporary directory (named on \
-            standard error): trust its ca.pem; its client.pem and client.key pass \
+            standard error, removed when the mock stops): trust its ca.pem; its client.pem and client.key pass \
             --require-client-cert. scripts/certs.sh makes a lasting set. A flag of another \
             protocol is refused (exit 2), naming it.
 
@@ -186,13 +186,14 @@ struct MockCommand: AsyncParsableCommand {
         let observability = try await observability.start()
         defer { observability.endpoint?.stop() }
         let (serverTLS, throwaway) = try tls.configuration(defaultVersion: wireProtocol == .h2 ? .v1_3 : .v1_2)
+        defer { throwaway?.remove() }
         if wireProtocol == .h2 {
             try await runH2(serverTLS)
             return
         }
         if wireProtocol == .gnp { return try await runGNP(serverTLS) }
         if let ingestProbe {
-            try runIngestProbe(frames: ingestProbe, server: serverTLS, throwaway: throwaway)
+            try runIngestProbe(frames: ingestProbe, server: serverTLS, throwaway: throwaway?.bundle)
             return
         }
         var gatewayConfiguration = MockGateway.Configuration(

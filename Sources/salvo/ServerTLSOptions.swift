@@ -38,15 +38,15 @@ struct ServerTLSOptions: ParsableArguments {
     }
 
     /// The server's TLS setup from the flags, or from fresh throwaway certificates (written
-    /// to a new temporary directory, named on standard error, and returned), offering
-    /// `--tls` or else `defaultVersion`.
-    func configuration(defaultVersion: TLSVersion) throws -> (TLSConfiguration, DevelopmentPKI.Bundle?) {
+    /// to a new temporary directory, named on standard error, and returned, for the caller
+    /// to remove when the mock stops), offering `--tls` or else `defaultVersion`.
+    func configuration(defaultVersion: TLSVersion) throws -> (TLSConfiguration, ThrowawayCertificates?) {
         var (configuration, throwaway) = try certificates()
         configuration.maximumVersion = tlsVersion ?? defaultVersion
         return (configuration, throwaway)
     }
 
-    private func certificates() throws -> (TLSConfiguration, DevelopmentPKI.Bundle?) {
+    private func certificates() throws -> (TLSConfiguration, ThrowawayCertificates?) {
         if let cert, let key {
             var configuration = TLSConfiguration.server(certificateChain: .file(cert), privateKey: .file(key))
             if let ca {
@@ -70,7 +70,7 @@ struct ServerTLSOptions: ParsableArguments {
             configuration.verifyPeer = true
             configuration.requireClientCertificate = requireClientCertificate
         }
-        return (configuration, bundle)
+        return (configuration, ThrowawayCertificates(bundle: bundle, directory: directory))
     }
 
     private static func makeTemporaryDirectory() throws -> String {
@@ -83,3 +83,12 @@ struct ServerTLSOptions: ParsableArguments {
 }
 
 extension TLSVersion: ExpressibleByArgument {}
+
+/// Certificates `salvo mock` made for one run, and the directory it wrote them to.
+struct ThrowawayCertificates {
+    let bundle: DevelopmentPKI.Bundle
+    let directory: String
+
+    /// Removes the directory: the certificates are worth nothing once the mock stops.
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+}

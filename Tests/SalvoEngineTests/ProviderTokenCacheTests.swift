@@ -7,7 +7,7 @@ import Testing
 
 /// One token per team on one machine: signers that share a `ProviderTokenCache` send the
 /// token the first one signed, and only the key that signed it reuses it.
-@Suite struct ProviderTokenCacheTests {
+@Suite final class ProviderTokenCacheTests {
     let start: Int64 = 1_700_000_000
     let clock: TestClock
     let directory: String
@@ -18,6 +18,8 @@ import Testing
         directory = NSTemporaryDirectory() + "salvo-token-cache-\(UUID().uuidString.prefix(8))"
         cache = ProviderTokenCache(path: directory + "/state/salvo/provider-tokens")
     }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     /// A signer on the cache whose first token has come (or whose store failed).
     func signer(_ credentials: ProviderCredentials = AuthKey.credentials) async throws -> ProviderTokenSigner {
