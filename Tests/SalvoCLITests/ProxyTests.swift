@@ -100,136 +100,131 @@ final class TestProxy {
         expectSameAcceptedSet(digests, LoopbackRig.digests(count: lines + 1, excluding: [0]), sourceLocation: sourceLocation)
     }
 
-    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
-    func http2ThroughTinyproxyWithBasicAuthIsExactAgainstTheMock() throws {
+    /// The run accepted every line, and the HTTP/2 mock accepted exactly those.
+    static func expectExact(_ workspace: Workspace, lines: Int, _ rig: H2LoopbackRig,
+                            sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try expectExact(workspace, lines: lines, mock: {
+            let mock = rig.statistics { $0.accepted >= lines }
+            return (mock.accepted, mock.acceptedDigestSet)
+        }, sourceLocation: sourceLocation)
+    }
+
+    /// A workspace and an HTTP/2 mock for `body`, removed and stopped after it.
+    static func withH2Mock(_ body: (Workspace, H2LoopbackRig) throws -> Void) throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try H2LoopbackRig()
         defer { rig.gateway.stop() }
-        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
-                                            connectPort: rig.gateway.port)
-        defer { proxy.stop() }
-        let lines = 5000
-        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
-            "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
-        #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
-        try Self.expectExact(workspace, lines: lines) {
-            let mock = rig.statistics { $0.accepted >= lines }
-            return (mock.accepted, mock.acceptedDigestSet)
+        try body(workspace, rig)
+    }
+
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func http2ThroughTinyproxyWithBasicAuthIsExactAgainstTheMock() throws {
+        try Self.withH2Mock { workspace, rig in
+            let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
+                                                connectPort: rig.gateway.port)
+            defer { proxy.stop() }
+            let lines = 5000
+            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+                "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
+            #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
+            try Self.expectExact(workspace, lines: lines, rig)
+            let log = proxy.process.output + proxy.process.errors
+            #expect(log.contains("CONNECT"), "the connections went through tinyproxy: \(log)")
+            #expect(!(output + errors).contains(Self.password))
         }
-        let log = proxy.process.output + proxy.process.errors
-        #expect(log.contains("CONNECT"), "the connections went through tinyproxy: \(log)")
-        #expect(!(output + errors).contains(Self.password))
     }
 
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"),
           arguments: ["socks5", "socks5h"])
     func http2ThroughMicrosocksWithAUserAndPasswordIsExactAgainstTheMock(scheme: String) throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
-        defer { proxy.stop() }
-        let lines = 5000
-        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
-            "--proxy", "\(scheme)://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
-        #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
-        try Self.expectExact(workspace, lines: lines) {
-            let mock = rig.statistics { $0.accepted >= lines }
-            return (mock.accepted, mock.acceptedDigestSet)
+        try Self.withH2Mock { workspace, rig in
+            let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+            defer { proxy.stop() }
+            let lines = 5000
+            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+                "--proxy", "\(scheme)://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
+            #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
+            try Self.expectExact(workspace, lines: lines, rig)
+            #expect(!(output + errors).contains(Self.password))
         }
-        #expect(!(output + errors).contains(Self.password))
     }
 
     @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
     func aWrongPasswordForTinyproxyEndsTheRunNamingTheProxyAnd407() throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
-                                            connectPort: rig.gateway.port)
-        defer { proxy.stop() }
-        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
-            "--proxy", "http://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
-        #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
-        // tinyproxy answers a CONNECT with refused credentials 401, not 407.
-        #expect(errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 401 Unauthorized")
-                || errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 407"), "stderr: \(errors)")
-        #expect(errors.contains("check the proxy's user and password"), "stderr: \(errors)")
-        #expect(!(output + errors).contains("wrong-secret") && !(output + errors).contains("\(Self.user):"))
-        let report = try SendCommandTests.report(workspace.path("report.json"))
-        #expect(report.isComplete && report.accepted == 0 && report.failed == report.submitted)
-        #expect(rig.gateway.statistics().accepted == 0)
+        try Self.withH2Mock { workspace, rig in
+            let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
+                                                connectPort: rig.gateway.port)
+            defer { proxy.stop() }
+            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
+                "--proxy", "http://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
+            #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
+            // tinyproxy answers a CONNECT with refused credentials 401, not 407.
+            #expect(errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 401 Unauthorized")
+                    || errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 407"), "stderr: \(errors)")
+            #expect(errors.contains("check the proxy's user and password"), "stderr: \(errors)")
+            #expect(!(output + errors).contains("wrong-secret") && !(output + errors).contains("\(Self.user):"))
+            let report = try SendCommandTests.report(workspace.path("report.json"))
+            #expect(report.isComplete && report.accepted == 0 && report.failed == report.submitted)
+            #expect(rig.gateway.statistics().accepted == 0)
+        }
     }
 
     @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
     func aPortTinyproxyDoesNotAllowIsA403() throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password, connectPort: 443)
-        defer { proxy.stop() }
-        let (status, _, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 10, [
-            "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]))
-        #expect(status == 1, "stderr: \(errors)")
-        #expect(errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 403"), "stderr: \(errors)")
+        try Self.withH2Mock { workspace, rig in
+            let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password, connectPort: 443)
+            defer { proxy.stop() }
+            let (status, _, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 10, [
+                "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]))
+            #expect(status == 1, "stderr: \(errors)")
+            #expect(errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 403"), "stderr: \(errors)")
+        }
     }
 
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
     func aWrongPasswordForMicrosocksEndsTheRunNamingTheSOCKSRefusal() throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
-        defer { proxy.stop() }
-        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
-            "--proxy", "socks5://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
-        #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
-        #expect(errors.contains("the SOCKS5 proxy 127.0.0.1:\(proxy.port) refused the user and password"), "stderr: \(errors)")
-        #expect(!(output + errors).contains("wrong-secret"))
-        #expect(rig.gateway.statistics().accepted == 0)
+        try Self.withH2Mock { workspace, rig in
+            let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+            defer { proxy.stop() }
+            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
+                "--proxy", "socks5://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
+            #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
+            #expect(errors.contains("the SOCKS5 proxy 127.0.0.1:\(proxy.port) refused the user and password"), "stderr: \(errors)")
+            #expect(!(output + errors).contains("wrong-secret"))
+            #expect(rig.gateway.statistics().accepted == 0)
+        }
     }
 
     /// Nothing listens where the proxy should be: exit 1, the proxy named, everything
     /// accounted for as unreachable.
     @Test func aProxyThatIsDownEndsTheRunNamingIt() throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        let port = try TestProxy.freePort()
-        let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 200, [
-            "--proxy", "http://127.0.0.1:\(port)"]))
-        #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
-        #expect(errors.contains("cannot reach the proxy 127.0.0.1:\(port)"), "stderr: \(errors)")
-        let report = try SendCommandTests.report(workspace.path("report.json"))
-        #expect(report.isComplete && report.accepted == 0 && report.failedByReason == ["gateway_unreachable": report.submitted])
+        try Self.withH2Mock { workspace, rig in
+            let port = try TestProxy.freePort()
+            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 200, [
+                "--proxy", "http://127.0.0.1:\(port)"]))
+            #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
+            #expect(errors.contains("cannot reach the proxy 127.0.0.1:\(port)"), "stderr: \(errors)")
+            let report = try SendCommandTests.report(workspace.path("report.json"))
+            #expect(report.isComplete && report.accepted == 0 && report.failedByReason == ["gateway_unreachable": report.submitted])
+        }
     }
 
     /// HTTPS_PROXY names a proxy that is down, NO_PROXY the gateway: the run connects directly.
     @Test func noProxyMatchingTheGatewayConnectsDirectly() throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        let dead = "http://127.0.0.1:\(try TestProxy.freePort())"
-        let lines = 500
-        let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [])
-        let (status, output, errors) = try Self.run(arguments, environment: ["HTTPS_PROXY": dead, "NO_PROXY": "localhost,127.0.0.1"])
-        #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
-        try Self.expectExact(workspace, lines: lines) {
-            let mock = rig.statistics { $0.accepted >= lines }
-            return (mock.accepted, mock.acceptedDigestSet)
+        try Self.withH2Mock { workspace, rig in
+            let dead = "http://127.0.0.1:\(try TestProxy.freePort())"
+            let lines = 500
+            let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [])
+            let (status, output, errors) = try Self.run(arguments, environment: ["HTTPS_PROXY": dead, "NO_PROXY": "localhost,127.0.0.1"])
+            #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
+            try Self.expectExact(workspace, lines: lines, rig)
+            // --no-proxy ignores the environment; without either, its proxy is used (and found down).
+            let (direct, _, directErrors) = try Self.run(arguments + ["--no-proxy"], environment: ["https_proxy": dead])
+            #expect(direct == 0, "stderr: \(directErrors)")
+            let (viaProxy, _, proxyErrors) = try Self.run(arguments, environment: ["https_proxy": dead])
+            #expect(viaProxy == 1 && proxyErrors.contains("cannot reach the proxy"), "stderr: \(proxyErrors)")
         }
-        // --no-proxy ignores the environment; without either, its proxy is used (and found down).
-        let (direct, _, directErrors) = try Self.run(arguments + ["--no-proxy"], environment: ["https_proxy": dead])
-        #expect(direct == 0, "stderr: \(directErrors)")
-        let (viaProxy, _, proxyErrors) = try Self.run(arguments, environment: ["https_proxy": dead])
-        #expect(viaProxy == 1 && proxyErrors.contains("cannot reach the proxy"), "stderr: \(proxyErrors)")
     }
 
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
@@ -344,54 +339,47 @@ final class TestProxy {
     /// drop may go twice, and is counted).
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
     func aProxyThatDiesMidCampaignIsReconnectedThroughWhenItIsBack() throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        var proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
-        defer { proxy.stop() }
-        let lines = 50_000  // token 57005 (…dead) is one the mock rejects
-        var variables = ["XDG_STATE_HOME": SendCommandTests.stateHome]
-        for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] { variables[name] = "" }
-        let sender = try ChildProcess(SendCommandTests.salvo, Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
-            "--proxy", "socks5h://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]), environment: variables)
-        let before = eventually({ rig.gateway.statistics().accepted }, within: .seconds(60)) { $0 >= 2000 }
-        try #require(before >= 2000 && before < lines, "the run was under way when the proxy died (\(before) accepted)")
-        let port = proxy.port
-        proxy.process.kill(SIGKILL)
-        _ = try? proxy.process.exitStatus(within: .seconds(10))
-        proxy = try TestProxy.microsocks(user: Self.user, password: Self.password, port: port)
-        let status = try sender.exitStatus(within: .seconds(120))
-        #expect(status == 0, "stderr: \(sender.errors)")
-        let report = try SendCommandTests.report(workspace.path("report.json"))
-        #expect(report.isComplete && report.accepted == lines && report.failed == 0,
-                "accepted \(report.accepted), rejected \(report.rejectedByReason), failed \(report.failedByReason); stderr: \(sender.errors)")
-        let mock = rig.statistics { $0.accepted >= lines }
-        expectSameAcceptedSet(mock.acceptedDigestSet, Set(LoopbackRig.digests(count: lines + 1, excluding: [0])))
-        #expect(mock.accepted - lines <= report.possibleDuplicates, "duplicates only among those counted")
-        #expect(report.reconnects >= 1, "the connections were made again through the proxy once it was back")
+        try Self.withH2Mock { workspace, rig in
+            var proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+            defer { proxy.stop() }
+            let lines = 50_000  // token 57005 (…dead) is one the mock rejects
+            var variables = ["XDG_STATE_HOME": SendCommandTests.stateHome]
+            for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] { variables[name] = "" }
+            let sender = try ChildProcess(SendCommandTests.salvo, Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+                "--proxy", "socks5h://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]), environment: variables)
+            let before = eventually({ rig.gateway.statistics().accepted }, within: .seconds(60)) { $0 >= 2000 }
+            try #require(before >= 2000 && before < lines, "the run was under way when the proxy died (\(before) accepted)")
+            let port = proxy.port
+            proxy.process.kill(SIGKILL)
+            _ = try? proxy.process.exitStatus(within: .seconds(10))
+            proxy = try TestProxy.microsocks(user: Self.user, password: Self.password, port: port)
+            let status = try sender.exitStatus(within: .seconds(120))
+            #expect(status == 0, "stderr: \(sender.errors)")
+            let report = try SendCommandTests.report(workspace.path("report.json"))
+            #expect(report.isComplete && report.accepted == lines && report.failed == 0,
+                    "accepted \(report.accepted), rejected \(report.rejectedByReason), failed \(report.failedByReason); stderr: \(sender.errors)")
+            let mock = rig.statistics { $0.accepted >= lines }
+            expectSameAcceptedSet(mock.acceptedDigestSet, Set(LoopbackRig.digests(count: lines + 1, excluding: [0])))
+            #expect(mock.accepted - lines <= report.possibleDuplicates, "duplicates only among those counted")
+            #expect(report.reconnects >= 1, "the connections were made again through the proxy once it was back")
+        }
     }
 
     /// A refused proxy password loses nothing: the checkpoint records no line as done, and
     /// the same command with the right password and --resume sends every line, once.
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
     func afterARefusedProxyPasswordTheResumeSendsEverything() throws {
-        let workspace = try Workspace()
-        defer { workspace.remove() }
-        let rig = try H2LoopbackRig()
-        defer { rig.gateway.stop() }
-        let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
-        defer { proxy.stop() }
-        let lines = 2000
-        let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, ["--checkpoint", workspace.path("c.ckpt")])
-        let (refused, _, errors) = try Self.run(arguments + ["--proxy", "socks5://\(Self.user):wrong@127.0.0.1:\(proxy.port)"])
-        #expect(refused == 1 && errors.contains("the same command with --resume continues with line 1"), "stderr: \(errors)")
-        let (resumed, _, resumeErrors) = try Self.run(
-            arguments + ["--resume", "--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"])
-        #expect(resumed == 0, "stderr: \(resumeErrors)")
-        try Self.expectExact(workspace, lines: lines) {
-            let mock = rig.statistics { $0.accepted >= lines }
-            return (mock.accepted, mock.acceptedDigestSet)
+        try Self.withH2Mock { workspace, rig in
+            let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
+            defer { proxy.stop() }
+            let lines = 2000
+            let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, ["--checkpoint", workspace.path("c.ckpt")])
+            let (refused, _, errors) = try Self.run(arguments + ["--proxy", "socks5://\(Self.user):wrong@127.0.0.1:\(proxy.port)"])
+            #expect(refused == 1 && errors.contains("the same command with --resume continues with line 1"), "stderr: \(errors)")
+            let (resumed, _, resumeErrors) = try Self.run(
+                arguments + ["--resume", "--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"])
+            #expect(resumed == 0, "stderr: \(resumeErrors)")
+            try Self.expectExact(workspace, lines: lines, rig)
         }
     }
 }
