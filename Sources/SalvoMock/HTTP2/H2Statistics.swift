@@ -115,6 +115,9 @@ public struct H2RecordedRequest: Sendable, Hashable, Codable {
     public var channelID: String?
     /// `apns-request-id` (broadcasts).
     public var requestID: String?
+    /// With token authentication: the team (`iss`) of the valid provider token that
+    /// authorized it; nil for a request of a certificate's connection.
+    public var team: String?
 
     public init(token: String, pushType: String? = nil, topic: String? = nil, apnsID: String? = nil,
                 expiration: String? = nil, priority: String? = nil, collapseID: String? = nil,
