@@ -181,6 +181,26 @@ public struct CampaignStore: Sendable {
 
     // MARK: Items
 
+    /// The topics the campaign's items name (nil: none, the worker's), with how many name
+    /// each and the first sequence that does: what a worker with credentials per topic
+    /// checks before it sends anything.
+    public func itemTopics(of campaign: Campaign) async throws(CampaignStoreError)
+        -> [(topic: String?, count: Int, firstSequence: Int64)]
+    {
+        do {
+            let rows = try await database.query("""
+                SELECT topic, count(*), min(seq) FROM campaign_items WHERE campaign_id = \(campaign.id) GROUP BY topic
+                """)
+            var topics: [(topic: String?, count: Int, firstSequence: Int64)] = []
+            for try await (topic, count, first) in rows.decode((String?, Int64, Int64).self) {
+                topics.append((topic, Int(count), first))
+            }
+            return topics
+        } catch {
+            throw database.describe(error, while: "reading the campaign's topics")
+        }
+    }
+
     /// The items of a leased chunk after its checkpoint, as a source for the sender, and the
     /// sequence of each (index i of the list is `sequences[i]`; the sequences of a
     /// campaign with a payload per item have gaps where invalidated tokens were left out).

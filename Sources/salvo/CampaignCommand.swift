@@ -256,13 +256,15 @@ extension CampaignCommand {
             let (configuration, _) = try SendCommand.senderConfiguration(
                 gateway, wireProtocol, http2: http2, tls: tls, engine: engine, command: "campaign run",
                 proxy: proxyConfiguration(), tokenStore: database.map(PostgresTokenStore.init))
+            let routes = try SendCommand.credentialRoutes(http2, gateway: gateway, base: configuration, tls: tls,
+                                                          command: "campaign run", tokenStore: database.map(PostgresTokenStore.init))
             let name = worker ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
             let settings = CampaignWorker.Settings(name: name, leaseDuration: .milliseconds(Int(leaseSeconds * 1000)))
             let summary: CampaignWorker.Summary
             do {
                 let url = try DatabaseURL(target.db)
                 summary = try await CampaignWorker(database: url, campaign: target.name, configuration: configuration,
-                                                   settings: settings).run()
+                                                   routes: routes, defaultTopic: http2.topic, settings: settings).run()
             } catch let error as CampaignStoreError {
                 printError("salvo campaign run: \(error)")
                 throw ExitCode(error.isUsageError ? 2 : 1)
