@@ -70,6 +70,8 @@ public final class CampaignWorker: Sendable {
         public var takeoverDuplicates = 0
         /// Whether it stopped because the campaign was cancelled.
         public var cancelled = false
+        /// With credentials per topic: what it sent of each topic, and how that ended.
+        public var byTopic: [String: TopicCounts] = [:]
     }
 
     /// Why a chunk's reading stopped early.
@@ -200,7 +202,7 @@ public final class CampaignWorker: Sendable {
             failure = failure ?? error
         }
         renewing.cancel()
-        _ = await sender.finish(timeout: .seconds(30))
+        summary.byTopic = await sender.finish(timeout: .seconds(30)).byTopic
         for store in leasing { await store.database.close() }
         await writing.database.close()
         await heartbeat.database.close()

@@ -247,7 +247,12 @@ extension CampaignCommand {
                     + "sent after their last write-back; \(number(summary.possibleDuplicates - summary.takeoverDuplicates)) "
                     + "resent after silent drops)"
             }
-            return line + (summary.cancelled ? "; the campaign was cancelled" : "")
+            line += summary.cancelled ? "; the campaign was cancelled" : ""
+            for (topic, counts) in summary.byTopic.sorted(by: { $0.key < $1.key }) {
+                line += "\n  \(topic): accepted \(number(counts.accepted)), rejected \(number(counts.rejected)), "
+                    + "failed \(number(counts.failed))"
+            }
+            return line
         }
 
         func run() async throws {
