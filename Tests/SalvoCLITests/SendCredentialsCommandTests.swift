@@ -20,16 +20,27 @@ import Testing
     /// file naming them by relative paths: team A serves news and weather, team B games,
     /// the client certificate legacy.
     static func rig(_ workspace: Workspace) throws -> H2LoopbackRig {
+        let (pemA, pemB) = try writeKeys(workspace)
+        return try gateway(pemA, pemB)
+    }
+
+    /// Both teams' keys, written to the workspace with the credentials file.
+    static func writeKeys(_ workspace: Workspace) throws -> (String, String) {
         let pemA = try DevelopmentPKI.makeSigningKey(), pemB = try DevelopmentPKI.makeSigningKey()
         for (name, pem) in [("AuthKey_\(keyA).p8", pemA), ("AuthKey_\(keyB).p8", pemB)] {
             try pem.write(toFile: workspace.path(name), atomically: true, encoding: .utf8)
             chmod(workspace.path(name), 0o600)
         }
         try writeCredentials(workspace)
-        return try H2LoopbackRig(clientCertificates: true) {
+        return (pemA, pemB)
+    }
+
+    /// A mock that knows team A's key, team B's when given, and the client certificate.
+    static func gateway(_ pemA: String, _ pemB: String?) throws -> H2LoopbackRig {
+        try H2LoopbackRig(clientCertificates: true) {
             $0.server.tls.requireClientCertificate = false
-            $0.tokenVerifiers = [try! ProviderTokenVerifier(authKeyPEM: pemA, keyID: keyA, teamID: teamA),
-                                 try! ProviderTokenVerifier(authKeyPEM: pemB, keyID: keyB, teamID: teamB)]
+            $0.tokenVerifiers = [try! ProviderTokenVerifier(authKeyPEM: pemA, keyID: keyA, teamID: teamA)]
+                + (pemB.map { [try! ProviderTokenVerifier(authKeyPEM: $0, keyID: keyB, teamID: teamB)] } ?? [])
             $0.recordRequests = true
         }
     }
@@ -171,5 +182,57 @@ import Testing
         #expect(missing == 2)
         #expect(missingErrors.contains("entry 2 (team \(Self.teamB))") && missingErrors.contains("missing.p8"), "stderr: \(missingErrors)")
         #expect(rig.gateway.statistics().accepted == accepted, "the refused runs sent nothing")
+    }
+
+    /// The gateway refuses team B's key: the run stops, having sent team A's and the
+    /// certificate's lines until then, and its checkpoint holds. The resume, against a
+    /// gateway that knows both keys, sends the rest: every line is accepted, and none the
+    /// checkpoint records as done goes twice.
+    @Test func aRunStoppedByOneTeamsRefusedKeyResumesWithNothingLostAndNothingDoneSentTwice() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let (pemA, pemB) = try Self.writeKeys(workspace)
+        let lines = 3000
+        // No dead tokens here: every line ends accepted.
+        let text = (1...lines).map { n in
+            Self.line(n, topic: Self.topic(of: n)).replacingOccurrences(of: H2LoopbackRig.deadToken(n).hex, with: LoopbackRig.token(n).hex)
+        }.joined(separator: "\n") + "\n"
+        try text.write(toFile: workspace.path("campaign.jsonl"), atomically: true, encoding: .utf8)
+        let checkpoint = workspace.path("campaign.ckpt")
+
+        let first = try Self.gateway(pemA, nil)
+        defer { first.gateway.stop() }
+        let (stopped, _, stoppedErrors) = try SendCommandTests.run(
+            Self.arguments(workspace, port: first.gateway.port) + ["--checkpoint", checkpoint])
+        #expect(stopped == 1, "stderr: \(stoppedErrors)")
+        #expect(stoppedErrors.contains(Self.teamB) && stoppedErrors.contains("InvalidProviderToken"), "stderr: \(stoppedErrors)")
+        let done = try #require(Self.doneThrough(stoppedErrors), "stderr: \(stoppedErrors)")
+        let firstAccepted = Set(first.gateway.statistics().acceptedDigests ?? [])
+        #expect(done > 0 && firstAccepted.count == (1...done).filter { Self.topic(of: $0) != Self.games }.count,
+                "the checkpoint covers exactly what the first run accepted: \(done), \(firstAccepted.count)")
+
+        let second = try Self.gateway(pemA, pemB)
+        defer { second.gateway.stop() }
+        let (resumed, output, resumedErrors) = try SendCommandTests.run(
+            Self.arguments(workspace, port: second.gateway.port) + ["--checkpoint", checkpoint, "--resume"])
+        #expect(resumed == 0, "stdout: \(output)\nstderr: \(resumedErrors)")
+        let report = try SendCommandTests.report(workspace.path("report.json"))
+        #expect(report.isComplete && report.failed == 0)
+        let secondAccepted = Set(second.statistics { $0.accepted >= report.accepted }.acceptedDigests ?? [])
+
+        #expect(firstAccepted.union(secondAccepted) == Set(H2LoopbackRig.digests(1...lines)), "every line accepted")
+        // Team A's and the certificate's lines up to the checkpoint were done in the first run.
+        let doneElsewhere = Set(H2LoopbackRig.digests((1..<(done + 1)).filter { Self.topic(of: $0) != Self.games }))
+        #expect(secondAccepted.isDisjoint(with: doneElsewhere), "a line the checkpoint records as done was sent again")
+        #expect(firstAccepted.isDisjoint(with: Set(H2LoopbackRig.digests((1...lines).filter { Self.topic(of: $0) == Self.games }))),
+                "the refused team's lines went nowhere in the first run")
+    }
+
+    /// N of the checkpoint note's "lines 1–N".
+    static func doneThrough(_ errors: String) -> Int? {
+        guard let range = errors.range(of: #"lines 1–(\d+)"#, options: .regularExpression) else {
+            return errors.contains("no line is done") ? 0 : nil
+        }
+        return Int(errors[range].dropFirst("lines 1–".count))
     }
 }
