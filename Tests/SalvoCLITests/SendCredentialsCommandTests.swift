@@ -235,4 +235,26 @@ import Testing
         }
         return Int(errors[range].dropFirst("lines 1–".count))
     }
+
+    /// Both teams' tokens go to the token cache and the next run takes them from there: the
+    /// gateway sees one token per team over both runs (a second token of a team within 20
+    /// minutes would be refused).
+    @Test func eachTeamsTokenIsSharedWithTheNextRunThroughTheTokenCache() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let rig = try Self.rig(workspace)
+        defer { rig.gateway.stop() }
+        try Self.writeCampaign(workspace, lines: 200)
+        let cache = workspace.path("provider-tokens")
+        let arguments = Self.arguments(workspace, port: rig.gateway.port).filter { $0 != "--no-token-cache" } + ["--token-cache", cache]
+        for run in 1...2 {
+            let (status, _, errors) = try SendCommandTests.run(arguments)
+            #expect(status == 0, "run \(run): \(errors)")
+        }
+        let lines = try String(contentsOfFile: cache, encoding: .utf8).split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix(Self.teamA + "\t") }.count == 1 && lines.filter { $0.hasPrefix(Self.teamB + "\t") }.count == 1)
+        let statistics = rig.gateway.statistics()
+        #expect(statistics.providerTokensTaken == 2 && statistics.rejected(.tooManyProviderTokenUpdates) == 0,
+                "tokens taken: \(statistics.providerTokensTaken)")
+    }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import Prometheus
+import SalvoPrometheus
 import SalvoIO
 import SalvoMock
 import SalvoTestSupport
@@ -165,5 +167,26 @@ import Testing
         twice[1].topics.append(Self.news)
         #expect(throws: SenderError.self) { try RoutingSender(routes: twice, defaultTopic: nil) }
         #expect(throws: SenderError.self) { try RoutingSender(routes: routes, defaultTopic: "com.example.other") }
+    }
+
+    /// The metrics: per topic and outcome, and each sender's series under its credentials.
+    @Test func metricsBreakTheOutcomesDownByTopicAndEachSendersSeriesCarryItsCredentials() async throws {
+        let (rig, routes) = try Self.rig()
+        defer { rig.gateway.stop() }
+        let registry = PrometheusCollectorRegistry()
+        let sender = try RoutingSender(routes: routes, defaultTopic: Self.news, metricsFactory: MetricsEndpoint.factory(for: registry))
+        let count = 1000
+        try await sender.send(contentsOf: NotificationList((0..<count).map(Self.item)))
+        let report = await sender.finish(timeout: .seconds(60))
+        let metrics = PrometheusText(registry.emitToString())
+        for (topic, counts) in report.byTopic {
+            for (outcome, total) in [("accepted", counts.accepted), ("rejected", counts.rejected), ("failed", counts.failed)] {
+                #expect(metrics.value("salvo_sender_topic_notifications_total", ["topic": topic, "outcome": outcome]) == Double(total),
+                        "\(topic) \(outcome)")
+            }
+        }
+        #expect(report.byTopic.count == 4 && report.byTopic.values.map(\.rejected).reduce(0, +) > 0)
+        let submitted = metrics.values("salvo_sender_submitted_total", by: "credentials")
+        #expect(submitted == [Self.teamA: count * 3 / 5, Self.teamB: count / 5, "client.pem": count / 5], "\(submitted)")
     }
 }

@@ -126,6 +126,8 @@ public final class RoutingSender: Sendable {
         senderOfTopic = routes.indices.flatMap { index in Array(repeating: index, count: routes[index].topics.count) }
         topicEntries = Locked(Array(repeating: [], count: topics.count))
         topicFeed = MetricsFeed(factory: factory)
+        MetricDescriptions.describe(["salvo_sender_topic_notifications_total":
+            "Notifications of each topic (bundle id) that ended accepted, rejected or failed, when a run sends for several apps."])
         let (stream, continuation) = AsyncStream.makeStream(of: SenderEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         events = stream
         // The stream ends when the last sender's does.
@@ -281,7 +283,7 @@ public final class RoutingSender: Sendable {
     func reportTopicMetrics(_ report: SenderReport) {
         for (topic, counts) in report.byTopic {
             for (outcome, total) in [("accepted", counts.accepted), ("rejected", counts.rejected), ("failed", counts.failed)] {
-                topicFeed.counter("salvo_sender_topic_notifications_total", [("topic", topic), ("outcome", outcome)], total: total)
+                topicFeed.counter("salvo_sender_topic_notifications_total", [("outcome", outcome), ("topic", topic)], total: total)
             }
         }
     }
