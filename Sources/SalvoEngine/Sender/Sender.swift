@@ -518,6 +518,7 @@ public final class Sender: Sendable {
         // still in a lane when the lanes are read. (Read the other way round, one
         // published during the scan could be missed.)
         let end = submittedSequenceEnd.load(ordering: .acquiring)
+        guard end > 0 else { return nil }
         return Self.completedSequence(end: end, oldestUnfinished: oldestUnfinishedSequence(holdingBackFailures: holdingBackFailures))
     }
 
