@@ -121,8 +121,9 @@ public struct H2RecordedRequest: Sendable, Hashable, Codable {
 
     public init(token: String, pushType: String? = nil, topic: String? = nil, apnsID: String? = nil,
                 expiration: String? = nil, priority: String? = nil, collapseID: String? = nil,
-                channelID: String? = nil, requestID: String? = nil) {
+                channelID: String? = nil, requestID: String? = nil, team: String? = nil) {
         self.token = token
+        self.team = team
         self.channelID = channelID
         self.requestID = requestID
         self.pushType = pushType
