@@ -274,7 +274,7 @@ extension SendCommand {
         let reader = try file.makeReader()
         do {
             while try reader.next() != nil {}
-        } catch let error as CampaignError {
+        } catch {
             printError("salvo \(command): \(error); nothing was sent (with --credentials the whole campaign is checked first; "
                        + "--on-bad-line skip sends the other lines)")
             throw ExitCode(2)

@@ -62,8 +62,8 @@ public final class RoutingSender: Sendable {
     private let forwarders: [Task<Void, Never>]
     /// The sequence of the last notification routed, plus one (0: none yet).
     private let submittedSequenceEnd = Atomic<UInt64>(0)
-    /// Every source entry of each topic (by `routing`'s index), for its counts.
-    private let topicEntries: Locked<[[SourceRegistry.Entry]]>
+    /// Each topic's counts (by `routing`'s index).
+    private let tally: TopicTally
     /// Per-topic counters: `salvo_sender_topic_notifications_total{topic,outcome}`.
     private let topicFeed: MetricsFeed
 
@@ -79,7 +79,7 @@ public final class RoutingSender: Sendable {
         senderOfTopic = []
         events = sender.events
         forwarders = []
-        topicEntries = Locked([])
+        tally = TopicTally(topics: 0)
         topicFeed = MetricsFeed(factory: NOOPMetricsHandler.instance)
     }
 
@@ -124,7 +124,7 @@ public final class RoutingSender: Sendable {
         self.senders = senders
         routing = TopicRouting(topics: topics, defaultTopic: defaultTopic)
         senderOfTopic = routes.indices.flatMap { index in Array(repeating: index, count: routes[index].topics.count) }
-        topicEntries = Locked(Array(repeating: [], count: topics.count))
+        tally = TopicTally(topics: topics.count)
         topicFeed = MetricsFeed(factory: factory)
         MetricDescriptions.describe(["salvo_sender_topic_notifications_total":
             "Notifications of each topic (bundle id) that ended accepted, rejected or failed, when a run sends for several apps."])
@@ -167,7 +167,7 @@ public final class RoutingSender: Sendable {
         guard let routing else { return await senders[0].submit(contentsOf: source, startingWith: reader) }
         // One entry per topic, with the topic's sender: each entry counts its own outcomes.
         let entries = routing.topics.indices.map { senders[senderOfTopic[$0]].sources.register(source) }
-        topicEntries.withLock { all in for topic in entries.indices { all[topic].append(entries[topic]) } }
+        tally.add(entries)
         var published = [Int](repeating: 0, count: entries.count)
         var turns = senders.map { $0.firstTurn() }
         var stopped: (any Error)?
@@ -254,21 +254,7 @@ public final class RoutingSender: Sendable {
     private func report(_ report: SenderReport) -> SenderReport {
         guard let routing else { return report }
         var report = report
-        let entries = topicEntries.withLock { $0 }
-        for (topic, name) in routing.topics.enumerated() {
-            var counts = TopicCounts()
-            var finals = 0
-            for entry in entries[topic] {
-                finals += entry.finalCount.load(ordering: .sequentiallyConsistent)
-                counts.submitted += entry.isExhausted.load(ordering: .sequentiallyConsistent) ? entry.publishedCount.load(ordering: .relaxed)
-                    : 0
-                let (rejected, failed) = entry.refusals.withLock { $0 }
-                counts.rejectedByReason.merge(rejected, uniquingKeysWith: +)
-                counts.failedByReason.merge(failed.map { ($0.key.rawValue, $0.value) }, uniquingKeysWith: +)
-            }
-            counts.accepted = finals - counts.rejected - counts.failed
-            report.byTopic[name] = counts
-        }
+        report.byTopic = Dictionary(uniqueKeysWithValues: zip(routing.topics, tally.counts()))
         return report
     }
 
