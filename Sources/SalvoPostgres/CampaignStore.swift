@@ -299,6 +299,8 @@ public struct CampaignStore: Sendable {
         public var accepted = 0, rejected = 0, failed = 0, resent = 0, possibleDuplicates = 0
         /// Rejections by reason name, and failures by reason.
         public var rejectedByReason: [String: Int] = [:], failedByReason: [String: Int] = [:]
+        /// With credentials per topic: the counts by topic.
+        public var byTopic: [String: TopicCounts] = [:]
         /// The rejected items.
         public var rejections: [RejectedItem] = []
 
@@ -361,6 +363,11 @@ public struct CampaignStore: Sendable {
                             SELECT key, sum(value::bigint) AS total FROM (
                                 SELECT * FROM jsonb_each_text(failed_by_reason)
                                 UNION ALL SELECT * FROM jsonb_each_text(\(Self.json(o.failedByReason))::jsonb)
+                            ) AS counts GROUP BY key) AS sums),
+                        outcomes_by_topic = (SELECT coalesce(jsonb_object_agg(key, total), '{}'::jsonb) FROM (
+                            SELECT key, sum(value::bigint) AS total FROM (
+                                SELECT * FROM jsonb_each_text(outcomes_by_topic)
+                                UNION ALL SELECT * FROM jsonb_each_text(\(Self.json(TopicOutcomeKeys.flatten(o.byTopic)))::jsonb)
                             ) AS counts GROUP BY key) AS sums),
                         lease_owner = NULL, lease_expires_at = NULL, last_worker = \(worker), written_at = now(),
                         finished_at = CASE WHEN \(o.isDone) THEN now() ELSE finished_at END

@@ -338,6 +338,7 @@ public final class CampaignWorker: Sendable {
             back.failed = outcome.failed
             back.rejectedByReason = outcome.rejectedByReason
             back.failedByReason = Dictionary(uniqueKeysWithValues: outcome.failedByReason.map { ($0.key.rawValue, $0.value) })
+            back.byTopic = outcome.byTopic
             back.rejections = rejected.map { CampaignStore.RejectedItem(sequence: $0.sequence, token: $0.token, rejection: $0.rejection) }
             // Resends are the sender's, not a chunk's: those since the last write-back go
             // with this one (the campaign's totals are exact, a chunk's share is not).

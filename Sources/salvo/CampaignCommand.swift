@@ -336,6 +336,10 @@ extension CampaignCommand {
             lines.append("  accepted  \(number(report.accepted))")
             lines.append("  rejected  \(number(report.rejected))" + breakdown(report.rejectedByReason))
             lines.append("  failed    \(number(report.failed))" + breakdown(report.failedByReason))
+            for (topic, counts) in report.byTopic.sorted(by: { $0.key < $1.key }) {
+                lines.append("  \(topic): accepted \(number(counts.accepted)), rejected \(number(counts.rejected))"
+                             + breakdown(counts.rejectedByReason) + ", failed \(number(counts.failed))" + breakdown(counts.failedByReason))
+            }
             var duplicates = "  resent \(number(report.resent)), possible duplicates \(number(report.possibleDuplicates))"
             if status.takeoverDuplicates > 0 {
                 duplicates += " (\(number(status.takeoverDuplicates)) in chunks taken over: what workers whose leases expired may "

@@ -86,6 +86,18 @@ extension CampaignCommandTests {
                 #expect(request.team == Self.teamOf[request.topic ?? ""], "\(request.topic ?? "") carried \(request.team ?? "no team")")
             }
             #expect(statistics.providerTokensTaken == 2, "one token per team")
+
+            // The campaign's report, from the chunks' rows: exact per topic.
+            let (statusCode, statusOutput, statusErrors) = try CampaignRig.run(
+                ["campaign", "status"] + db + ["--report", files.path("report.json")])
+            #expect(statusCode == 0, "\(statusErrors)")
+            let report = try JSONDecoder().decode(SenderReport.self, from: Data(contentsOf: URL(fileURLWithPath: files.path("report.json"))))
+            #expect(report.accepted == count && report.byTopic.count == 4)
+            for topic in Self.topics {
+                let expected = (1...count).filter { Self.topics[$0 % 4] == topic }.count
+                #expect(report.byTopic[topic] == TopicCounts(submitted: expected, accepted: expected), "\(topic): \(report.byTopic)")
+                #expect(statusOutput.contains("  \(topic): accepted \(expected), rejected 0, failed 0"), "\(statusOutput)")
+            }
             let stored = try cluster.psql("SELECT count(*) FROM salvo_provider_tokens", database: "postgres")
             #expect(stored.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "one stored token per team: \(stored)")
         }

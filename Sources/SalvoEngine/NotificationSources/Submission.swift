@@ -6,17 +6,17 @@
 /// has to be sent again fails as `sourceUnreadable`.
 public final class Submission: Sendable {
     /// The source's entry with each sender it was published to: one, or one per topic
-    /// of a `RoutingSender`.
-    private let parts: [(sender: Sender, entry: SourceRegistry.Entry)]
+    /// of a `RoutingSender` (with the topic).
+    private let parts: [(sender: Sender, entry: SourceRegistry.Entry, topic: String?)]
     private let stoppedBy: (any Error)?
 
     init(sender: Sender, entry: SourceRegistry.Entry, stoppedBy: (any Error)?) {
-        parts = [(sender, entry)]
+        parts = [(sender, entry, nil)]
         self.stoppedBy = stoppedBy
     }
 
-    /// A source published under several entries, each with its sender.
-    init(parts: [(sender: Sender, entry: SourceRegistry.Entry)], stoppedBy: (any Error)?) {
+    /// A source published under several entries, each with its sender and topic.
+    init(parts: [(sender: Sender, entry: SourceRegistry.Entry, topic: String?)], stoppedBy: (any Error)?) {
         self.parts = parts
         self.stoppedBy = stoppedBy
     }
@@ -28,19 +28,24 @@ public final class Submission: Sendable {
     }
 
     deinit {
-        for (sender, entry) in parts { sender.forget(entry) }
+        for (sender, entry, _) in parts { sender.forget(entry) }
     }
 
     /// Waits until every notification taken from the source is final (over the binary
     /// protocol, the error wait after its last write), and counts them.
     public func outcome() async -> SubmissionOutcome {
         var outcome = SubmissionOutcome(published: 0, stoppedBy: stoppedBy)
-        for (_, entry) in parts {
+        for (_, entry, topic) in parts {
             await entry.untilComplete()
             let (rejected, failed) = entry.refusals.withLock { $0 }
-            outcome.published += entry.publishedCount.load(ordering: .relaxed)
+            let published = entry.publishedCount.load(ordering: .relaxed)
+            outcome.published += published
             outcome.rejectedByReason.merge(rejected, uniquingKeysWith: +)
             outcome.failedByReason.merge(failed, uniquingKeysWith: +)
+            guard let topic else { continue }
+            outcome.byTopic[topic] = TopicCounts(
+                submitted: published, accepted: published - rejected.values.reduce(0, +) - failed.values.reduce(0, +),
+                rejectedByReason: rejected, failedByReason: Dictionary(uniqueKeysWithValues: failed.map { ($0.key.rawValue, $0.value) }))
         }
         return outcome
     }
@@ -59,6 +64,8 @@ public struct SubmissionOutcome: Sendable {
     public var rejectedByReason: [String: Int] = [:]
     /// Of those, the failed, by reason.
     public var failedByReason: [FailureReason: Int] = [:]
+    /// By topic, from a `RoutingSender`; empty otherwise.
+    public var byTopic: [String: TopicCounts] = [:]
     /// What stopped the reading before the source's end: the reader's error, or a
     /// `SendError` (`finished`, `gatewayUnreachable`, `invalidPayload`); nil when the
     /// whole source was read.

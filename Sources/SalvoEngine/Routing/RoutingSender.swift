@@ -187,7 +187,8 @@ public final class RoutingSender: Sendable {
             stopped = error
         }
         for topic in entries.indices { senders[senderOfTopic[topic]].sourceExhausted(entries[topic], after: published[topic]) }
-        return Submission(parts: entries.indices.map { (senders[senderOfTopic[$0]], entries[$0]) }, stoppedBy: stopped)
+        return Submission(parts: entries.indices.map { (senders[senderOfTopic[$0]], entries[$0], routing.topics[$0]) },
+                          stoppedBy: stopped)
     }
 
     /// Publishes what `reader` yields while its sender takes it at once; returns the first
