@@ -160,13 +160,17 @@ import Testing
         #expect(report.isComplete && report.accepted == 60 && report.byTopic[Self.games]?.accepted == 60)
     }
 
-    @Test func aTopicServedTwiceOrADefaultTopicServedByNoneIsRefused() throws {
+    @Test func aTopicServedTwiceATeamListedTwiceOrADefaultTopicServedByNoneIsRefused() throws {
         let (rig, routes) = try Self.rig()
         defer { rig.gateway.stop() }
         var twice = routes
         twice[1].topics.append(Self.news)
         #expect(throws: SenderError.self) { try RoutingSender(routes: twice, defaultTopic: nil) }
         #expect(throws: SenderError.self) { try RoutingSender(routes: routes, defaultTopic: "com.example.other") }
+        var sameTeam = routes
+        sameTeam.append(routes[0])
+        sameTeam[3].topics = ["com.example.other"]
+        #expect { _ = try RoutingSender(routes: sameTeam, defaultTopic: nil) } throws: { "\($0)".contains("team \(Self.teamA)") }
     }
 
     /// The metrics: per topic and outcome, and each sender's series under its credentials.

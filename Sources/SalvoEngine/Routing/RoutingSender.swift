@@ -104,6 +104,13 @@ public final class RoutingSender: Sendable {
         if let twice = Dictionary(grouping: topics, by: { $0 }).first(where: { $0.value.count > 1 })?.key {
             throw SenderError(description: "the topic \(twice) is served by two sets of credentials; give each topic to one")
         }
+        let teams = routes.compactMap { route -> String? in
+            guard case .token(let credentials)? = route.configuration.http2?.authentication else { return nil }
+            return credentials.teamID
+        }
+        if let twice = Dictionary(grouping: teams, by: { $0 }).first(where: { $0.value.count > 1 })?.key {
+            throw SenderError(description: "team \(twice) has two sets of credentials; a team has one provider token: give all its topics to one")
+        }
         if let defaultTopic, !topics.contains(defaultTopic) {
             throw SenderError(description: "the default topic \(defaultTopic) is served by none of the credentials")
         }
