@@ -125,6 +125,15 @@ struct CredentialsFile {
         return Array(topic.utf8).withUnsafeBytes { APNsPushType.owningSuffix(of: $0) == nil }
     }
 
+    /// The signing keys the file names (paths resolved), with their ids: what `salvo mock`
+    /// takes to play every team of the file.
+    var signingKeys: [(path: String, keyID: String, teamID: String)] {
+        entries.compactMap { entry in
+            guard let key = entry.key, let keyID = entry.keyID, let teamID = entry.teamID else { return nil }
+            return (resolve(key), keyID, teamID)
+        }
+    }
+
     /// A path of the file, relative to its directory unless absolute.
     private func resolve(_ file: String) -> String {
         guard !file.hasPrefix("/") else { return file }

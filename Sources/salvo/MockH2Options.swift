@@ -17,6 +17,11 @@ struct H2MockOptions: ParsableArguments {
     @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: the team (iss) of the --auth-key at the same place.", valueName: "id"))
     var teamIDs: [String] = []
 
+    @Option(name: .customLong("credentials"),
+            help: ArgumentHelp("Token authentication: the keys of a `salvo send --credentials` file are valid too (its certificates are the CA's business: --require-client-cert).",
+                               valueName: "file"))
+    var credentialsFile: String?
+
     @Option(name: .customLong("max-streams"), help: ArgumentHelp("SETTINGS_MAX_CONCURRENT_STREAMS once a valid token was seen (default 1000).", valueName: "n"))
     var maxStreams: Int?
 
@@ -53,6 +58,7 @@ struct H2MockOptions: ParsableArguments {
     var givenFlag: String? {
         firstGivenFlag([
             ("--auth-key", !authKeys.isEmpty), ("--key-id", !keyIDs.isEmpty), ("--team-id", !teamIDs.isEmpty),
+            ("--credentials", credentialsFile != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
             ("--record-requests", recordRequests), ("--channels-port", channelsPort != nil), ("--channel-limit", channelLimit != nil),
             ("--no-broadcast-capability", noBroadcastCapability), ("--preset-channels", !presetChannels.isEmpty),
@@ -86,9 +92,15 @@ struct H2MockOptions: ParsableArguments {
             throw UsageError("--auth-key, --key-id and --team-id go together (token authentication): give each as often as "
                              + "the others, the n-th of each for the same key")
         }
-        if Set(keyIDs).count < keyIDs.count { throw UsageError("--key-id: each key id once (tokens find their key by it)") }
-        return try zip(authKeys, zip(keyIDs, teamIDs)).map { (item) throws(UsageError) -> ProviderTokenVerifier in
-            let (authKey, (keyID, teamID)) = item
+        var keys = zip(authKeys, zip(keyIDs, teamIDs)).map { ($0, $1.0, $1.1) }
+        if let credentialsFile {
+            do { keys += try CredentialsFile(path: credentialsFile).signingKeys.map { ($0.path, $0.keyID, $0.teamID) } } catch {
+                throw UsageError("\(error)")
+            }
+        }
+        if Set(keys.map(\.1)).count < keys.count { throw UsageError("--key-id: each key id once (tokens find their key by it)") }
+        return try keys.map { (item) throws(UsageError) -> ProviderTokenVerifier in
+            let (authKey, keyID, teamID) = item
             let pem: [UInt8]
             do { pem = try readSmallFile(authKey, limit: 64 << 10) } catch {
                 throw UsageError("--auth-key \(authKey): \(error)")

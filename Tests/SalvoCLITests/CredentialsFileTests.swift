@@ -76,5 +76,13 @@ import Testing
         let uneven = ["--protocol", "h2", "--auth-key", workspace.path("A.p8"), "--key-id", "KA", "--team-id", "TA",
                       "--auth-key", workspace.path("B.p8"), "--key-id", "KB"]
         #expect { _ = try MockCommand.parse(uneven) } throws: { "\($0)".contains("as often as the others") }
+
+        // Or the keys of a credentials file, beside those of --auth-key.
+        let credentials = try Self.file(workspace, #"""
+            [{"team_id": "TF", "key_id": "KF", "key": "B.p8", "topics": ["com.f"]}, {"certificate": "c.pem", "topics": ["com.c"]}]
+            """#)
+        let both = try MockCommand.parse(["--protocol", "h2", "--auth-key", workspace.path("A.p8"), "--key-id", "KA", "--team-id", "TA",
+                                          "--credentials", credentials])
+        #expect(try both.h2.tokenVerifiers().map(\.teamID) == ["TA", "TF"])
     }
 }
