@@ -229,6 +229,9 @@ public final class CampaignReader {
     public let maximumPayloadLength: Int
     /// What happens to unusable lines.
     public let badLinePolicy: BadLinePolicy
+    /// The topics the run's credentials serve (several apps in one run): a line whose topic
+    /// none of them is, is a bad line. Nil: any topic.
+    public var topicRouting: TopicRouting?
     /// The first `skippedLinesKept` lines skipped under `.skip`, in file order.
     public private(set) var skippedLines: [BadLine] = []
     /// How many lines were skipped under `.skip`.
@@ -410,12 +413,16 @@ public final class CampaignReader {
 
     /// The notification on `line`, nil for a line to pass over (blank, comment).
     private func parse(_ line: UnsafeRawBufferPointer) throws(LineProblem) -> SourceNotification? {
-        switch format {
+        let notification = switch format {
         case .jsonl:
-            return try parseJSONLine(line)
+            try parseJSONLine(line)
         case .tokens(let payloadLength):
-            return try parseTokenLine(line, payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]))
+            try parseTokenLine(line, payload: UnsafeRawBufferPointer(rebasing: payloadStorage[..<payloadLength]))
         }
+        if let topicRouting, let notification, topicRouting.topic(of: notification) == nil {
+            throw LineProblem(reason: topicRouting.problem(with: notification))
+        }
+        return notification
     }
 
     private func parseTokenLine(_ line: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) throws(LineProblem) -> SourceNotification? {
@@ -881,6 +888,8 @@ public struct CampaignFile: NotificationSource {
     public let badLinePolicy: BadLinePolicy
     /// The lines its readers read (a resume); nil: all of them.
     public var resumePlan: ResumePlan?
+    /// The topics its readers take (`CampaignReader.topicRouting`); nil: any.
+    public var topicRouting: TopicRouting?
 
     /// The largest payload its readers yield: see `CampaignReader.maximumPayloadLength`.
     public var maximumPayloadLength: Int { campaignProtocol.largestPayloadLength(for: source) }
@@ -900,6 +909,7 @@ public struct CampaignFile: NotificationSource {
     public func makeReader() throws(CampaignError) -> CampaignReader {
         let reader = try CampaignReader(source, for: campaignProtocol, onBadLine: badLinePolicy)
         reader.resumePlan = resumePlan
+        reader.topicRouting = topicRouting
         return reader
     }
 }

@@ -85,6 +85,7 @@ extension CampaignStore {
                     possibleDuplicates: Int(duplicates), seconds: seconds, sendingSeconds: seconds,
                     rejectedByReason: try await sums(of: "rejected_by_reason", campaign: campaign.id),
                     failedByReason: try await sums(of: "failed_by_reason", campaign: campaign.id))
+                status.report.byTopic = TopicOutcomeKeys.unflatten(try await sums(of: "outcomes_by_topic", campaign: campaign.id))
             }
             let workers = try await database.query("""
                 SELECT worker, chunks, final, accepted, extract(epoch FROM now() - last_seen_at)::float8, protocol
@@ -105,7 +106,7 @@ extension CampaignStore {
 
     /// The campaign's count dictionaries summed over its chunks.
     private func sums(of column: StaticString, campaign: Int64) async throws -> [String: Int] {
-        // `column` is one of two constants of this file, never input.
+        // `column` is one of the constants of this file, never input.
         var query = PostgresQuery(unsafeSQL: """
             SELECT key, sum(value::bigint)::bigint FROM campaign_chunks, jsonb_each_text(\(column))
             WHERE campaign_id = $1 GROUP BY key

@@ -181,6 +181,26 @@ public struct CampaignStore: Sendable {
 
     // MARK: Items
 
+    /// The topics the campaign's items name (nil: none, the worker's), with how many name
+    /// each and the first sequence that does: what a worker with credentials per topic
+    /// checks before it sends anything.
+    public func itemTopics(of campaign: Campaign) async throws(CampaignStoreError)
+        -> [(topic: String?, count: Int, firstSequence: Int64)]
+    {
+        do {
+            let rows = try await database.query("""
+                SELECT topic, count(*), min(seq) FROM campaign_items WHERE campaign_id = \(campaign.id) GROUP BY topic
+                """)
+            var topics: [(topic: String?, count: Int, firstSequence: Int64)] = []
+            for try await (topic, count, first) in rows.decode((String?, Int64, Int64).self) {
+                topics.append((topic, Int(count), first))
+            }
+            return topics
+        } catch {
+            throw database.describe(error, while: "reading the campaign's topics")
+        }
+    }
+
     /// The items of a leased chunk after its checkpoint, as a source for the sender, and the
     /// sequence of each (index i of the list is `sequences[i]`; the sequences of a
     /// campaign with a payload per item have gaps where invalidated tokens were left out).
@@ -279,6 +299,8 @@ public struct CampaignStore: Sendable {
         public var accepted = 0, rejected = 0, failed = 0, resent = 0, possibleDuplicates = 0
         /// Rejections by reason name, and failures by reason.
         public var rejectedByReason: [String: Int] = [:], failedByReason: [String: Int] = [:]
+        /// With credentials per topic: the counts by topic.
+        public var byTopic: [String: TopicCounts] = [:]
         /// The rejected items.
         public var rejections: [RejectedItem] = []
 
@@ -341,6 +363,11 @@ public struct CampaignStore: Sendable {
                             SELECT key, sum(value::bigint) AS total FROM (
                                 SELECT * FROM jsonb_each_text(failed_by_reason)
                                 UNION ALL SELECT * FROM jsonb_each_text(\(Self.json(o.failedByReason))::jsonb)
+                            ) AS counts GROUP BY key) AS sums),
+                        outcomes_by_topic = (SELECT coalesce(jsonb_object_agg(key, total), '{}'::jsonb) FROM (
+                            SELECT key, sum(value::bigint) AS total FROM (
+                                SELECT * FROM jsonb_each_text(outcomes_by_topic)
+                                UNION ALL SELECT * FROM jsonb_each_text(\(Self.json(TopicOutcomeKeys.flatten(o.byTopic)))::jsonb)
                             ) AS counts GROUP BY key) AS sums),
                         lease_owner = NULL, lease_expires_at = NULL, last_worker = \(worker), written_at = now(),
                         finished_at = CASE WHEN \(o.isDone) THEN now() ELSE finished_at END

@@ -70,6 +70,8 @@ public final class CampaignWorker: Sendable {
         public var takeoverDuplicates = 0
         /// Whether it stopped because the campaign was cancelled.
         public var cancelled = false
+        /// With credentials per topic: what it sent of each topic, and how that ended.
+        public var byTopic: [String: TopicCounts] = [:]
     }
 
     /// Why a chunk's reading stopped early.
@@ -112,7 +114,7 @@ public final class CampaignWorker: Sendable {
     private let leasing: [CampaignStore]
     private let writing: CampaignStore
     private let heartbeat: CampaignStore
-    private let sender: Sender
+    private let sender: RoutingSender
     private let rejections = RejectionLog()
     /// Chunks leased and not yet written back: what the heartbeat renews.
     private let held = HeldChunks()
@@ -132,8 +134,15 @@ public final class CampaignWorker: Sendable {
     /// Connects (the producer's, the writer's and the heartbeat's connections), finds the
     /// campaign, and starts the sender.
     ///
-    /// - Throws: `CampaignStoreError` (database, campaign), `SenderError` (configuration).
+    /// - Parameters:
+    ///   - routes: several apps and teams: a sender per set of credentials, each item sent
+    ///     by the one that serves its topic (`RoutingSender`); `configuration` is then
+    ///     unused. Nil: one sender with `configuration`.
+    ///   - defaultTopic: with `routes`, the topic of items that name none.
+    /// - Throws: `CampaignStoreError` (database, campaign; with `routes`, items whose topic
+    ///   no route serves: nothing is sent), `SenderError` (configuration).
     public init(database url: DatabaseURL, campaign name: String, configuration: SenderConfiguration,
+                routes: [RoutingSender.Route]? = nil, defaultTopic: String? = nil,
                 settings: Settings) async throws {
         var opened: [CampaignDatabase] = []
         do {
@@ -145,9 +154,16 @@ public final class CampaignWorker: Sendable {
             campaign = try await writing.campaign(named: name)
             // Each item reports its campaign sequence, unique across the chunks in flight.
             // Items are device tokens (a campaign in the database holds no broadcasts).
-            sender = try Sender(configuration) { [rejections] target, rejection, sequence in
+            let onRejected: @Sendable (PushTarget, Rejection, UInt64) -> Void = { [rejections] target, rejection, sequence in
                 guard let token = target.token else { return }
                 rejections.append(sequence: Int64(sequence), token: token, rejection: rejection)
+            }
+            if let routes {
+                try await Self.checkTopics(of: campaign, in: writing, served: TopicRouting(topics: routes.flatMap(\.topics),
+                                                                                           defaultTopic: defaultTopic))
+                sender = try RoutingSender(routes: routes, defaultTopic: defaultTopic, onRejected: onRejected)
+            } else {
+                sender = try RoutingSender(configuration, onRejected: onRejected)
             }
         } catch {
             for database in opened { await database.close() }
@@ -186,12 +202,25 @@ public final class CampaignWorker: Sendable {
             failure = failure ?? error
         }
         renewing.cancel()
-        _ = await sender.finish(timeout: .seconds(30))
+        summary.byTopic = await sender.finish(timeout: .seconds(30)).byTopic
         for store in leasing { await store.database.close() }
         await writing.database.close()
         await heartbeat.database.close()
         if let failure { throw failure }
         return summary
+    }
+
+    /// Refuses a campaign with items whose topic no route serves, before anything is sent.
+    private static func checkTopics(of campaign: CampaignStore.Campaign, in store: CampaignStore,
+                                    served routing: TopicRouting) async throws {
+        for (topic, count, first) in try await store.itemTopics(of: campaign) {
+            let served = topic.map { Array($0.utf8).withUnsafeBytes { routing.index(ofTopic: $0) != nil } } ?? (routing.defaultTopic != nil)
+            guard !served else { continue }
+            let what = topic.map { "name the topic \($0)" } ?? "name no topic, and no --topic is given"
+            throw CampaignStoreError("campaign \(campaign.name): \(count) item\(count == 1 ? "" : "s") (the first, item \(first)) \(what), "
+                                     + "which no entry of the credentials serves (they serve \(routing.topics.joined(separator: ", "))); "
+                                     + "nothing was sent")
+        }
     }
 
     // MARK: The producer
@@ -309,6 +338,7 @@ public final class CampaignWorker: Sendable {
             back.failed = outcome.failed
             back.rejectedByReason = outcome.rejectedByReason
             back.failedByReason = Dictionary(uniqueKeysWithValues: outcome.failedByReason.map { ($0.key.rawValue, $0.value) })
+            back.byTopic = outcome.byTopic
             back.rejections = rejected.map { CampaignStore.RejectedItem(sequence: $0.sequence, token: $0.token, rejection: $0.rejection) }
             // Resends are the sender's, not a chunk's: those since the last write-back go
             // with this one (the campaign's totals are exact, a chunk's share is not).

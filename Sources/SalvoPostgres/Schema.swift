@@ -7,7 +7,7 @@ import PostgresNIO
 /// newer Salvo may have changed what the tables mean).
 enum Schema {
     /// The version this Salvo writes.
-    static let version: Int32 = 3
+    static let version: Int32 = 4
 
     /// Creates what is missing, under a transaction-scoped advisory lock so that workers
     /// starting together do not race; refuses a newer schema with its version.
@@ -55,6 +55,8 @@ enum Schema {
              "ALTER TABLE campaign_chunks ADD COLUMN IF NOT EXISTS takeover_duplicates bigint NOT NULL DEFAULT 0",
              "ALTER TABLE campaign_chunks ADD COLUMN IF NOT EXISTS written_at timestamptz",
              "ALTER TABLE campaign_workers ADD COLUMN IF NOT EXISTS protocol text"]),
+        // The counts by topic of campaigns sent with credentials per topic.
+        (4, ["ALTER TABLE campaign_chunks ADD COLUMN IF NOT EXISTS outcomes_by_topic jsonb NOT NULL DEFAULT '{}'"]),
     ]
 
     /// The tables as this version has them. Constant text, no input in it.
@@ -117,6 +119,8 @@ enum Schema {
             takeover_duplicates bigint NOT NULL DEFAULT 0,
             rejected_by_reason jsonb NOT NULL DEFAULT '{}',
             failed_by_reason jsonb NOT NULL DEFAULT '{}',
+            -- With credentials per topic: the counts by topic (TopicOutcomeKeys).
+            outcomes_by_topic jsonb NOT NULL DEFAULT '{}',
             last_worker text,
             started_at timestamptz,
             finished_at timestamptz,

@@ -247,7 +247,12 @@ extension CampaignCommand {
                     + "sent after their last write-back; \(number(summary.possibleDuplicates - summary.takeoverDuplicates)) "
                     + "resent after silent drops)"
             }
-            return line + (summary.cancelled ? "; the campaign was cancelled" : "")
+            line += summary.cancelled ? "; the campaign was cancelled" : ""
+            for (topic, counts) in summary.byTopic.sorted(by: { $0.key < $1.key }) {
+                line += "\n  \(topic): accepted \(number(counts.accepted)), rejected \(number(counts.rejected)), "
+                    + "failed \(number(counts.failed))"
+            }
+            return line
         }
 
         func run() async throws {
@@ -256,13 +261,15 @@ extension CampaignCommand {
             let (configuration, _) = try SendCommand.senderConfiguration(
                 gateway, wireProtocol, http2: http2, tls: tls, engine: engine, command: "campaign run",
                 proxy: proxyConfiguration(), tokenStore: database.map(PostgresTokenStore.init))
+            let routes = try SendCommand.credentialRoutes(http2, gateway: gateway, base: configuration, tls: tls,
+                                                          command: "campaign run", tokenStore: database.map(PostgresTokenStore.init))
             let name = worker ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
             let settings = CampaignWorker.Settings(name: name, leaseDuration: .milliseconds(Int(leaseSeconds * 1000)))
             let summary: CampaignWorker.Summary
             do {
                 let url = try DatabaseURL(target.db)
                 summary = try await CampaignWorker(database: url, campaign: target.name, configuration: configuration,
-                                                   settings: settings).run()
+                                                   routes: routes, defaultTopic: http2.topic, settings: settings).run()
             } catch let error as CampaignStoreError {
                 printError("salvo campaign run: \(error)")
                 throw ExitCode(error.isUsageError ? 2 : 1)
@@ -329,6 +336,10 @@ extension CampaignCommand {
             lines.append("  accepted  \(number(report.accepted))")
             lines.append("  rejected  \(number(report.rejected))" + breakdown(report.rejectedByReason))
             lines.append("  failed    \(number(report.failed))" + breakdown(report.failedByReason))
+            for (topic, counts) in report.byTopic.sorted(by: { $0.key < $1.key }) {
+                lines.append("  \(topic): accepted \(number(counts.accepted)), rejected \(number(counts.rejected))"
+                             + breakdown(counts.rejectedByReason) + ", failed \(number(counts.failed))" + breakdown(counts.failedByReason))
+            }
             var duplicates = "  resent \(number(report.resent)), possible duplicates \(number(report.possibleDuplicates))"
             if status.takeoverDuplicates > 0 {
                 duplicates += " (\(number(status.takeoverDuplicates)) in chunks taken over: what workers whose leases expired may "

@@ -11,7 +11,8 @@ import UnixSignals
 /// One campaign through one sender, as the CLI runs it: the rejected-token CSV, the
 /// progress line, periodic checkpoints, and the summary and JSON report at the end.
 final class CampaignRun: Sendable {
-    let sender: Sender
+    /// The sender: one, or one per set of credentials (`--credentials`), routing by topic.
+    let sender: RoutingSender
     /// The subcommand, for messages: `salvo send: ...`.
     private let command: String
     private let rejectedFile: RejectedTokenFile?
@@ -48,8 +49,13 @@ final class CampaignRun: Sendable {
         case interrupted
     }
 
-    /// - Parameter services: run beside the sender, shut down after it (the demo's mock).
-    init(command: String, configuration: SenderConfiguration, rejectedPath: String?, checkpoint: CampaignCheckpoint?,
+    /// - Parameters:
+    ///   - routes: with `--credentials`, a sender per set of credentials and the topics it
+    ///     serves (`configuration` is then unused); nil: one sender with `configuration`.
+    ///   - defaultTopic: with `routes`, the topic of lines that name none (`--topic`).
+    ///   - services: run beside the sender, shut down after it (the demo's mock).
+    init(command: String, configuration: SenderConfiguration, routes: [RoutingSender.Route]? = nil, defaultTopic: String? = nil,
+         rejectedPath: String?, checkpoint: CampaignCheckpoint?,
          resumePlan: ResumePlan = .fresh, total: Int?, services: [any Service] = []) throws {
         self.command = command
         let rejectedFile = try rejectedPath.map(RejectedTokenFile.init(path:))
@@ -58,8 +64,13 @@ final class CampaignRun: Sendable {
         self.resumePlan = resumePlan
         self.total = total
         let logger = Logger(label: "salvo.sender")
-        sender = try Sender(configuration, logger: logger) { target, rejection, _ in
+        let onRejected: @Sendable (PushTarget, Rejection, UInt64) -> Void = { target, rejection, _ in
             rejectedFile?.append(target: target, rejection: rejection)
+        }
+        if let routes {
+            sender = try RoutingSender(routes: routes, defaultTopic: defaultTopic, logger: logger, onRejected: onRejected)
+        } else {
+            sender = try RoutingSender(configuration, logger: logger, onRejected: onRejected)
         }
         // Shut down in reverse order: the sender first, then what it talks to.
         group = ServiceGroup(configuration: ServiceGroupConfiguration(
@@ -82,7 +93,10 @@ final class CampaignRun: Sendable {
         } catch let error as CampaignError {
             return .stopped(inputError: error.description)
         } catch let error as SendError {
-            if case .invalidPayload = error { return .stopped(inputError: error.description) }
+            switch error {
+            case .invalidPayload, .unservedTopic: return .stopped(inputError: error.description)
+            default: break
+            }
             printError("salvo \(command): \(error)")
             return .stopped(inputError: nil)
         } catch {
@@ -264,6 +278,11 @@ final class CampaignRun: Sendable {
                          + "and are counted as failed (delivery_unknown). The gateway answered later than --error-wait-ms and "
                          + "--retention-ms allow: raise them (error latencies above) and resend those notifications.")
         }
+        for (topic, counts) in report.byTopic.sorted(by: { $0.key < $1.key }) {
+            lines.append("  \(topic): submitted \(number(counts.submitted)), accepted \(number(counts.accepted)), rejected "
+                         + "\(number(counts.rejected))\(breakdown(counts.rejectedByReason)), failed \(number(counts.failed))"
+                         + breakdown(counts.failedByReason))
+        }
         if badLineCount > 0 { lines.append("  bad input lines skipped: \(number(badLineCount)) (listed in the report)") }
         if resumedAfter > 0 {
             lines.append("  resumed after line \(number(resumedAfter)): notifications written within the record retention "
@@ -362,7 +381,7 @@ final class FailedLines: Sendable {
 /// sender retries with backoff), giving up, whether kTLS engaged when it was asked for,
 /// a raised error wait, and notifications that failed without a name. Notes the lines
 /// that failed in `failures`.
-private func reportSenderEvents(_ sender: Sender, command: String, failures: FailedLines) async {
+private func reportSenderEvents(_ sender: RoutingSender, command: String, failures: FailedLines) async {
     var toldFailure = false
     var toldUnreachable = false
     var toldCredentials = false

@@ -144,6 +144,9 @@ struct ChannelOptions: ParsableArguments {
 
     func validate() throws {
         _ = try proxy.configuration(for: try endpoint().host)
+        if token.credentialsFile != nil {
+            throw ValidationError("--credentials is for send and campaign run: channel management is one app's, with --auth-key or --cert")
+        }
         switch (token.authKey, tls.certificate) {
         case (_?, _?): throw ValidationError("give --auth-key (token authentication) or --cert (certificate authentication), not both")
         case (nil, nil):

@@ -154,7 +154,7 @@ struct MockCommand: AsyncParsableCommand {
                 if let flag = gnp.givenFlag { throw UsageError("\(flag) is for --protocol gnp") }
                 if let flag = binaryOnlyFlag { throw UsageError("\(flag) is for the binary protocol, not --protocol h2") }
                 _ = try failures.h2Plan()
-                _ = try h2.tokenVerifier()
+                _ = try h2.tokenVerifiers()
                 _ = try h2.maximumConcurrentStreams()
                 try h2.checkChannels()
             }

@@ -6,14 +6,21 @@ import SalvoMock
 
 /// The flags only `salvo mock --protocol h2` takes.
 struct H2MockOptions: ParsableArguments {
-    @Option(name: .customLong("auth-key"), help: ArgumentHelp("Token authentication: the AuthKey .p8 (PEM) whose tokens are valid.", valueName: "file"))
-    var authKey: String?
+    @Option(name: .customLong("auth-key"),
+            help: ArgumentHelp("Token authentication: an AuthKey .p8 (PEM) whose tokens are valid; repeatable, one per key of every team played, each with its --key-id and --team-id (in the same order).",
+                               valueName: "file"))
+    var authKeys: [String] = []
 
-    @Option(name: .customLong("key-id"), help: ArgumentHelp("Token authentication: the key id tokens must name (kid).", valueName: "id"))
-    var keyID: String?
+    @Option(name: .customLong("key-id"), help: ArgumentHelp("Token authentication: the key id (kid) of the --auth-key at the same place.", valueName: "id"))
+    var keyIDs: [String] = []
 
-    @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: the team tokens must be issued by (iss).", valueName: "id"))
-    var teamID: String?
+    @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: the team (iss) of the --auth-key at the same place.", valueName: "id"))
+    var teamIDs: [String] = []
+
+    @Option(name: .customLong("credentials"),
+            help: ArgumentHelp("Token authentication: the keys of a `salvo send --credentials` file are valid too (its certificates are the CA's business: --require-client-cert).",
+                               valueName: "file"))
+    var credentialsFile: String?
 
     @Option(name: .customLong("max-streams"), help: ArgumentHelp("SETTINGS_MAX_CONCURRENT_STREAMS once a valid token was seen (default 1000).", valueName: "n"))
     var maxStreams: Int?
@@ -50,7 +57,8 @@ struct H2MockOptions: ParsableArguments {
     /// The first of these flags that was given, for refusing it with the binary protocol.
     var givenFlag: String? {
         firstGivenFlag([
-            ("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
+            ("--auth-key", !authKeys.isEmpty), ("--key-id", !keyIDs.isEmpty), ("--team-id", !teamIDs.isEmpty),
+            ("--credentials", credentialsFile != nil),
             ("--max-streams", maxStreams != nil), ("--environment", environment != nil), ("--topic", !topics.isEmpty),
             ("--record-requests", recordRequests), ("--channels-port", channelsPort != nil), ("--channel-limit", channelLimit != nil),
             ("--no-broadcast-capability", noBroadcastCapability), ("--preset-channels", !presetChannels.isEmpty),
@@ -78,20 +86,30 @@ struct H2MockOptions: ParsableArguments {
         }
     }
 
-    /// The verifier for token authentication, or nil without it.
-    func tokenVerifier() throws(UsageError) -> ProviderTokenVerifier? {
-        guard authKey != nil || keyID != nil || teamID != nil else { return nil }
-        guard let authKey, let keyID, let teamID else {
-            throw UsageError("--auth-key, --key-id and --team-id go together (token authentication)")
+    /// The verifiers for token authentication, one per key; none without it.
+    func tokenVerifiers() throws(UsageError) -> [ProviderTokenVerifier] {
+        guard authKeys.count == keyIDs.count, authKeys.count == teamIDs.count else {
+            throw UsageError("--auth-key, --key-id and --team-id go together (token authentication): give each as often as "
+                             + "the others, the n-th of each for the same key")
         }
-        let pem: [UInt8]
-        do { pem = try readSmallFile(authKey, limit: 64 << 10) } catch {
-            throw UsageError("--auth-key \(authKey): \(error)")
+        var keys = zip(authKeys, zip(keyIDs, teamIDs)).map { ($0, $1.0, $1.1) }
+        if let credentialsFile {
+            do { keys += try CredentialsFile(path: credentialsFile).signingKeys.map { ($0.path, $0.keyID, $0.teamID) } } catch {
+                throw UsageError("\(error)")
+            }
         }
-        do {
-            return try ProviderTokenVerifier(authKeyPEM: String(decoding: pem, as: UTF8.self), keyID: keyID, teamID: teamID)
-        } catch {
-            throw UsageError("--auth-key \(authKey): \(error)")
+        if Set(keys.map(\.1)).count < keys.count { throw UsageError("--key-id: each key id once (tokens find their key by it)") }
+        return try keys.map { (item) throws(UsageError) -> ProviderTokenVerifier in
+            let (authKey, keyID, teamID) = item
+            let pem: [UInt8]
+            do { pem = try readSmallFile(authKey, limit: 64 << 10) } catch {
+                throw UsageError("--auth-key \(authKey): \(error)")
+            }
+            do {
+                return try ProviderTokenVerifier(authKeyPEM: String(decoding: pem, as: UTF8.self), keyID: keyID, teamID: teamID)
+            } catch {
+                throw UsageError("--auth-key \(authKey): \(error)")
+            }
         }
     }
 
@@ -119,11 +137,12 @@ extension MockCommand {
     /// `--protocol h2`: the HTTP/2 gateway until a signal or the duration, then its report.
     func runH2(_ serverTLS: TLSConfiguration) async throws {
         var configuration = H2MockGateway.Configuration(
-            host: host, port: port ?? 2197, tls: serverTLS, tokenVerifier: try h2.tokenVerifier(),
+            host: host, port: port ?? 2197, tls: serverTLS,
             maximumConcurrentStreams: try h2.maximumConcurrentStreams(), environment: h2.environment ?? .production,
             allowedTopics: h2.topics, failurePlan: try failures.h2Plan(), recordAccepted: recordAccepted,
             recordRequests: h2.recordRequests, channelManagementPort: h2.channelsPort ?? 0,
             channelLimit: h2.channelLimit ?? MockChannelRegistry.defaultLimit, broadcastsEnabled: !h2.noBroadcastCapability)
+        configuration.tokenVerifiers = try h2.tokenVerifiers()
         if let loops { configuration.loops = loops }
         let gateway = try H2MockGateway(configuration, logger: Logger(label: "salvo.mock"))
         for (bundleID, count) in try h2.presets() {

@@ -17,6 +17,11 @@ struct ProviderTokenOptions: ParsableArguments {
     @Option(name: .customLong("team-id"), help: ArgumentHelp("Token authentication: your team id (10 characters).", valueName: "id"))
     var teamID: String?
 
+    @Option(name: .customLong("credentials"),
+            help: ArgumentHelp("Several apps and teams in one run (send, campaign run): a JSON file of keys and certificates, each with the topics it serves (instead of --auth-key or --cert; see `salvo send --help`).",
+                               valueName: "file"))
+    var credentialsFile: String?
+
     @Option(name: .customLong("token-cache"),
             help: ArgumentHelp("Token authentication: the file this machine's runs share the team's provider token in "
                                + "(default: $XDG_STATE_HOME/salvo/provider-tokens, or ~/.local/state/salvo/provider-tokens).",
@@ -35,6 +40,7 @@ struct ProviderTokenOptions: ParsableArguments {
     /// The first of these flags given, for messages about flags that do not apply.
     var givenFlag: String? {
         firstGivenFlag([("--auth-key", authKey != nil), ("--key-id", keyID != nil), ("--team-id", teamID != nil),
+                        ("--credentials", credentialsFile != nil),
                         ("--token-cache", tokenCache != nil), ("--no-token-cache", noTokenCache),
                         ("--token-store", tokenStore != nil)])
     }
@@ -53,7 +59,12 @@ struct ProviderTokenOptions: ParsableArguments {
         }
         let storeFlags = [tokenCache != nil, noTokenCache, tokenStore != nil].filter { $0 }.count
         if storeFlags > 1 { throw ValidationError("give one of --token-cache, --no-token-cache and --token-store") }
-        if let flag = tokenStoreFlag, authKey == nil { throw ValidationError("\(flag) goes with --auth-key (token authentication)") }
+        if credentialsFile != nil, authKey != nil {
+            throw ValidationError("give --credentials FILE (several apps and teams) or --auth-key, not both: list the key in the file")
+        }
+        if let flag = tokenStoreFlag, authKey == nil, credentialsFile == nil {
+            throw ValidationError("\(flag) goes with --auth-key or --credentials (token authentication)")
+        }
     }
 
     /// Where the team's provider token is shared: `--token-store`, `--token-cache`, the
@@ -61,7 +72,7 @@ struct ProviderTokenOptions: ParsableArguments {
     /// cache; nil with `--no-token-cache` or without token authentication. A cache that
     /// cannot be used is refused here, before anything is sent.
     func providerTokenStore(fallback: (any ProviderTokenStore)? = nil) throws -> (any ProviderTokenStore)? {
-        guard authKey != nil, !noTokenCache else { return nil }
+        guard authKey != nil || credentialsFile != nil, !noTokenCache else { return nil }
         if let tokenStore {
             do { return PostgresTokenStore(url: try DatabaseURL(tokenStore)) } catch {
                 throw ValidationError(error.description.replacingOccurrences(of: "--db", with: "--token-store"))

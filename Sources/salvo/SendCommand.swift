@@ -14,7 +14,13 @@ struct SendCommand: AsyncParsableCommand {
             Protocol: --gateway production or sandbox is Apple's HTTP/2 provider API (api.push.apple.com, \
             api.sandbox.push.apple.com). HOST:PORT speaks the legacy binary protocol unless --protocol h2 \
             is given. HTTP/2 authenticates with --auth-key AuthKey_<KEYID>.p8 --key-id --team-id (a \
-            provider token, with --topic) or with the certificate of --cert/--key.
+            provider token, with --topic) or with the certificate of --cert/--key. Several apps and teams \
+            in one run: --credentials FILE instead, JSON: {"credentials": [{"team_id", "key_id", "key": \
+            "AuthKey_<KEYID>.p8", "topics": ["<bundle id>", ...], "environment": "production"}, {"certificate", \
+            "private_key", "passphrase_file", "topics", "environment"}, ...]} (paths relative to the file; a team \
+            and a topic once). A line's topic picks its entry (--topic: the topic of lines that name none); a \
+            line whose topic no entry serves is a bad line (under --on-bad-line abort the whole file is \
+            checked first, so nothing is sent). The report breaks the outcomes down by topic.
 
             Input: --input FILE.jsonl, one object per line: {"token": "<hex>", "payload": {...}} with \
             optional "expiry" (or "expiration", UNIX seconds) and "priority" (10 or 5; HTTP/2 also 1); \
@@ -105,6 +111,12 @@ struct SendCommand: AsyncParsableCommand {
             if let flag = engine.binaryOnlyFlag {
                 throw ValidationError("\(flag) is for the binary protocol; HTTP/2 (--protocol h2) has no use for it")
             }
+            if http2.token.credentialsFile != nil {
+                if tls.certificate != nil {
+                    throw ValidationError("give --credentials FILE or --cert, not both: list the certificate in the file")
+                }
+                return
+            }
             if http2.authKey != nil, tls.certificate != nil {
                 throw ValidationError("give --auth-key (token authentication) or --cert (certificate authentication), not both")
             }
@@ -148,11 +160,13 @@ extension SendCommand {
         let (configuration, campaignProtocol) = try Self.senderConfiguration(
             gateway!, wireProtocol, http2: http2, tls: tls, engine: engine, command: "send",  // validate() checked it
             proxy: proxyConfiguration())
-        let (campaign, reader, checkpoint, plan) = try openCampaign(for: campaignProtocol)
+        let routes = try Self.credentialRoutes(http2, gateway: gateway!, base: configuration, tls: tls, command: "send")
+        let routing = routes.map { TopicRouting(topics: $0.flatMap(\.topics), defaultTopic: http2.topic) }
+        let (campaign, reader, checkpoint, plan) = try openCampaign(for: campaignProtocol, topicRouting: routing)
         // The line count feeds the progress display's ETA; without a terminal, skip the extra pass.
         let total = isatty(STDERR_FILENO) == 1 ? self.campaign.countLines() : nil
-        let run = try CampaignRun(command: "send", configuration: configuration, rejectedPath: rejected,
-                                  checkpoint: checkpoint, resumePlan: plan, total: total)
+        let run = try CampaignRun(command: "send", configuration: configuration, routes: routes, defaultTopic: http2.topic,
+                                  rejectedPath: rejected, checkpoint: checkpoint, resumePlan: plan, total: total)
         return (campaign, reader, plan.doneThrough, run)
     }
 
@@ -191,15 +205,42 @@ extension SendCommand {
         }
     }
 
+    /// With `--credentials`: a route per entry of the file, each key and certificate read
+    /// and checked now (an error names the file and the entry: exit 2); nil without.
+    /// `base` is the run's configuration: gateway, engine, HTTP/2 defaults and trust.
+    static func credentialRoutes(_ http2: ProviderAPIOptions, gateway: String, base: SenderConfiguration, tls: TLSOptions,
+                                 command: String, tokenStore fallback: (any ProviderTokenStore)? = nil) throws -> [RoutingSender.Route]? {
+        guard let path = http2.token.credentialsFile else { return nil }
+        do {
+            let file = try CredentialsFile(path: path)
+            if let topic = http2.topic, !file.topics.contains(topic) {
+                throw FileInputError(description: "--topic \(topic) is served by no entry of --credentials \(path) (it serves "
+                                     + "\(file.topics.joined(separator: ", ")))")
+            }
+            let environment = ["production", "sandbox"].contains(gateway) ? gateway : nil
+            let (routes, warnings) = try file.routes(base: base, gatewayEnvironment: environment,
+                                                     tokenStore: try http2.providerTokenStore(fallback: fallback),
+                                                     allowWorldReadableKey: tls.allowWorldReadableKey)
+            for warning in warnings { printError("salvo \(command): warning: \(warning)") }
+            return routes
+        } catch {
+            printError("salvo \(command): \(error)")
+            throw ExitCode(2)
+        }
+    }
+
     /// Opens the input and the checkpoint; with --resume, checks that the checkpoint belongs
     /// to the input and reads only what it does not record as done: the lines after it,
     /// and those that failed before it. Says so, and ends the command (before connecting)
-    /// when there is nothing to send.
-    func openCampaign(for campaignProtocol: CampaignProtocol)
+    /// when there is nothing to send. With `topicRouting` (`--credentials`), a line whose
+    /// topic no entry serves is a bad line; under `--on-bad-line abort` the whole input is
+    /// read first, so that such a line stops the run before anything is sent.
+    func openCampaign(for campaignProtocol: CampaignProtocol, topicRouting: TopicRouting? = nil)
         throws -> (CampaignFile, CampaignReader, CampaignCheckpoint?, ResumePlan)
     {
         do {
             var file = try campaign.campaignFile(for: campaignProtocol)
+            file.topicRouting = topicRouting
             let bound = try checkpoint.map { try CampaignCheckpoint(Checkpoint(path: $0), campaign: file.source.path) }
             var plan = ResumePlan.fresh
             if resume, let bound, let point = try bound.resumePoint() {
@@ -213,6 +254,7 @@ extension SendCommand {
                 printError(Self.resumeNote(plan, checkpoint: bound.checkpoint.path))
             }
             try Self.refuseEmpty(file, plan: plan, command: "send")
+            if topicRouting != nil, file.badLinePolicy == .abort { try Self.checkEveryLine(file, command: "send") }
             let reader = try file.makeReader()
             // From here on the checkpoint describes this run (without --resume it starts
             // over), and one that cannot be written stops the run before anything is sent.
@@ -222,6 +264,19 @@ extension SendCommand {
             throw exit
         } catch {
             printError("salvo send: \(error)")
+            throw ExitCode(2)
+        }
+    }
+
+    /// Reads all of `file` once, before anything is sent: its first bad line (a topic no
+    /// credentials serve, or any other) ends the command, exit 2, with nothing sent.
+    static func checkEveryLine(_ file: CampaignFile, command: String) throws {
+        let reader = try file.makeReader()
+        do {
+            while try reader.next() != nil {}
+        } catch {
+            printError("salvo \(command): \(error); nothing was sent (with --credentials the whole campaign is checked first; "
+                       + "--on-bad-line skip sends the other lines)")
             throw ExitCode(2)
         }
     }

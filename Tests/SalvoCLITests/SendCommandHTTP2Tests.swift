@@ -68,7 +68,8 @@ import Testing
         let byToken = Dictionary(requests.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
         #expect(byToken[LoopbackRig.token(1).hex] == H2RecordedRequest(
             token: LoopbackRig.token(1).hex, pushType: "voip", topic: "com.example.app.voip",
-            apnsID: "123e4567-e89b-12d3-a456-426614174000", expiration: "1900000000", priority: "5", collapseID: "c-1"))
+            apnsID: "123e4567-e89b-12d3-a456-426614174000", expiration: "1900000000", priority: "5", collapseID: "c-1",
+            team: Self.teamID))
         #expect(byToken[LoopbackRig.token(2).hex]?.pushType == "background")
         #expect(byToken[LoopbackRig.token(2).hex]?.priority == "5")
         #expect(byToken[LoopbackRig.token(2).hex]?.topic == "com.example.app")

@@ -151,7 +151,7 @@ import Testing
     @Test func aShutdownNamesTheLastSuccessItIsAcceptedNotRejected() throws {
         let window = Self.openWindow()
         Self.write(window, count: 10, now: 0)
-        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 4), now: 1, errorWait: Self.errorWait))
+        let (settlement, _) = try #require(window.applyErrorResponse(Self.error(.shutdown, naming: 4), now: 1, errorWait: Self.errorWait))
         #expect(settlement.accepted == 5 && settlement.refused.isEmpty && settlement.resent == 5)
     }
 
@@ -226,7 +226,7 @@ import Testing
         // Index 2^32 + 1 has identifier 2.
         let named = UInt64(UInt32.max) + 2
         #expect(StagingRing.identifier(ofIndex: named) == 2)
-        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: named), now: 1,
+        let (settlement, _) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: named), now: 1,
                                                                 errorWait: Self.errorWait))
         #expect(settlement.accepted == Int(named - start) && settlement.resent == 1)
     }
@@ -304,7 +304,7 @@ import Testing
     @Test func theRetainedStoreLearnsHowFarItsEntriesAreFinal() throws {
         let window = Self.openWindow()
         Self.write(window, count: 4, source: RetainedStore.sourceID, firstLine: 0, now: 0)
-        let (settlement, evidence) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 1), now: 1, errorWait: Self.errorWait))
+        let (settlement, _) = try #require(window.applyErrorResponse(Self.error(.invalidToken, naming: 1), now: 1, errorWait: Self.errorWait))
         // The run starts at entry 0: entries 0 (accepted) and 1 (rejected) are final.
         #expect(settlement.retainedFinalEnd == 2)
     }

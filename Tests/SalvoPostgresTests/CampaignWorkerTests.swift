@@ -234,7 +234,7 @@ import Testing
                                                configuration: CampaignRig.senderConfiguration(port: gateway.port),
                                                settings: .init(name: "w")).run()
         #expect(summary.accepted == 30 && summary.chunks == 3)
-        #expect(try cluster.psql("SELECT version FROM salvo_schema_version") == "3\n", "upgraded to the current version")
+        #expect(try cluster.psql("SELECT version FROM salvo_schema_version") == "4\n", "upgraded to the current version")
         #expect(try cluster.psql("SELECT attstorage FROM pg_attribute WHERE attrelid = 'campaign_chunks'::regclass "
                                  + "AND attname = 'tokens'") == "e\n", "stored out of line, uncompressed")
         let expected = CampaignRig.digests(1...30)

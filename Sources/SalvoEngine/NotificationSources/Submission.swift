@@ -5,35 +5,49 @@
 /// resend. When it goes, the sender forgets the source; gone earlier, a notification that
 /// has to be sent again fails as `sourceUnreadable`.
 public final class Submission: Sendable {
-    private let sender: Sender
-    private let entry: SourceRegistry.Entry?
+    /// The source's entry with each sender it was published to: one, or one per topic
+    /// of a `RoutingSender` (with the topic).
+    private let parts: [(sender: Sender, entry: SourceRegistry.Entry, topic: String?)]
     private let stoppedBy: (any Error)?
 
     init(sender: Sender, entry: SourceRegistry.Entry, stoppedBy: (any Error)?) {
-        self.sender = sender
-        self.entry = entry
+        parts = [(sender, entry, nil)]
+        self.stoppedBy = stoppedBy
+    }
+
+    /// A source published under several entries, each with its sender and topic.
+    init(parts: [(sender: Sender, entry: SourceRegistry.Entry, topic: String?)], stoppedBy: (any Error)?) {
+        self.parts = parts
         self.stoppedBy = stoppedBy
     }
 
     /// Nothing was taken: the sender had finished.
     init(finishedSender sender: Sender) {
-        self.sender = sender
-        entry = nil
+        parts = []
         stoppedBy = SendError.finished
     }
 
     deinit {
-        if let entry { sender.forget(entry) }
+        for (sender, entry, _) in parts { sender.forget(entry) }
     }
 
     /// Waits until every notification taken from the source is final (over the binary
     /// protocol, the error wait after its last write), and counts them.
     public func outcome() async -> SubmissionOutcome {
-        guard let entry else { return SubmissionOutcome(published: 0, stoppedBy: stoppedBy) }
-        await entry.untilComplete()
-        let (rejected, failed) = entry.refusals.withLock { $0 }
-        return SubmissionOutcome(published: entry.publishedCount.load(ordering: .relaxed), rejectedByReason: rejected,
-                                 failedByReason: failed, stoppedBy: stoppedBy)
+        var outcome = SubmissionOutcome(published: 0, stoppedBy: stoppedBy)
+        for (_, entry, topic) in parts {
+            await entry.untilComplete()
+            let (rejected, failed) = entry.refusals.withLock { $0 }
+            let published = entry.publishedCount.load(ordering: .relaxed)
+            outcome.published += published
+            outcome.rejectedByReason.merge(rejected, uniquingKeysWith: +)
+            outcome.failedByReason.merge(failed, uniquingKeysWith: +)
+            guard let topic else { continue }
+            outcome.byTopic[topic] = TopicCounts(
+                submitted: published, accepted: published - rejected.values.reduce(0, +) - failed.values.reduce(0, +),
+                rejectedByReason: rejected, failedByReason: Dictionary(uniqueKeysWithValues: failed.map { ($0.key.rawValue, $0.value) }))
+        }
+        return outcome
     }
 }
 
@@ -50,6 +64,8 @@ public struct SubmissionOutcome: Sendable {
     public var rejectedByReason: [String: Int] = [:]
     /// Of those, the failed, by reason.
     public var failedByReason: [FailureReason: Int] = [:]
+    /// By topic, from a `RoutingSender`; empty otherwise.
+    public var byTopic: [String: TopicCounts] = [:]
     /// What stopped the reading before the source's end: the reader's error, or a
     /// `SendError` (`finished`, `gatewayUnreachable`, `invalidPayload`); nil when the
     /// whole source was read.

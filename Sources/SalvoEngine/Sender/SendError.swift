@@ -14,6 +14,9 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
     /// team, or the client certificate); the reason names them. Every connection shares
     /// them, so nothing more can be sent.
     case credentialsRefused(String)
+    /// No credentials of a `RoutingSender` serve the topic of the notification with this
+    /// sequence (the reason says which topic); nothing after it is sent.
+    case unservedTopic(String, sequence: UInt64)
 
     /// The problem in a sentence, for error messages.
     public var description: String {
@@ -22,6 +25,7 @@ public enum SendError: Error, Sendable, CustomStringConvertible, Equatable {
         case .finished: "the sender has finished; create a new one"
         case .gatewayUnreachable(let reason): "gave up on the gateway: \(reason)"
         case .credentialsRefused(let reason): reason
+        case .unservedTopic(let reason, let sequence): "notification \(sequence): \(reason)"
         }
     }
 }

@@ -65,7 +65,7 @@ public final class Sender: Sendable {
     }
     private let builder: RecordBuilder
     private let ledger: DeliveryLedger
-    private let sources = SourceRegistry()
+    let sources = SourceRegistry()
     private let hub: EventHub
     private let cursor = Atomic<Int>(0)
     private let isFinished = Atomic<Bool>(false)
@@ -304,7 +304,7 @@ public final class Sender: Sendable {
         var stopped: (any Error)?
         do {
             let reader = try reader ?? source.makeReader()
-            var turn = LaneTurn(lane: cursor.wrappingAdd(1, ordering: .relaxed).oldValue % growth.count)
+            var turn = firstTurn()
             while let waiting = try publishUntilFull(reader, source: entry.id, turn: &turn, published: &published) {
                 try await untilTaken { () throws(SendError) -> Bool in
                     try tryPublish(waiting, source: entry.id, turn: &turn)
@@ -314,9 +314,18 @@ public final class Sender: Sendable {
         } catch {
             stopped = error
         }
-        entry.exhausted(after: published)
-        shards.forEach { $0.settlingChanged() }
+        sourceExhausted(entry, after: published)
         return Submission(sender: self, entry: entry, stoppedBy: stopped)
+    }
+
+    /// Where a reader starts publishing: the lanes' turns rotate between readers.
+    func firstTurn() -> LaneTurn { LaneTurn(lane: cursor.wrappingAdd(1, ordering: .relaxed).oldValue % growth.count) }
+
+    /// Publishing from `entry`'s source is over, `count` notifications in all: once no
+    /// other source is read, the connections drain.
+    func sourceExhausted(_ entry: SourceRegistry.Entry, after count: Int) {
+        entry.exhausted(after: count)
+        shards.forEach { $0.settlingChanged() }
     }
 
     /// The source is no longer read again: its readers go.
@@ -345,7 +354,7 @@ public final class Sender: Sendable {
     }
 
     /// Which lane a source's reader publishes to, and for how much longer.
-    private struct LaneTurn {
+    struct LaneTurn {
         var lane: Int
         var taken = 0
         /// The lane the previous notification went to: the next one continues its run there.
@@ -359,7 +368,7 @@ public final class Sender: Sendable {
     private static let turnLength = 256
 
     @inline(__always)
-    private func tryPublish(_ notification: SourceNotification, source: SourceID, turn: inout LaneTurn) throws(SendError) -> Bool {
+    func tryPublish(_ notification: SourceNotification, source: SourceID, turn: inout LaneTurn) throws(SendError) -> Bool {
         guard !isFinished.load(ordering: .relaxed) else { throw .finished }
         var unreachable = 0
         let count = growth.count
@@ -475,7 +484,7 @@ public final class Sender: Sendable {
     }
 
     /// Retries `attempt` each time a shard makes progress, until it is taken.
-    private func untilTaken(_ attempt: () throws(SendError) -> Bool) async throws(SendError) {
+    func untilTaken(_ attempt: () throws(SendError) -> Bool) async throws(SendError) {
         while true {
             let generation = hub.beginWaiting()
             defer { hub.endWaiting() }
@@ -510,6 +519,13 @@ public final class Sender: Sendable {
         // published during the scan could be missed.)
         let end = submittedSequenceEnd.load(ordering: .acquiring)
         guard end > 0 else { return nil }
+        return Self.completedSequence(end: end, oldestUnfinished: oldestUnfinishedSequence(holdingBackFailures: holdingBackFailures))
+    }
+
+    /// The lowest sequence of a notification in the lanes that is not final (with
+    /// `holdingBackFailures`, or that failed); `UInt64.max`: none. Read after the
+    /// high-water mark of what was published (see `completedSequence`).
+    func oldestUnfinishedSequence(holdingBackFailures: Bool) -> UInt64 {
         var oldest = UInt64.max
         for lane in lanes {
             if let sequence = lane.staging.oldestUnwrittenSequence() { oldest = min(oldest, sequence) }
@@ -517,6 +533,13 @@ public final class Sender: Sendable {
         }
         // Failures are noted before they leave the lanes: read after them, so none is missed.
         if holdingBackFailures { oldest = min(oldest, ledger.firstFailedSequence.load(ordering: .acquiring)) }
+        return oldest
+    }
+
+    /// The completed sequence given the high-water mark `end` (the last published
+    /// sequence plus one, 0: none) and the oldest sequence not finished.
+    static func completedSequence(end: UInt64, oldestUnfinished oldest: UInt64) -> UInt64? {
+        guard end > 0 else { return nil }
         if oldest == .max { return end - 1 }
         return oldest == 0 ? nil : min(end - 1, oldest - 1)
     }

@@ -59,6 +59,8 @@ public struct SenderReport: Sendable, Hashable, Codable {
     /// protocol, answered nothing in time; or that it refused the credentials), or why the
     /// last connection was lost when notifications failed after their connections' drops.
     public var failureCause: String?
+    /// By topic (bundle id), for a run of several apps (`RoutingSender`); empty otherwise.
+    public var byTopic: [String: TopicCounts] = [:]
 
     /// Final notifications per second over the whole run.
     public var ratePerSecond: Double { seconds > 0 ? Double(accepted + rejected + failed) / seconds : 0 }
@@ -87,6 +89,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
         case rejectedByStatus = "rejected_by_status"
         case failedByReason = "failed_by_reason"
         case failureCause = "failure_cause"
+        case byTopic = "by_topic"
     }
 
     /// A report with these counts; what is not given is zero (or its neutral value).
@@ -143,6 +146,7 @@ public struct SenderReport: Sendable, Hashable, Codable {
             ?? container.decodeIfPresent([String: Int].self, forKey: .rejectedByStatus) ?? [:]
         failedByReason = try container.decodeIfPresent([String: Int].self, forKey: .failedByReason) ?? [:]
         failureCause = try container.decodeIfPresent(String.self, forKey: .failureCause)
+        byTopic = try container.decodeIfPresent([String: TopicCounts].self, forKey: .byTopic) ?? [:]
     }
 
     /// Writes the report JSON of `--report`: snake_case keys, durations in milliseconds,
@@ -171,5 +175,30 @@ public struct SenderReport: Sendable, Hashable, Codable {
         try container.encode(sendRatePerSecond, forKey: .sendRatePerSecond)
         try container.encode(rejectedByReason, forKey: .rejectedByReason)
         try container.encode(failedByReason, forKey: .failedByReason)
+        if !byTopic.isEmpty { try container.encode(byTopic, forKey: .byTopic) }
+    }
+
+    /// The reports of senders that ran side by side (one per credential of a
+    /// `RoutingSender`) as one: counts added, times and the error wait the longest, the
+    /// reasons and causes together. The error-latency summary (binary protocol only) is
+    /// left out: summaries do not add.
+    static func combining(_ reports: [SenderReport]) -> SenderReport {
+        guard reports.count != 1 else { return reports[0] }
+        func sum(_ value: (SenderReport) -> Int) -> Int { reports.reduce(0) { $0 + value($1) } }
+        func merged(_ value: (SenderReport) -> [String: Int]) -> [String: Int] {
+            reports.reduce(into: [:]) { total, report in total.merge(value(report), uniquingKeysWith: +) }
+        }
+        var combined = SenderReport(
+            submitted: sum(\.submitted), accepted: sum(\.accepted), rejected: sum(\.rejected), failed: sum(\.failed),
+            resent: sum(\.resent), reconnects: sum(\.reconnects), resumedReconnects: sum(\.resumedReconnects),
+            connections: sum(\.connections),
+            connectionsReason: reports.map(\.connectionsReason).filter { !$0.isEmpty }.joined(separator: "; "),
+            possibleDuplicates: sum(\.possibleDuplicates), windowOverruns: sum(\.windowOverruns), lateErrors: sum(\.lateErrors),
+            seconds: reports.map(\.seconds).max() ?? 0, sendingSeconds: reports.map(\.sendingSeconds).max() ?? 0,
+            errorWait: reports.map(\.errorWait).max() ?? .seconds(1), errorWaitRaises: reports.flatMap(\.errorWaitRaises),
+            rejectedByReason: merged(\.rejectedByReason), failedByReason: merged(\.failedByReason))
+        let causes = reports.compactMap(\.failureCause)
+        combined.failureCause = causes.isEmpty ? nil : causes.joined(separator: "; ")
+        return combined
     }
 }

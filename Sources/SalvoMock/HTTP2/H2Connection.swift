@@ -102,6 +102,10 @@ final class H2Connection: ServerConnection {
     private var lastToken: [UInt8] = []
     private var lastAuthorization = RequestValidation.Authorization.absent
     private var lastIssuedAt: Int64 = 0
+    /// The team of the last valid token seen here (`H2RecordedRequest.team`).
+    private var lastTeam: String?
+    /// The client presented a certificate: its requests are the certificate's, no token needed.
+    private var isCertificateAuthenticated = false
     /// UNIX seconds at the current read.
     private var now: Int64 = 0
     /// When the current read returned: what a held answer's delay counts from. Not the
@@ -154,6 +158,9 @@ final class H2Connection: ServerConnection {
         if let session { nghttp2_session_del(session) }
     }
 
+    /// Whether requests here must carry a provider token.
+    private var asksForTokens: Bool { state.verifier != nil && !isCertificateAuthenticated }
+
     // MARK: Connection events
 
     override func didEstablish() {
@@ -161,6 +168,10 @@ final class H2Connection: ServerConnection {
         // list speaks HTTP/2 by prior knowledge, which Apple takes (aioapns' default TLS
         // setup offers none): its connection preface tells, and nghttp2 checks it.
         if stream.negotiatedApplicationProtocol == nil { state.count { $0.withoutALPN += 1 } }
+        if state.verifier != nil, stream.peerCertificateSubject != nil {
+            isCertificateAuthenticated = true
+            streamLimitRaised = true
+        }
         // A gateway that says nothing after the handshake reads and ignores the client.
         if misbehaviour == .noSettings {
             isMute = true
@@ -476,6 +487,7 @@ final class H2Connection: ServerConnection {
         guard let index = slotIndex(streamID), let header = APNsRequestHeader(name: name) else { return }
         if header == .authorization, let verifier = state.verifier {
             slots[index].validation.authorization = authorize(value, verifier)
+            if state.recordRequests { recordings[index]?.team = lastTeam }
         }
         slots[index].validation.header(header, value, allowedTopics: state.allowedTopics)
         if state.recordRequests { recordings[index]?.take(header, value) }
@@ -516,7 +528,7 @@ final class H2Connection: ServerConnection {
         slots[index].judged = true
         tally.requests += 1
         if slots[index].validation.isBroadcast { lookUpChannel(index) }
-        var decision = PlanDecision(reason: slots[index].validation.verdict(tokenAuthentication: state.verifier != nil))
+        var decision = PlanDecision(reason: slots[index].validation.verdict(tokenAuthentication: asksForTokens))
         let isValid = decision.reason == nil
         if isValid {
             validRequests += 1
@@ -815,7 +827,7 @@ final class H2Connection: ServerConnection {
         guard let index = slotIndex(streamID), !slots[index].judged else { return }
         slots[index].judged = true
         let response = state.nextManagementFailure().map { ChannelResponse.refused($0) }
-            ?? channelRequests[index].respond(registry: state.channels, tokenAuthentication: state.verifier != nil,
+            ?? channelRequests[index].respond(registry: state.channels, tokenAuthentication: asksForTokens,
                                               allowedTopics: state.allowedTopics, broadcastsEnabled: state.broadcastsEnabled)
         channelResponses[index] = response
         state.count { statistics in
@@ -865,7 +877,7 @@ final class H2Connection: ServerConnection {
 
     /// `authorization` → what the token is worth, from the cache when it is the last one
     /// seen on this connection. A first valid token lifts the stream limit.
-    private func authorize(_ value: UnsafeRawBufferPointer, _ verifier: ProviderTokenVerifier) -> RequestValidation.Authorization {
+    private func authorize(_ value: UnsafeRawBufferPointer, _ verifier: ProviderTokenVerifiers) -> RequestValidation.Authorization {
         let scheme: StaticString = "bearer "
         let schemeLength = scheme.utf8CodeUnitCount
         guard value.count > schemeLength,
@@ -877,10 +889,13 @@ final class H2Connection: ServerConnection {
             && lastToken.withUnsafeBytes { memcmp($0.baseAddress!, token.baseAddress!, token.count) == 0 }
         if !isLastToken {
             lastToken = Array(token)
-            switch verifier.verify(token, now: now) {
+            let (outcome, team) = verifier.verify(token, now: now)
+            lastTeam = nil
+            switch outcome {
             case .valid(let issuedAt):
                 lastIssuedAt = issuedAt
-                lastAuthorization = state.adoptToken(issuedAt: issuedAt) ? .valid : .tooManyUpdates
+                lastTeam = team
+                lastAuthorization = state.adoptToken(team: team ?? "", issuedAt: issuedAt) ? .valid : .tooManyUpdates
             case .invalid: lastAuthorization = .invalid
             case .expired: lastAuthorization = .expired
             }

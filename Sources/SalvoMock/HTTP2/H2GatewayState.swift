@@ -9,7 +9,8 @@ import Synchronization
 /// taken on either is the team's on both.
 final class H2GatewayState: Sendable {
     let plan: H2FailurePlan
-    let verifier: ProviderTokenVerifier?
+    /// Token authentication's keys, nil without it.
+    let verifier: ProviderTokenVerifiers?
     let allowedTopics: [[UInt8]]
     let maximumConcurrentStreams: UInt32
     let development: Bool
@@ -43,12 +44,12 @@ final class H2GatewayState: Sendable {
     let broadcasts = Locked<[ChannelID: Int]>([:])
     /// `Configuration.managementFailures` not yet answered, first first.
     private let managementFailures: Locked<ArraySlice<APNsReason>>
-    /// The `iat` of the team's current token, once one was seen.
-    private let teamTokenIssuedAt = Locked<Int64?>(nil)
+    /// The `iat` of each team's current token, once one was seen.
+    private let teamTokenIssuedAt = Locked<[String: Int64]>([:])
 
     init(_ configuration: H2MockGateway.Configuration) {
         plan = configuration.failurePlan
-        verifier = configuration.tokenVerifier
+        verifier = configuration.tokenVerifiers.isEmpty ? nil : ProviderTokenVerifiers(configuration.tokenVerifiers)
         allowedTopics = configuration.allowedTopics.map { Array($0.utf8) }
         maximumConcurrentStreams = configuration.maximumConcurrentStreams
         development = configuration.environment == .development
@@ -70,16 +71,17 @@ final class H2GatewayState: Sendable {
     /// The failure the next management request is answered with, if one is still planned.
     func nextManagementFailure() -> APNsReason? { managementFailures.withLock { $0.popFirst() } }
 
-    /// Takes a valid token issued at `issuedAt` as the team's current one, or refuses it
+    /// Takes a valid token of `team` issued at `issuedAt` as the team's current one, or refuses it
     /// when it replaces the current one less than `ProviderToken.minimumRefreshInterval`
     /// after that one was issued (429 TooManyProviderTokenUpdates). Tokens are told apart
     /// by their `iat`: signatures differ each time the same claims are signed.
-    func adoptToken(issuedAt: Int64) -> Bool {
-        let (adopted, isNew) = teamTokenIssuedAt.withLock { current -> (Bool, Bool) in
+    func adoptToken(team: String, issuedAt: Int64) -> Bool {
+        let (adopted, isNew) = teamTokenIssuedAt.withLock { tokens -> (Bool, Bool) in
+            let current = tokens[team]
             if let current, current != issuedAt, abs(issuedAt - current) < ProviderToken.minimumRefreshInterval {
                 return (false, false)
             }
-            defer { current = issuedAt }
+            tokens[team] = issuedAt
             return (true, current != issuedAt)
         }
         if isNew { count { $0.providerTokensTaken += 1 } }

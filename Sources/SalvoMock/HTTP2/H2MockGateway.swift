@@ -159,9 +159,18 @@ extension H2MockGateway {
         /// Where and how the gateway listens, and whether it records what it accepted.
         public var server: MockServerSettings
         /// Token authentication: requests must carry `authorization: bearer <token>` that
-        /// this verifier accepts, and a connection may open one stream at a time until its
-        /// first valid token. Nil: no token is asked for.
-        public var tokenVerifier: ProviderTokenVerifier?
+        /// one of these verifiers accepts (the one for the token's key id: one per key of
+        /// every team the gateway plays), and a connection may open one stream at a time
+        /// until its first valid token. Each team has its own current token (a new one
+        /// within 20 minutes of the last is 429 TooManyProviderTokenUpdates for that team
+        /// only). A connection that presented a client certificate is the certificate's
+        /// and needs no token. Empty: no token is asked for.
+        public var tokenVerifiers: [ProviderTokenVerifier]
+        /// The first of `tokenVerifiers`; set: the only one (nil: none).
+        public var tokenVerifier: ProviderTokenVerifier? {
+            get { tokenVerifiers.first }
+            set { tokenVerifiers = newValue.map { [$0] } ?? [] }
+        }
         /// SETTINGS_MAX_CONCURRENT_STREAMS (once a valid token was seen, with token
         /// authentication). Default 1000, as Apple's gateway.
         public var maximumConcurrentStreams: UInt32
@@ -200,7 +209,7 @@ extension H2MockGateway {
             channelLimit: Int = MockChannelRegistry.defaultLimit, broadcastsEnabled: Bool = true
         ) {
             server = MockServerSettings(host: host, port: port, tls: tls, loops: loops, recordAccepted: recordAccepted)
-            self.tokenVerifier = tokenVerifier
+            tokenVerifiers = tokenVerifier.map { [$0] } ?? []
             self.maximumConcurrentStreams = maximumConcurrentStreams
             self.environment = environment
             self.allowedTopics = allowedTopics

@@ -115,11 +115,15 @@ public struct H2RecordedRequest: Sendable, Hashable, Codable {
     public var channelID: String?
     /// `apns-request-id` (broadcasts).
     public var requestID: String?
+    /// With token authentication: the team (`iss`) of the valid provider token that
+    /// authorized it; nil for a request of a certificate's connection.
+    public var team: String?
 
     public init(token: String, pushType: String? = nil, topic: String? = nil, apnsID: String? = nil,
                 expiration: String? = nil, priority: String? = nil, collapseID: String? = nil,
-                channelID: String? = nil, requestID: String? = nil) {
+                channelID: String? = nil, requestID: String? = nil, team: String? = nil) {
         self.token = token
+        self.team = team
         self.channelID = channelID
         self.requestID = requestID
         self.pushType = pushType
