@@ -140,6 +140,8 @@ final class H2Connection: ServerConnection {
     /// What the timer runs: made once, so that arming it allocates nothing.
     private lazy var releaseAction = TimerAction { [weak self] in self?.releaseDueAnswers() }
     /// Management port only: each stream's request and, once judged, its answer, by slot.
+    /// The bundle id of the connection's last broadcast, with the registry's number for it.
+    private var lastBundle: (bytes: [UInt8], number: Int32)?
     private var channelRequests: [ChannelRequest] = []
     private var channelResponses: [ChannelResponse?] = []
 
@@ -497,7 +499,7 @@ final class H2Connection: ServerConnection {
                 // The registry's number for the bundle id, so that the channel's lookup at
                 // the end compares numbers (the path's bytes are gone by then).
                 if let bundleID = RequestValidation.broadcastBundleID(value) {
-                    slots[index].validation.bundle = state.channels.bundleNumber(bundleID)
+                    slots[index].validation.bundle = bundleNumber(bundleID)
                 }
             } else if state.recordAccepted, let token = slots[index].validation.token {
                 token.withUnsafeBytes { slots[index].digest.add($0) }
@@ -552,6 +554,15 @@ final class H2Connection: ServerConnection {
         decide(streamID, index, decision.reason)
         if decision.goAway && !isGoingAway { goAway() }
         if isValid, let every = state.plan.stallEvery, validRequests % every == 0 { stall() }
+    }
+
+    /// The registry's number for `bundleID`, remembered for the connection's next
+    /// broadcasts once it has one (a bundle id keeps its number for good).
+    private func bundleNumber(_ bundleID: UnsafeRawBufferPointer) -> Int32 {
+        if let known = lastBundle, known.bytes.elementsEqual(bundleID) { return known.number }
+        let number = state.channels.bundleNumber(bundleID)
+        if number >= 0 { lastBundle = (Array(bundleID), number) }
+        return number
     }
 
     /// Tells a broadcast's validation whether its channel is registered, and its policy.

@@ -206,42 +206,51 @@ struct ChannelID: Hashable, Sendable {
     }
 
     /// Standard base64 (RFC 4648 §4): a nonzero multiple of four characters of the
-    /// alphabet, with at most two `=` at the end only.
+    /// alphabet, with at most two `=` at the end only. One pass over the text, by table.
     static func parse(_ text: UnsafeRawBufferPointer) -> Parsed {
         guard !text.isEmpty, text.count % 4 == 0 else { return .malformed }
         let padding = text[text.count - 1] == UInt8(ascii: "=") ? (text[text.count - 2] == UInt8(ascii: "=") ? 2 : 1) : 0
-        let digits = UnsafeRawBufferPointer(rebasing: text.prefix(text.count - padding))
-        guard digits.allSatisfy({ sextet($0) != nil }) else { return .malformed }
-        guard text.count == 24, padding == 2 else { return .foreign }
+        let digitCount = text.count - padding
+        let isID = text.count == 24 && padding == 2
         // 22 sextets: 128 bits, then four that must be zero.
         var high: UInt64 = 0, low: UInt64 = 0
-        for (offset, byte) in digits.enumerated() {
-            let value = UInt64(sextet(byte)!)
+        for offset in 0 ..< digitCount {
+            let value = sextets[Int(text[offset])]
+            guard value != invalid else { return .malformed }
+            guard isID else { continue }
+            let bits = UInt64(value)
             if offset < 10 {
-                high = high << 6 | value
+                high = high << 6 | bits
             } else if offset == 10 {
-                high = high << 4 | value >> 2
-                low = value & 0x3
+                high = high << 4 | bits >> 2
+                low = bits & 0x3
             } else if offset < 21 {
-                low = low << 6 | value
+                low = low << 6 | bits
             } else {
-                guard value & 0xF == 0 else { return .foreign }
-                low = low << 2 | value >> 4
+                low = low << 2 | bits >> 4
             }
         }
+        // The last sextet's low four bits are beyond the 128: nonzero, it is another id.
+        guard isID, sextets[Int(text[21])] & 0xF == 0 else { return .foreign }
         return .id(ChannelID(high: high, low: low))
     }
 
-    private static func sextet(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A")
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): byte - UInt8(ascii: "a") + 26
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0") + 52
+    /// Not a base64 digit, in `sextets`.
+    private static let invalid: UInt8 = 0xFF
+    /// Each byte's base64 value, or `invalid`.
+    private static let sextets: [UInt8] = (0 ..< 256).map { byte in
+        switch UInt8(byte) {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt8(byte) - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt8(byte) - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0") + 52
         case UInt8(ascii: "+"): 62
         case UInt8(ascii: "/"): 63
-        default: nil
+        default: invalid
         }
     }
+
+    /// One word into the hasher instead of two: the ids are random, so their halves mix.
+    func hash(into hasher: inout Hasher) { hasher.combine(high ^ low.byteSwapped) }
 
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
