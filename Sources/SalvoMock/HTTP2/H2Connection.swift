@@ -559,7 +559,10 @@ final class H2Connection: ServerConnection {
     /// The registry's number for `bundleID`, remembered for the connection's next
     /// broadcasts once it has one (a bundle id keeps its number for good).
     private func bundleNumber(_ bundleID: UnsafeRawBufferPointer) -> Int32 {
-        if let known = lastBundle, known.bytes.elementsEqual(bundleID) { return known.number }
+        if let known = lastBundle, !bundleID.isEmpty, known.bytes.count == bundleID.count,
+           known.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, bundleID.baseAddress!, bundleID.count) == 0 }) {
+            return known.number
+        }
         let number = state.channels.bundleNumber(bundleID)
         if number >= 0 { lastBundle = (Array(bundleID), number) }
         return number

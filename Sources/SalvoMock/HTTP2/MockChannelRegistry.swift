@@ -214,6 +214,7 @@ struct ChannelID: Hashable, Sendable {
         let isID = text.count == 24 && padding == 2
         // 22 sextets: 128 bits, then four that must be zero.
         var high: UInt64 = 0, low: UInt64 = 0
+        let sextets = Self.sextets  // one lazy-global check per id, not per character
         for offset in 0 ..< digitCount {
             let value = sextets[Int(text[offset])]
             guard value != invalid else { return .malformed }
