@@ -146,7 +146,7 @@ let package = Package(
         .target(
             name: "SalvoBlackBerry",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoHTTPClientProxy",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -157,10 +157,15 @@ let package = Package(
         // Broadcast channel management (iOS 18 Live Activities) on APNs's own management host, on
         // AsyncHTTPClient over HTTP/2: a few requests, not a hot path, so NIO stays out of the
         // engine; provider tokens are the engine's (one per team, shared through its stores).
+        // Our proxy configuration in AsyncHTTPClient's terms, for the two clients built on it.
+        .target(
+            name: "SalvoHTTPClientProxy",
+            dependencies: ["SalvoIO", .product(name: "AsyncHTTPClient", package: "async-http-client")]
+        ),
         .target(
             name: "SalvoChannels",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoHTTPClientProxy",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -3,6 +3,8 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import SalvoHTTPClientProxy
+import SalvoIO
 import SalvoWire
 #if canImport(Glibc)
 import Glibc
@@ -36,6 +38,10 @@ public struct PushChannelConfiguration: Sendable, Hashable {
     public var trustedCertificatesFile: String?
     /// Verify the server's certificate and name (off only for development).
     public var verifyCertificates = true
+    /// The HTTP proxy (or SOCKS5 proxy without credentials) the connections go through,
+    /// whichever the route; nil: direct. Not to be confused with `Route.proxy`, BlackBerry's
+    /// own relay.
+    public var networkProxy: ProxyConfiguration?
 
     /// The default connection count.
     public static let defaultConnections = 16
@@ -44,6 +50,11 @@ public struct PushChannelConfiguration: Sendable, Hashable {
     public init(route: Route) {
         self.route = route
     }
+}
+
+/// A network proxy the client cannot go through, said in a sentence.
+public struct PushChannelProxyError: Error, Sendable, CustomStringConvertible {
+    public var description: String
 }
 
 /// One notification's (or token check's) result, with how it got there.
@@ -74,7 +85,8 @@ public final class PushChannelClient: Sendable {
 
     /// Makes the client; connections open on the first requests.
     ///
-    /// - Throws: `NIOSSLError` when the CA file cannot be read.
+    /// - Throws: `NIOSSLError` when the CA file cannot be read, `PushChannelProxyError`
+    ///   for a network proxy the client cannot use.
     public init(_ configuration: PushChannelConfiguration) throws {
         self.configuration = configuration
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -94,6 +106,10 @@ public final class PushChannelClient: Sendable {
         // every worker waits that long before the run stops.
         http.timeout = .init(connect: .init(min(configuration.requestTimeout, .seconds(10))),
                              read: .init(configuration.requestTimeout))
+        if let proxy = configuration.networkProxy {
+            guard let form = proxy.httpClientProxy else { throw PushChannelProxyError(description: proxy.httpClientRefusal) }
+            http.proxy = form
+        }
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
     }
 
@@ -188,7 +204,7 @@ public final class PushChannelClient: Sendable {
         if let error = error as? HTTPClientError {
             return [.connectTimeout, .tlsHandshakeTimeout, .getConnectionFromPoolTimeout].contains(error)
         }
-        if let error = error as? IOError { return [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH].contains(error.errnoCode) }
+        if let error = error as? NIOCore.IOError { return [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH].contains(error.errnoCode) }
         return false
     }
 }

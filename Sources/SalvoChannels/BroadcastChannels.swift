@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import SalvoEngine
+import SalvoHTTPClientProxy
 import SalvoIO
 import SalvoWire
 #if canImport(Glibc)
@@ -67,26 +68,12 @@ public final class BroadcastChannels: Sendable {
         http.timeout = .init(connect: .init(min(configuration.requestTimeout, .seconds(10))),
                              read: .init(configuration.requestTimeout))
         if let proxy = configuration.proxy {
-            http.proxy = try Self.proxy(proxy, gateway: gateway)
+            guard let form = proxy.httpClientProxy else {
+                throw BroadcastChannelError(.credentials(proxy.httpClientRefusal), operation: "setup", gateway: gateway.description)
+            }
+            http.proxy = form
         }
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
-    }
-
-    /// The client's form of `proxy`. SOCKS5 names the gateway to the proxy, so `socks5`
-    /// and `socks5h` are the same here.
-    private static func proxy(_ proxy: ProxyConfiguration, gateway: Endpoint) throws(BroadcastChannelError) -> HTTPClient.Configuration.Proxy {
-        switch proxy.kind {
-        case .http:
-            return .server(host: proxy.host, port: proxy.port,
-                           authorization: proxy.credentials.map { .basic(username: $0.user, password: $0.password) })
-        case .socks5, .socks5h:
-            guard proxy.credentials == nil else {
-                throw BroadcastChannelError(.credentials("channel management cannot use a SOCKS5 proxy with a user and password "
-                                                         + "(\(proxy)): give an HTTP proxy, or a SOCKS5 proxy without credentials"),
-                                            operation: "setup", gateway: gateway.description)
-            }
-            return .socksServer(host: proxy.host, port: proxy.port)
-        }
     }
 
     /// Creates a channel with `storagePolicy`; APNs chooses its id.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SalvoBlackBerry
 import SalvoEngine
+import SalvoIO
 import SalvoWire
 
 /// Which push service `salvo send` and `salvo check-token` talk to.
@@ -30,8 +31,8 @@ struct BlackBerryOptions: ParsableArguments {
     }
 
     /// The client configuration, with the TLS flags' CA file and verification.
-    func configuration(trust: ServerTrustOptions) throws -> PushChannelConfiguration {
-        try connection.configuration(trust: trust)
+    func configuration(trust: ServerTrustOptions, noProxy: Bool) throws -> PushChannelConfiguration {
+        try connection.configuration(trust: trust, noProxy: noProxy)
     }
 }
 
@@ -45,7 +46,8 @@ struct BlackBerryConnectionOptions: ParsableArguments {
     /// Shared by the two targets of `salvo send` (ArgumentParser takes one option per name):
     /// `--target blackberry` reads it as the BlackBerry Proxy, APNs as a proxy URL.
     @Option(help: ArgumentHelp("--target blackberry: an enterprise BlackBerry Proxy instead of the NOC (plain HTTP, e.g. port "
-                               + "17080, unless --proxy-tls). salvo send to APNs: the HTTP or SOCKS5 proxy the gateway "
+                               + "17080, unless --proxy-tls), or with a scheme (http://…) a network proxy for the NOC "
+                               + "connections. salvo send to APNs: the HTTP or SOCKS5 proxy the gateway "
                                + "connections go through, http://[user:password@]host:port, socks5://… or socks5h://… "
                                + "(default: HTTPS_PROXY or ALL_PROXY unless NO_PROXY names the gateway; see --no-proxy).",
                                valueName: "host:port|url"))
@@ -73,13 +75,25 @@ struct BlackBerryConnectionOptions: ParsableArguments {
         firstGivenFlag([("--noc", noc != nil), ("--proxy-tls", proxyTLS)])
     }
 
+    /// `--proxy` with a scheme (`http://`, `socks5://`): the network proxy the connections
+    /// go through, as for APNs.
+    var networkProxyURL: String? { proxy.flatMap { $0.contains("://") ? $0 : nil } }
+    /// `--proxy HOST:PORT`: an enterprise BlackBerry Proxy, which relays to the NOC.
+    var blackBerryProxy: String? { proxy.flatMap { $0.contains("://") ? nil : $0 } }
+
     func check() throws {
-        switch (noc, proxy) {
+        switch (noc, blackBerryProxy) {
+        case (nil, nil) where networkProxyURL != nil:
+            throw ValidationError("--proxy \(networkProxyURL!.contains("@") ? "URL" : networkProxyURL!) is a network proxy the NOC "
+                                  + "connections go through: give --noc HOST:PORT too")
         case (nil, nil): throw ValidationError("--target blackberry needs --noc HOST:PORT or --proxy HOST:PORT")
         case (_?, _?): throw ValidationError("give --noc or --proxy, not both")
         default: break
         }
-        if proxyTLS, proxy == nil { throw ValidationError("--proxy-tls goes with --proxy") }
+        if proxyTLS, blackBerryProxy == nil { throw ValidationError("--proxy-tls goes with --proxy HOST:PORT (a BlackBerry Proxy)") }
+        if let networkProxyURL {
+            do { _ = try ProxyConfiguration(url: networkProxyURL) } catch { throw ValidationError("--proxy: \(error.description)") }
+        }
         _ = try route()
         if connections < 1 || connections > 1024 { throw ValidationError("--noc-connections must be 1...1024, got \(connections)") }
         if attempts < 1 || attempts > 20 { throw ValidationError("--attempts must be 1...20, got \(attempts)") }
@@ -87,7 +101,7 @@ struct BlackBerryConnectionOptions: ParsableArguments {
     }
 
     func route() throws -> PushChannelConfiguration.Route {
-        if let proxy {
+        if let proxy = blackBerryProxy {
             let (host, port) = try Self.hostAndPort(proxy, flag: "--proxy")
             return .proxy(host: host, port: port, tls: proxyTLS)
         }
@@ -95,9 +109,14 @@ struct BlackBerryConnectionOptions: ParsableArguments {
         return .noc(host: host, port: port)
     }
 
-    /// The client configuration, with the CA file and verification of `trust`.
-    func configuration(trust: ServerTrustOptions) throws -> PushChannelConfiguration {
+    /// The client configuration, with the CA file and verification of `trust`, and the
+    /// network proxy of `--proxy URL` or the environment (unless `noProxy`).
+    func configuration(trust: ServerTrustOptions, noProxy: Bool) throws -> PushChannelConfiguration {
         var configuration = PushChannelConfiguration(route: try route())
+        let host = switch configuration.route {
+        case .noc(let host, _), .proxy(let host, _, _): host
+        }
+        configuration.networkProxy = try ProxySelection.configuration(url: networkProxyURL, noProxy: noProxy, host: host)
         configuration.connections = connections
         configuration.maximumAttempts = attempts
         configuration.requestTimeout = .milliseconds(requestTimeoutMilliseconds)

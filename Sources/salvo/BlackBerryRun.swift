@@ -22,6 +22,8 @@ struct BlackBerryRun {
     /// The largest payload sent (longer lines are bad lines).
     var maximumPayloadBytes = GNP.defaultMaximumPayloadBytes
     var trust: ServerTrustOptions
+    /// `--no-proxy`: the environment's proxy is not used.
+    var noProxy = false
     var request: PushChannelRequest
     var reportPath: String?
     var rejectedPath: String?
@@ -49,7 +51,7 @@ struct BlackBerryRun {
         let client: PushChannelClient
         do {
             rejectedFile = try rejectedPath.map(RejectedTokenFile.init(path:))
-            client = try PushChannelClient(try options.configuration(trust: trust))
+            client = try PushChannelClient(try options.configuration(trust: trust, noProxy: noProxy))
         } catch {
             printError("salvo \(command): \(error)")
             throw ExitCode(2)

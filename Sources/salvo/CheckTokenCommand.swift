@@ -30,6 +30,8 @@ struct CheckTokenCommand: AsyncParsableCommand {
     @OptionGroup(title: "TLS")
     var trust: ServerTrustOptions
 
+    @OptionGroup var proxyBypass: NoProxyOption
+
     @Option(help: ArgumentHelp("Write the final report as JSON to this file.", valueName: "file"))
     var report: String?
 
@@ -53,7 +55,8 @@ struct CheckTokenCommand: AsyncParsableCommand {
         let tokens = self.tokens
         try await BlackBerryRun(command: "check-token", source: { .tokens(tokens, payload: []) },
                                 onBadLine: onBadLine == .skip ? .skip : .abort, countLines: { CampaignOptions.countLines(path: tokens) },
-                                options: blackberry, trust: trust, request: .checkToken, reportPath: report,
+                                options: blackberry, trust: trust, noProxy: proxyBypass.noProxy, request: .checkToken,
+                                reportPath: report,
                                 rejectedPath: rejected, checkpointPath: checkpoint, resume: resume).run()
     }
 }

@@ -136,7 +136,7 @@ struct SendCommand: AsyncParsableCommand {
             return try await BlackBerryRun(command: "send", source: { try campaign.pushChannelSource(maximumPayloadBytes: maximum) },
                                            onBadLine: campaign.onBadLine == .skip ? .skip : .abort,
                                            countLines: campaign.countLines, options: blackberry.connection,
-                                           maximumPayloadBytes: maximum, trust: tls.trust,
+                                           maximumPayloadBytes: maximum, trust: tls.trust, noProxy: proxyBypass.noProxy,
                                            request: .notify,
                                            reportPath: report, rejectedPath: rejected, checkpointPath: checkpoint,
                                            resume: resume, registry: registry.db == nil ? nil : registry).run()

@@ -175,4 +175,29 @@ import Testing
         let relayed = relay.relayed.withLock { $0 }
         #expect(relayed >= 1 && relayed <= 3 && mock.connections == relayed, "every NOC connection came through the proxy")
     }
+
+    /// `--proxy` with a scheme is a network proxy for the NOC connections (an HTTP CONNECT
+    /// tunnel, TLS end to end), as for APNs; without one, BlackBerry's own relay.
+    @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
+    func theNOCIsReachedThroughAnHTTPProxy() throws {
+        let rig = try NOCRig()
+        let proxy = try TestProxy.tinyproxy(in: rig.directory, user: "salvo", password: "pr0xy-s3cret", connectPort: rig.noc.port)
+        defer { proxy.stop() }
+        let file = try rig.writeCampaign(lines: 40, deadEvery: 10)
+        let report = rig.path("report.json")
+        let (status, output, errors) = try Self.run(Self.send(rig, [
+            "--input", file, "--report", report, "--proxy", "http://salvo:pr0xy-s3cret@127.0.0.1:\(proxy.port)"]))
+        #expect(status == 0, "stderr: \(errors)")
+        let json = try JSONDecoder().decode(SenderReport.self, from: Data(contentsOf: URL(fileURLWithPath: report)))
+        #expect(json.accepted == 36 && json.rejected == 4 && json.isComplete)
+        let log = proxy.process.output + proxy.process.errors
+        #expect(log.contains("CONNECT"), "through tinyproxy: \(log)")
+        #expect(!(output + errors).contains("pr0xy-s3cret"))
+
+        let (alone, _, aloneErrors) = try Self.run(["send", "--target", "blackberry", "--input", file,
+                                                    "--proxy", "http://127.0.0.1:\(proxy.port)"])
+        #expect(alone == 2 && aloneErrors.contains("give --noc HOST:PORT too"), "\(aloneErrors)")
+        let (socks, _, socksErrors) = try Self.run(Self.send(rig, ["--input", file, "--proxy", "socks5://u:hidden@127.0.0.1:9"]))
+        #expect(socks == 2 && socksErrors.contains("give an HTTP proxy") && !socksErrors.contains("hidden"), "\(socksErrors)")
+    }
 }

@@ -6,65 +6,6 @@ import SalvoWire
 import Testing
 @testable import SalvoEngine
 
-/// A real proxy from Debian, started on a free port of 127.0.0.1 and stopped by the test:
-/// tinyproxy (HTTP CONNECT, Basic auth) or microsocks (SOCKS5, user and password).
-final class TestProxy {
-    static let tinyproxy = "/usr/bin/tinyproxy"
-    static let microsocks = "/usr/bin/microsocks"
-    static var hasTinyproxy: Bool { FileManager.default.isExecutableFile(atPath: tinyproxy) }
-    static var hasMicrosocks: Bool { FileManager.default.isExecutableFile(atPath: microsocks) }
-
-    let port: Int
-    let process: ChildProcess
-
-    private init(port: Int, process: ChildProcess) throws {
-        self.port = port
-        self.process = process
-        // Ready once it accepts a TCP connection; bounded.
-        let listening = eventually({ (try? Socket.connect(host: "127.0.0.1", port: port, timeout: .milliseconds(500))) != nil },
-                                   within: .seconds(20)) { $0 || !process.isRunning }
-        guard listening else {
-            process.kill(SIGKILL)
-            throw ProxyDidNotStart(description: "the proxy on 127.0.0.1:\(port) did not start: \(process.errors)")
-        }
-    }
-
-    struct ProxyDidNotStart: Error, CustomStringConvertible { var description: String }
-
-    /// tinyproxy with Basic credentials, allowing CONNECT only to `connectPort` (its
-    /// `ConnectPort` lines list the ports allowed; without any, every port is).
-    static func tinyproxy(in directory: String, user: String, password: String, connectPort: Int) throws -> TestProxy {
-        let port = try freePort()
-        let config = "\(directory)/tinyproxy-\(port).conf"
-        try """
-            Port \(port)
-            Listen 127.0.0.1
-            Timeout 60
-            MaxClients 512
-            LogLevel Info
-            BasicAuth \(user) \(password)
-            ConnectPort \(connectPort)
-
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        return try TestProxy(port: port, process: ChildProcess(tinyproxy, ["-d", "-c", config]))
-    }
-
-    /// microsocks with a user and password (on `port`, or a free one).
-    static func microsocks(user: String, password: String, port: Int? = nil) throws -> TestProxy {
-        let port = try port ?? freePort()
-        return try TestProxy(port: port, process: ChildProcess(microsocks, ["-i", "127.0.0.1", "-p", "\(port)", "-u", user, "-P", password]))
-    }
-
-    static func freePort() throws -> Int {
-        try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
-    }
-
-    func stop() {
-        process.kill(SIGTERM)
-        _ = try? process.exitStatus(within: .seconds(10))
-    }
-}
-
 /// `salvo send` through real proxies: exact against the mock, the proxy's refusals named
 /// without the credentials, NO_PROXY, and the binary protocol.
 @Suite(.serialized, .timeLimit(.minutes(3)), .ownThread("proxy-tests")) struct ProxyTests {
