@@ -43,9 +43,7 @@ public final class Submission: Sendable {
             outcome.rejectedByReason.merge(rejected, uniquingKeysWith: +)
             outcome.failedByReason.merge(failed, uniquingKeysWith: +)
             guard let topic else { continue }
-            outcome.byTopic[topic] = TopicCounts(
-                submitted: published, accepted: published - rejected.values.reduce(0, +) - failed.values.reduce(0, +),
-                rejectedByReason: rejected, failedByReason: Dictionary(uniqueKeysWithValues: failed.map { ($0.key.rawValue, $0.value) }))
+            outcome.byTopic[topic, default: TopicCounts()].add(entry)
         }
         return outcome
     }

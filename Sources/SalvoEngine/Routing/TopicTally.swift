@@ -32,7 +32,7 @@ final class TopicTally: Sendable {
         topics.withLock { topics in
             topics.indices.map { index in
                 Self.fold(&topics[index])
-                return topics[index].open.reduce(into: topics[index].settled) { Self.add($1, to: &$0) }
+                return topics[index].open.reduce(into: topics[index].settled) { $0.add($1) }
             }
         }
     }
@@ -41,17 +41,21 @@ final class TopicTally: Sendable {
     private static func fold(_ topic: inout Topic) {
         topic.open.removeAll { entry in
             guard entry.isComplete else { return false }
-            add(entry, to: &topic.settled)
+            topic.settled.add(entry)
             return true
         }
     }
+}
 
-    private static func add(_ entry: SourceRegistry.Entry, to counts: inout TopicCounts) {
+extension TopicCounts {
+    /// Adds the outcomes of `entry`'s notifications that are final, and its published
+    /// count once it was read to its end.
+    mutating func add(_ entry: SourceRegistry.Entry) {
         let finals = entry.finalCount.load(ordering: .sequentiallyConsistent)
         let (rejected, failed) = entry.refusals.withLock { $0 }
-        if entry.isExhausted.load(ordering: .sequentiallyConsistent) { counts.submitted += entry.publishedCount.load(ordering: .relaxed) }
-        counts.rejectedByReason.merge(rejected, uniquingKeysWith: +)
-        counts.failedByReason.merge(failed.map { ($0.key.rawValue, $0.value) }, uniquingKeysWith: +)
-        counts.accepted += finals - rejected.values.reduce(0, +) - failed.values.reduce(0, +)
+        if entry.isExhausted.load(ordering: .sequentiallyConsistent) { submitted += entry.publishedCount.load(ordering: .relaxed) }
+        rejectedByReason.merge(rejected, uniquingKeysWith: +)
+        failedByReason.merge(failed.map { ($0.key.rawValue, $0.value) }, uniquingKeysWith: +)
+        accepted += finals - rejected.values.reduce(0, +) - failed.values.reduce(0, +)
     }
 }
