@@ -82,18 +82,20 @@ struct BlackBerryConnectionOptions: ParsableArguments {
     var blackBerryProxy: String? { proxy.flatMap { $0.contains("://") ? nil : $0 } }
 
     func check() throws {
+        var networkProxy: ProxyConfiguration?
+        if let networkProxyURL {
+            do { networkProxy = try ProxyConfiguration(url: networkProxyURL) } catch { throw ValidationError("--proxy: \(error.description)") }
+        }
         switch (noc, blackBerryProxy) {
-        case (nil, nil) where networkProxyURL != nil:
-            throw ValidationError("--proxy \(networkProxyURL!.contains("@") ? "URL" : networkProxyURL!) is a network proxy the NOC "
-                                  + "connections go through: give --noc HOST:PORT too")
-        case (nil, nil): throw ValidationError("--target blackberry needs --noc HOST:PORT or --proxy HOST:PORT")
+        case (nil, nil):
+            if let networkProxy {
+                throw ValidationError("--proxy \(networkProxy) is a network proxy the NOC connections go through: give --noc HOST:PORT too")
+            }
+            throw ValidationError("--target blackberry needs --noc HOST:PORT or --proxy HOST:PORT")
         case (_?, _?): throw ValidationError("give --noc or --proxy, not both")
         default: break
         }
         if proxyTLS, blackBerryProxy == nil { throw ValidationError("--proxy-tls goes with --proxy HOST:PORT (a BlackBerry Proxy)") }
-        if let networkProxyURL {
-            do { _ = try ProxyConfiguration(url: networkProxyURL) } catch { throw ValidationError("--proxy: \(error.description)") }
-        }
         _ = try route()
         if connections < 1 || connections > 1024 { throw ValidationError("--noc-connections must be 1...1024, got \(connections)") }
         if attempts < 1 || attempts > 20 { throw ValidationError("--attempts must be 1...20, got \(attempts)") }
