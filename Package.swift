@@ -42,6 +42,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // SalvoPostgres: campaigns shared by several workers, and the device registry, in PostgreSQL.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // `salvo serve`: the engine behind an HTTP API (HTTP/1.1, and HTTP/2 over TLS).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // C: the Linux system calls Swift's Glibc module does not expose cleanly.
@@ -186,11 +189,31 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // `salvo serve`: notifications taken over HTTP, sent by the engine, their outcomes kept
+        // for a while and pushed to a webhook. Hummingbird and NIO stay in this module.
+        .target(
+            name: "SalvoServe",
+            dependencies: [
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoHTTPClientProxy",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload, channel.
         .executableTarget(
             name: "salvo",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry", "SalvoPostgres", "SalvoChannels",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoBench", "CJemalloc", "SalvoBlackBerry", "SalvoPostgres", "SalvoChannels", "SalvoServe",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 "SalvoTelemetry", "SalvoPrometheus",
@@ -256,6 +279,20 @@ let package = Package(
             dependencies: [
                 "SalvoPostgres", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        // `salvo serve` against the real mock: real HTTP clients, a real webhook receiver.
+        .testTarget(
+            name: "SalvoServeTests",
+            dependencies: [
+                "SalvoServe", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ],

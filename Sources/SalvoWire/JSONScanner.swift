@@ -14,6 +14,19 @@ public enum JSONKind: Sendable, Equatable {
     case `false`
     /// The literal `null`.
     case null
+
+    /// The kind as an error message names it: `an object`, `a string`, `null`.
+    public var phrase: String {
+        switch self {
+        case .object: "an object"
+        case .array: "an array"
+        case .string: "a string"
+        case .number: "a number"
+        case .true: "true"
+        case .false: "false"
+        case .null: "null"
+        }
+    }
 }
 
 /// One member of a scanned JSON object: where its key and value lie in the scanned bytes.
@@ -407,6 +420,71 @@ public struct JSONObjectMembers {
     }
 
     private mutating func finish() throws(JSONScanError) {
+        cursor.skipWhitespace()
+        guard cursor.atEnd else { throw JSONScanError(.trailingCharacters, at: cursor.position) }
+    }
+}
+
+/// Iterates the elements of one top-level JSON array, validating as it goes: how a batch
+/// of notifications is read without building a tree of it.
+///
+/// `next()` returns each element's kind and range in order, and nil after the closing
+/// bracket (having checked that only whitespace follows). The buffer must stay valid while
+/// iterating.
+public struct JSONArrayElements {
+    private var cursor: Cursor
+    private var state = State.start
+
+    private enum State { case start, inArray, done }
+
+    /// Iterates the elements of the array that `json` must consist of.
+    public init(_ json: UnsafeRawBufferPointer) {
+        cursor = Cursor(json, range: 0..<json.count)
+    }
+
+    /// The next element, or nil when the array is finished.
+    public mutating func next() throws(JSONScanError) -> (kind: JSONKind, range: Range<Int>)? {
+        do throws(JSONScanError) {
+            switch state {
+            case .done:
+                return nil
+            case .start:
+                cursor.skipWhitespace()
+                guard cursor.peek() == UInt8(ascii: "[") else { throw JSONScanError(.expected("'['"), at: cursor.position) }
+                cursor.position += 1
+                cursor.skipWhitespace()
+                if cursor.peek() == UInt8(ascii: "]") {
+                    cursor.position += 1
+                    try finish()
+                    return nil
+                }
+                state = .inArray
+            case .inArray:
+                break
+            }
+            let start = cursor.position
+            let kind = try cursor.value(depth: 2)
+            let element = (kind, start..<cursor.position)
+            cursor.skipWhitespace()
+            switch cursor.peek() {
+            case UInt8(ascii: ","):
+                cursor.position += 1
+                cursor.skipWhitespace()
+            case UInt8(ascii: "]"):
+                cursor.position += 1
+                try finish()
+            default:
+                throw JSONScanError(.expected("',' or ']'"), at: cursor.position)
+            }
+            return element
+        } catch {
+            state = .done
+            throw error
+        }
+    }
+
+    private mutating func finish() throws(JSONScanError) {
+        state = .done
         cursor.skipWhitespace()
         guard cursor.atEnd else { throw JSONScanError(.trailingCharacters, at: cursor.position) }
     }

@@ -21,7 +21,7 @@ struct Salvo: AsyncParsableCommand {
         version: "0.1.0 (jemalloc \(jemallocVersion))",
         subcommands: [SendCommand.self, DemoCommand.self, MockCommand.self, BenchCommand.self, FeedbackCommand.self,
                       PayloadCommand.self, DelayLineCommand.self, CheckTokenCommand.self, ChannelCommand.self,
-                      CampaignCommand.self, RegistryCommand.self]
+                      CampaignCommand.self, RegistryCommand.self, ServeCommand.self]
     )
 
     /// Runs the command. Every error is told in one form, `salvo <command>: <what>` on

@@ -359,7 +359,7 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
             failed += 1
             if let target = shard.builder.target(inRecord: record) {
-                shard.emit(.failed(target: target, reason: reason, sequence: origin.position.sequence))
+                report(.failed(target: target, reason: reason, sequence: origin.position.sequence), of: origin.source)
             }
         }
         guard failed > 0 else { return }
@@ -385,6 +385,8 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             if let (target, sequence) = refused.named.map({ (PushTarget.device($0.token), $0.sequence) })
                 ?? (try? shard.replayer.name(refused.run, item: refused.item, retained: lane.retained)) {
                 shard.reportRejection(target: target, rejection: refused.rejection, sequence: sequence)
+                shard.sources.observe(.rejected(target: target, rejection: refused.rejection, sequence: sequence),
+                                      of: refused.run.source)
             }
         }
         for (run, reason) in settlement.failures {
@@ -392,8 +394,8 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             shard.sources.noteFailed(run.source, reason, count: run.count)
             if let unreadable {
                 ledger.noteFailed(sequence: run.position.sequence)
-                shard.emit(.failedUnnamed(count: run.count, reason: reason, firstSequence: run.position.sequence,
-                                          detail: unreadable))
+                report(.failedUnnamed(count: run.count, reason: reason, firstSequence: run.position.sequence,
+                                      detail: unreadable), of: run.source)
             } else {
                 reportFailures(of: run, reason: reason)
             }
@@ -422,15 +424,22 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         do {
             try shard.replayer.read(run, items: run.skip..<run.skip + run.count, retained: lane.retained) { notification in
                 if named == 0 { ledger.noteFailed(sequence: notification.position.sequence) }
-                shard.emit(.failed(target: notification.target, reason: reason, sequence: notification.position.sequence))
+                report(.failed(target: notification.target, reason: reason, sequence: notification.position.sequence),
+                       of: run.source)
                 named += 1
                 return true
             }
         } catch {
             if named == 0 { ledger.noteFailed(sequence: run.position.sequence) }
-            shard.emit(.failedUnnamed(count: run.count - named, reason: reason, firstSequence: run.position.sequence,
-                                      detail: "\(error)"))
+            report(.failedUnnamed(count: run.count - named, reason: reason, firstSequence: run.position.sequence,
+                                  detail: "\(error)"), of: run.source)
         }
+    }
+
+    /// A failure, to the sender's events and to the submission of its source.
+    private func report(_ failure: SenderEvent, of source: SourceID) {
+        shard.emit(failure)
+        shard.sources.observe(failure, of: source)
     }
 
     // MARK: Stalls

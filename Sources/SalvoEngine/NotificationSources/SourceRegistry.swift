@@ -2,6 +2,9 @@ import SalvoIO
 import SalvoWire
 import Synchronization
 
+/// What a submission is told of each of its notifications rejected or failed.
+public typealias RefusalObserver = @Sendable (SenderEvent) -> Void
+
 /// The sources a sender is sending from, so that shard threads can open readers of their
 /// own to resend, and the sender can tell when a source's notifications are all final.
 final class SourceRegistry: Sendable {
@@ -9,6 +12,9 @@ final class SourceRegistry: Sendable {
     final class Entry: Sendable {
         let id: SourceID
         let makeReader: @Sendable () throws -> any NotificationReader
+        /// Told of each of the source's notifications rejected or failed, on a shard
+        /// thread, before it counts as final (`Sender.submit(contentsOf:observingRefusals:)`).
+        let refusalObserver: RefusalObserver?
         /// Every notification of the source has been read: once no other source is being
         /// read, connections drain (see `ConnectionMachine.finishWriting`).
         let isExhausted = Atomic<Bool>(false)
@@ -62,19 +68,21 @@ final class SourceRegistry: Sendable {
             }?.resume()
         }
 
-        init(id: SourceID, makeReader: @escaping @Sendable () throws -> any NotificationReader) {
+        init(id: SourceID, makeReader: @escaping @Sendable () throws -> any NotificationReader,
+             refusalObserver: RefusalObserver?) {
             self.id = id
             self.makeReader = makeReader
+            self.refusalObserver = refusalObserver
         }
     }
 
     private let state = Locked<(entries: [SourceID: Entry], next: SourceID)>(([:], 1))
 
     /// Registers `source` under a fresh identifier (0 is the lanes' retained store).
-    func register<Source: NotificationSource>(_ source: Source) -> Entry {
+    func register<Source: NotificationSource>(_ source: Source, refusalObserver: RefusalObserver? = nil) -> Entry {
         state.withLock { state in
             while state.entries[state.next] != nil || state.next == RetainedStore.sourceID { state.next &+= 1 }
-            let entry = Entry(id: state.next, makeReader: { try source.makeReader() })
+            let entry = Entry(id: state.next, makeReader: { try source.makeReader() }, refusalObserver: refusalObserver)
             state.entries[entry.id] = entry
             state.next &+= 1
             return entry
@@ -119,5 +127,12 @@ final class SourceRegistry: Sendable {
     func noteFailed(_ source: SourceID, _ reason: FailureReason, count: Int) {
         guard source != RetainedStore.sourceID else { return }
         entry(source)?.refusals.withLock { $0.failed[reason, default: 0] += count }
+    }
+
+    /// Tells `source`'s observer, if its submission has one, of a rejection or failure
+    /// (a `.rejected`, `.failed` or `.failedUnnamed` event naming one of its notifications).
+    func observe(_ refusal: SenderEvent, of source: SourceID) {
+        guard source != RetainedStore.sourceID, let observer = entry(source)?.refusalObserver else { return }
+        observer(refusal)
     }
 }

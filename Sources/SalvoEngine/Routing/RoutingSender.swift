@@ -166,14 +166,18 @@ public final class RoutingSender: Sendable {
     }
 
     /// Hands every notification `source` yields to the sender of its topic, and returns
-    /// once the last one is taken: as `Sender.submit(contentsOf:startingWith:)`, the
+    /// once the last one is taken: as `Sender.submit(contentsOf:startingWith:observingRefusals:)`, the
     /// submission counting the source's outcomes over every sender.
-    public func submit<Source: NotificationSource>(contentsOf source: Source, startingWith reader: Source.Reader? = nil)
-        async -> Submission
+    public func submit<Source: NotificationSource>(contentsOf source: Source, startingWith reader: Source.Reader? = nil,
+                                                   observingRefusals: RefusalObserver? = nil) async -> Submission
     {
-        guard let routing else { return await senders[0].submit(contentsOf: source, startingWith: reader) }
+        guard let routing else {
+            return await senders[0].submit(contentsOf: source, startingWith: reader, observingRefusals: observingRefusals)
+        }
         // One entry per topic, with the topic's sender: each entry counts its own outcomes.
-        let entries = routing.topics.indices.map { senders[senderOfTopic[$0]].sources.register(source) }
+        let entries = routing.topics.indices.map {
+            senders[senderOfTopic[$0]].sources.register(source, refusalObserver: observingRefusals)
+        }
         tally.add(entries)
         var published = [Int](repeating: 0, count: entries.count)
         var turns = senders.map { $0.firstTurn() }

@@ -293,13 +293,18 @@ public final class Sender: Sendable {
     ///     resend, until its submission's outcome is known.
     ///   - reader: where to start; by default a new reader from the beginning. The sender
     ///     reads it on this task.
+    ///   - observingRefusals: told of each of this source's notifications the gateway
+    ///     rejects or Salvo gives up on (the `.rejected`, `.failed` and `.failedUnnamed`
+    ///     events naming them, which `events` carries too), before the submission counts it
+    ///     final: when `outcome()` returns, it has been told of every one. Called on a shard
+    ///     thread: keep it short. What it is not told of was accepted.
     /// - Returns: the submission; what stopped its reading early (the reader's error,
     ///   `SendError`) is its outcome's `stoppedBy`.
-    public func submit<Source: NotificationSource>(contentsOf source: Source, startingWith reader: Source.Reader? = nil)
-        async -> Submission
+    public func submit<Source: NotificationSource>(contentsOf source: Source, startingWith reader: Source.Reader? = nil,
+                                                   observingRefusals: RefusalObserver? = nil) async -> Submission
     {
         guard !isFinished.load(ordering: .relaxed) else { return Submission(finishedSender: self) }
-        let entry = sources.register(source)
+        let entry = sources.register(source, refusalObserver: observingRefusals)
         var published = 0
         var stopped: (any Error)?
         do {
