@@ -48,6 +48,7 @@ test-deps:
 	  $(call install-missing,$(SYSTEM_PACKAGES) $(TEST_SYSTEM_PACKAGES)); }
 	@scripts/pyapns.sh || true
 	@scripts/h2-python-clients.sh || true
+	@scripts/openapi-python.sh || true
 
 build: deps
 	$(SWIFT) build

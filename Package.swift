@@ -194,7 +194,11 @@ let package = Package(
         .target(
             name: "SalvoServe",
             dependencies: [
-                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoHTTPClientProxy",
+                "SalvoWire", "SalvoIO", "SalvoEngine", "SalvoCampaignFiles", "SalvoHTTPClientProxy", "SalvoTelemetry",
+                // `--db`: the journal's SQL lives in SalvoPostgres with the other tables (and
+                // PostgresNIO behind it); serve decides when to write. Not the reverse: the
+                // campaign store needs nothing of HTTP.
+                "SalvoPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -207,7 +211,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            // The API as an OpenAPI 3.1 document, kept honest by SalvoServeTests' OpenAPITests.
+            exclude: ["openapi.yaml"]
         ),
         // The command-line tool, flag parsing only: send, demo, mock, bench, feedback, payload, channel.
         .executableTarget(
@@ -286,6 +292,9 @@ let package = Package(
             name: "SalvoServeTests",
             dependencies: [
                 "SalvoServe", "SalvoEngine", "SalvoCampaignFiles", "SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport",
+                // `serve --db` against a real throwaway PostgreSQL cluster; its kill -9 test runs the
+                // built `salvo` executable (`swift build --build-tests` builds it).
+                "SalvoPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -17,10 +17,12 @@
 #   scripts/h2-rates.sh [--count N=1000000] [--late-ms 100,300] [--rtt-ms 50] [--runs 2]
 #                       [--cases loopback,late,path] [--salvo BIN] [--out DIR]
 #                       [--send-flags "FLAGS"]   (more salvo send flags, e.g. "--max-connections 48")
+#                       [--input tokens|jsonl]   (the campaign as a token list with one payload, the
+#                                                default, or as JSONL: a line per notification)
 #
 # Needs a release build (`swift build -c release`), root (namespaces), openssl, python3.
 set -euo pipefail
-count=1000000 late=100,300 rtt=50 runs=2 out=results/h2-rates cases=loopback,late,path send_flags=""
+count=1000000 late=100,300 rtt=50 runs=2 out=results/h2-rates cases=loopback,late,path send_flags="" input=tokens
 salvo=$(pwd)/.build/release/salvo
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,7 +34,8 @@ while [ $# -gt 0 ]; do
     --salvo) salvo=$(realpath "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --send-flags) send_flags=$2; shift 2 ;;
-    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    --input) input=$2; shift 2 ;;
+    *) sed -n '2,22p' "$0" >&2; exit 2 ;;
   esac
 done
 [ -x "$salvo" ] || { echo "h2-rates.sh: build first: swift build -c release" >&2; exit 2; }
@@ -47,6 +50,18 @@ trap cleanup EXIT
 h2_fixtures "$work" IP:10.78.0.2
 h2_tokens "$work/tokens.txt" "$count"
 auth=(--auth-key "$work/AuthKey.p8" --key-id RATESKEY01 --team-id RATESTEAM1)
+campaign=(--tokens "$work/tokens.txt" --payload "$work/payload.json")
+if [ "$input" = jsonl ]; then
+  python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+payload = open(f"{work}/payload.json").read()
+with open(f"{work}/campaign.jsonl", "w") as f:
+    for token in open(f"{work}/tokens.txt"):
+        f.write('{"token":"%s","payload":%s}\n' % (token.strip(), payload))
+PY
+  campaign=(--input "$work/campaign.jsonl")
+fi
 
 # Starts the mock (optionally inside a namespace); sets $port.
 start_mock() {
@@ -69,7 +84,7 @@ run_case() {
     local report="$out/$name-run$run.json"
     local mock=${pids[-1]}
     /usr/bin/time -f "%U %S %M" -o "$work/time" "$salvo" send --protocol h2 --gateway "$host:$port" --ca "$work/ca.pem" \
-      --topic com.example.rates "${auth[@]}" --tokens "$work/tokens.txt" --payload "$work/payload.json" \
+      --topic com.example.rates "${auth[@]}" "${campaign[@]}" \
       --report "$report" $send_flags > "$work/send.out" 2> "$work/send.err" || true
     # What the mock read: the requests as TLS records, as they crossed the wire.
     local read_bytes; read_bytes=$(sed -n 's/^rchar: //p' "/proc/$mock/io")

@@ -1,5 +1,6 @@
 import SalvoEngine
 import SalvoWire
+import Synchronization
 
 /// JSON text owned and never moved: a request's body, which the notifications of a
 /// `JSONBatch` point into while a sender reads them (again, to resend).
@@ -42,21 +43,31 @@ public struct JSONBatchItemError: Sendable, Hashable {
     public var reason: String
 }
 
-/// Notifications written as JSON in one body (`salvo serve`'s requests), as a sender reads
-/// them: the body as it came, and where each good notification lies in it. Readers parse a
-/// notification when they reach it, by the rules of a campaign line
+/// Notifications written as JSON in bodies (`salvo serve`'s requests), as a sender reads
+/// them: the bodies as they came, and where each good notification lies in its body.
+/// Readers parse a notification when they reach it, by the rules of a campaign line
 /// (`NotificationLineParser`), so a batch costs the sender no copy of its payloads, and a
 /// resend reads the body again. Every notification is sent with its item's id. Positions
 /// and sequences are indices in `items`: a refusal's sequence names its item.
 public struct JSONBatch: NotificationSource {
-    public let body: JSONBody
+    /// Every body the items lie in.
+    public let bodies: [JSONBody]
+    /// The notifications, in the order they are sent.
     public let items: [JSONBatchItem]
+    /// For each item, its body's index in `bodies`.
+    private let bodyOfItem: [Int]
     public let campaignProtocol: CampaignProtocol
 
     /// The `items` of `body`, read for `campaignProtocol` (as `JSONBatchDecoder` found them).
     public init(body: JSONBody, items: [JSONBatchItem], campaignProtocol: CampaignProtocol) {
-        self.body = body
-        self.items = items
+        self.init(parts: [(body, items)], campaignProtocol: campaignProtocol)
+    }
+
+    /// The items of several bodies, one after the other: several requests sent as one.
+    public init(parts: [(body: JSONBody, items: [JSONBatchItem])], campaignProtocol: CampaignProtocol) {
+        bodies = parts.map(\.body)
+        items = parts.flatMap(\.items)
+        bodyOfItem = parts.indices.flatMap { repeatElement($0, count: parts[$0].items.count) }
         self.campaignProtocol = campaignProtocol
     }
 
@@ -82,8 +93,8 @@ public struct JSONBatch: NotificationSource {
             guard nextIndex < batch.items.count else { return nil }
             let item = batch.items[nextIndex]
             let position = SourcePosition(offset: UInt64(nextIndex), sequence: UInt64(nextIndex))
+            let line = UnsafeRawBufferPointer(rebasing: batch.bodies[batch.bodyOfItem[nextIndex]].bytes[item.range])
             nextIndex += 1
-            let line = UnsafeRawBufferPointer(rebasing: batch.body.bytes[item.range])
             // Checked when the request was taken; the same rules give the same answer.
             guard var notification = try parser.parse(line, at: position)?.notification else {
                 throw NotificationLineError(reason: "notification \(item.index) of the batch no longer parses")
@@ -143,7 +154,7 @@ public struct JSONBatchDecoder {
                 if let routing, routing.topic(of: notification) == nil {
                     return errors.append(JSONBatchItemError(index: index, reason: routing.problem(with: notification)))
                 }
-                let id = notification.request?.pointee.apnsID ?? APNsID(random: .random(in: .min ... .max), .random(in: .min ... .max))
+                let id = notification.request?.pointee.apnsID ?? FreshIDs.next()
                 guard seen.insert(id).inserted else {
                     return errors.append(JSONBatchItemError(index: index, reason: "\"apns_id\" \(id) is given to an earlier notification of the batch"))
                 }
@@ -188,4 +199,21 @@ public struct JSONBatchDecoder {
         return count
     }
 
+}
+
+/// Fresh apns-ids for notifications that bring none: a random prefix per process and a
+/// counter mixed into the rest, so that making one is an atomic add rather than a system
+/// call for randomness. Unique within the process (the mix is a bijection; the variant bits
+/// it loses leave odds of a clash far below any other failure), and across processes as
+/// random 64-bit prefixes are.
+enum FreshIDs {
+    private static let prefix = UInt64.random(in: .min ... .max)
+    private static let counter = Atomic<UInt64>(.random(in: .min ... .max))
+
+    static func next() -> APNsID {
+        var mixed = counter.wrappingAdd(1, ordering: .relaxed).oldValue &+ 0x9E37_79B9_7F4A_7C15
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return APNsID(random: prefix, mixed ^ (mixed >> 31))
+    }
 }

@@ -6,7 +6,9 @@ import PostgresNIO
 /// Salvo meets an older version by creating what is missing, and refuses a newer one (a
 /// newer Salvo may have changed what the tables mean).
 enum Schema {
-    /// The version this Salvo writes.
+    /// The version this Salvo writes. Not raised by a new table (`salvo serve --db`'s
+    /// journal): `statements` create it, and a Salvo that does not know it still reads the
+    /// others as they were, so it need not refuse the database.
     static let version: Int32 = 4
 
     /// Creates what is missing, under a transaction-scoped advisory lock so that workers
@@ -180,5 +182,32 @@ enum Schema {
             PRIMARY KEY (team_id, key_id)
         )
         """,
+        // `salvo serve --db`: every notification taken, from before its 202 until
+        // `--status-retention` after it is final (ServeJournal).
+        """
+        CREATE TABLE IF NOT EXISTS serve_notifications (
+            apns_id text PRIMARY KEY,
+            -- The notification as posted: one JSON object of the request's body.
+            body bytea NOT NULL,
+            -- pending, accepted, rejected or failed.
+            state text NOT NULL DEFAULT 'pending',
+            status_code integer,
+            reason text,
+            apns_timestamp bigint,
+            token_problem boolean NOT NULL DEFAULT false,
+            -- The serve instance sending it, and until when unless renewed; NULL once final.
+            lease_owner text,
+            lease_expires_at timestamptz,
+            -- Times it was taken over from an instance whose lease expired: each may have sent it.
+            takeovers integer NOT NULL DEFAULT 0,
+            taken_at timestamptz NOT NULL DEFAULT now(),
+            final_at timestamptz
+        )
+        """,
+        // What takeovers look for (lapsed leases), what renewals touch (an instance's own).
+        "CREATE INDEX IF NOT EXISTS serve_notifications_pending ON serve_notifications (lease_expires_at) WHERE state = 'pending'",
+        "CREATE INDEX IF NOT EXISTS serve_notifications_held ON serve_notifications (lease_owner) WHERE state = 'pending'",
+        // What retention deletes.
+        "CREATE INDEX IF NOT EXISTS serve_notifications_final ON serve_notifications (final_at) WHERE state <> 'pending'",
     ]
 }

@@ -16,18 +16,24 @@ final class Dispatcher: Sendable {
     /// Told of each notification that ended rejected or failed (the webhook), on any
     /// thread: it must not block.
     let onRefusal: (@Sendable (NotificationStatus) -> Void)?
+    /// With `--db`: where notifications are written before they are taken, and their ends after.
+    let journal: NotificationJournal?
     /// Notifications taken and not yet final, at most.
     let queueLimit: Int
     private let inFlight = Atomic<Int>(0)
+    /// Batches waiting to be submitted with the one being submitted (`send`), and whether a
+    /// request is submitting.
+    private let waiting = Mutex<(parts: [(part: Part, turn: CheckedContinuation<Turn, Never>)], leading: Bool)>(([], false))
     /// Batches whose outcome is not known yet: a drain waits for none.
     private let openBatches = Mutex<(count: Int, drained: [CheckedContinuation<Void, Never>])>((0, []))
     private let logger: Logger
 
     init(sender: RoutingSender, store: StatusStore, queueLimit: Int, logger: Logger,
-         onRefusal: (@Sendable (NotificationStatus) -> Void)?) {
+         onRefusal: (@Sendable (NotificationStatus) -> Void)?, journal: NotificationJournal? = nil) {
         self.sender = sender
         self.store = store
         self.onRefusal = onRefusal
+        self.journal = journal
         self.queueLimit = queueLimit
         self.logger = logger
     }
@@ -42,38 +48,126 @@ final class Dispatcher: Sendable {
         case taken(TakenBatch)
         /// The queue has no room for them: nothing was taken.
         case full
+        /// The journal could not be written (`--db`), for this reason: nothing was taken.
+        case unavailable(String)
     }
 
-    /// Takes `items` of `body`: each id the store knows already is answered with its status
-    /// and not sent again; the others are sent, unless the queue has no room for them all.
+    /// Takes `items` of `body`: each id the store (or the journal) knows already is answered
+    /// with its status and not sent again; the others are journaled, if there is a journal,
+    /// and sent, unless the queue has no room for them all.
     func take(_ items: [JSONBatchItem], of body: JSONBody, campaignProtocol: CampaignProtocol) async -> Taking {
         guard inFlight.add(items.count, ordering: .relaxed).newValue <= queueLimit else {
             inFlight.subtract(items.count, ordering: .relaxed)
             return .full
         }
-        let known = store.claim(items.map(\.id))
-        let fresh = zip(items, known).filter { $0.1 == nil }.map(\.0)
+        var known = store.claim(items.map(\.id))
+        var fresh = zip(items, known).filter { $0.1 == nil }.map(\.0)
+        if let journal, !fresh.isEmpty {
+            do {
+                // Written (committed) before anything is sent or answered.
+                let before = try await journal.append(fresh, of: body)
+                if !before.isEmpty {
+                    store.release(before.keys)
+                    for (index, item) in items.enumerated() where before[item.id] != nil { known[index] = before[item.id] }
+                    fresh.removeAll { before[$0.id] != nil }
+                }
+            } catch {
+                store.release(fresh.lazy.map(\.id))
+                inFlight.subtract(items.count, ordering: .relaxed)
+                return .unavailable("\(error)")
+            }
+        }
         if fresh.count < items.count { inFlight.subtract(items.count - fresh.count, ordering: .relaxed) }
         let batch = TakenBatch(items: items, known: known, fresh: fresh)
         guard !fresh.isEmpty else {
             batch.complete()
             return .taken(batch)
         }
+        await send(batch, of: body, campaignProtocol: campaignProtocol)
+        return .taken(batch)
+    }
+
+    /// Sends again notifications a lapsed serve instance journaled (`JournalRecovery`): in
+    /// the journal already, and within the queue's room, which the caller checked. Those the
+    /// store knows are this instance's own, on their way already.
+    func resume(_ items: [JSONBatchItem], of body: JSONBody, campaignProtocol: CampaignProtocol) async {
+        inFlight.add(items.count, ordering: .relaxed)
+        let known = store.claim(items.map(\.id))
+        let fresh = zip(items, known).filter { $0.1 == nil }.map(\.0)
+        if fresh.count < items.count { inFlight.subtract(items.count - fresh.count, ordering: .relaxed) }
+        guard !fresh.isEmpty else { return }
+        await send(TakenBatch(items: items, known: known, fresh: fresh), of: body, campaignProtocol: campaignProtocol)
+    }
+
+    /// Submits the batch's fresh notifications, and settles them as the sender answers;
+    /// returns once the sender has taken them.
+    ///
+    /// Requests arriving while another is being submitted wait and then go to the sender
+    /// together, as one source: a submission costs the sender a registration and a word to
+    /// every shard, which one notification per request would pay each time. The request
+    /// that finds nobody submitting leads: it submits its own batch with those waiting, then
+    /// hands the lead to the next one waiting, so no request waits for more than one turn.
+    private func send(_ batch: TakenBatch, of body: JSONBody, campaignProtocol: CampaignProtocol) async {
         openBatches.withLock { $0.count += 1 }
-        let source = JSONBatch(body: body, items: fresh, campaignProtocol: campaignProtocol)
-        let submission = await sender.submit(contentsOf: source) { [store, onRefusal] refusal in
+        let part = Part(batch: batch, body: body)
+        let turn = await withCheckedContinuation { (continuation: CheckedContinuation<Turn, Never>) in
+            let leads = waiting.withLock { state -> Bool in
+                guard state.leading else {
+                    state.leading = true
+                    return true
+                }
+                state.parts.append((part, continuation))
+                return false
+            }
+            if leads { continuation.resume(returning: .lead) }
+        }
+        guard turn == .lead else { return }
+        let followers = waiting.withLock { state in
+            defer { state.parts.removeAll(keepingCapacity: true) }
+            return state.parts
+        }
+        await submit([part] + followers.map(\.part), campaignProtocol: campaignProtocol)
+        followers.forEach { $0.turn.resume(returning: .taken) }
+        let next = waiting.withLock { state -> CheckedContinuation<Turn, Never>? in
+            guard !state.parts.isEmpty else {
+                state.leading = false
+                return nil
+            }
+            // The next leader submits its own part (out of the list now) with those after it.
+            return state.parts.removeFirst().turn
+        }
+        next?.resume(returning: .lead)
+    }
+
+    /// A request's batch waiting to be submitted.
+    private struct Part: Sendable {
+        var batch: TakenBatch
+        var body: JSONBody
+    }
+
+    /// What a waiting request is told: its batch was taken by another's submission, or it
+    /// submits now.
+    private enum Turn { case taken, lead }
+
+    /// Submits the fresh notifications of `parts` as one source; settles them as the sender
+    /// answers.
+    private func submit(_ parts: [Part], campaignProtocol: CampaignProtocol) async {
+        let fresh = parts.flatMap(\.batch.fresh)
+        let source = JSONBatch(parts: parts.map { ($0.body, $0.batch.fresh) }, campaignProtocol: campaignProtocol)
+        let submission = await sender.submit(contentsOf: source) { [store, onRefusal, journal] refusal in
             // On a shard thread, before the sender counts the notification final.
             for (index, settled) in Self.settlements(of: refusal) where index < fresh.count {
                 let id = fresh[index].id
                 guard store.settle(id, settled) else { continue }
-                onRefusal?(StatusStore.status(id, settled))
+                let status = StatusStore.status(id, settled)
+                journal?.recordRefused(status)
+                onRefusal?(status)
             }
         }
         Task {
             let outcome = await submission.outcome()
-            settle(batch, outcome)
+            settle(parts.map(\.batch), fresh: fresh, outcome)
         }
-        return .taken(batch)
     }
 
     /// Waits until every batch taken so far is settled (after the sender finished, every one is).
@@ -88,23 +182,32 @@ final class Dispatcher: Sendable {
         }
     }
 
-    /// The batch's outcome is known: what was read and not refused was accepted; what was
-    /// never read (the sender stopped first) failed.
-    private func settle(_ batch: TakenBatch, _ outcome: SubmissionOutcome) {
-        let published = min(outcome.published, batch.fresh.count)
-        store.settleRemaining(batch.fresh[..<published].lazy.map(\.id), as: .accepted)
-        if published < batch.fresh.count {
+    /// The outcome of the batches submitted together is known: what was read and not
+    /// refused was accepted; what was never read (the sender stopped first) failed.
+    private func settle(_ batches: [TakenBatch], fresh: [JSONBatchItem], _ outcome: SubmissionOutcome) {
+        let published = min(outcome.published, fresh.count)
+        store.settleRemaining(fresh[..<published].lazy.map(\.id), as: .accepted)
+        // Those of them refused were recorded first: the journal keeps their refusal.
+        journal?.recordAccepted(fresh[..<published].lazy.map(\.id))
+        if published < fresh.count, journal != nil {
+            // Never read: left pending in the journal, for the next run or another instance
+            // to send once this one's leases lapse (or are released as it stops).
+            logger.warning("notifications not sent; the journal keeps them for another run",
+                           metadata: ["count": "\(fresh.count - published)",
+                                      "reason": "\(outcome.stoppedBy.map { "\($0)" } ?? "")"])
+            store.release(fresh[published...].lazy.map(\.id))
+        } else if published < fresh.count {
             let reason = Self.failureReason(outcome.stoppedBy)
-            logger.warning("notifications not sent", metadata: ["count": "\(batch.fresh.count - published)",
+            logger.warning("notifications not sent", metadata: ["count": "\(fresh.count - published)",
                                                                  "reason": "\(outcome.stoppedBy.map { "\($0)" } ?? "")"])
-            for item in batch.fresh[published...] where store.settle(item.id, .failed(reason)) {
+            for item in fresh[published...] where store.settle(item.id, .failed(reason)) {
                 onRefusal?(NotificationStatus(id: item.id, failure: reason))
             }
         }
-        inFlight.subtract(batch.fresh.count, ordering: .relaxed)
-        batch.complete()
+        inFlight.subtract(fresh.count, ordering: .relaxed)
+        batches.forEach { $0.complete() }
         let waiters = openBatches.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.count -= 1
+            state.count -= batches.count
             guard state.count == 0 else { return [] }
             defer { state.drained = [] }
             return state.drained

@@ -8,8 +8,10 @@ import NIOCore
 import NIOSSL
 import SalvoCampaignFiles
 import SalvoEngine
+import SalvoTelemetry
 import SalvoWire
 import ServiceLifecycle
+import Synchronization
 
 /// `salvo serve`: the engine behind an HTTP API.
 ///
@@ -39,22 +41,36 @@ public struct NotificationServer: Sendable {
     ///   - metricsText: the Prometheus text `/metrics` answers; nil: no `/metrics`.
     ///   - onRefusal: told of each notification that ended rejected or failed (a webhook);
     ///     called on the sender's threads, so it must not block.
+    ///   - journal: `--db`: notifications are journaled before they are answered 202, and
+    ///     what lapsed instances held is sent; nil: statuses in memory only.
     public init(configuration: ServeConfiguration, sender: RoutingSender, routing: TopicRouting?, logger: Logger,
                 metricsText: (@Sendable () -> [UInt8])? = nil,
-                onRefusal: (@Sendable (NotificationStatus) -> Void)? = nil) {
+                onRefusal: (@Sendable (NotificationStatus) -> Void)? = nil, journal: NotificationJournal? = nil) {
         self.configuration = configuration
         self.routing = routing
         self.metricsText = metricsText
         self.logger = logger
         dispatcher = Dispatcher(sender: sender,
                                 store: StatusStore(retention: configuration.statusRetention, capacity: configuration.statusCapacity),
-                                queueLimit: configuration.queueLimit, logger: logger, onRefusal: onRefusal)
+                                queueLimit: configuration.queueLimit, logger: logger, onRefusal: onRefusal, journal: journal)
+        if let journal {
+            recovery = JournalRecovery(journal: journal, dispatcher: dispatcher, campaignProtocol: configuration.campaignProtocol,
+                                       retention: configuration.statusRetention, logger: logger)
+        } else {
+            recovery = nil
+        }
         idempotency = IdempotencyCache(retention: configuration.statusRetention, capacity: 100_000)
         rateLimit = configuration.callerRate.map(CallerRateLimit.init(perSecond:))
     }
 
     private let idempotency: IdempotencyCache
     private let rateLimit: CallerRateLimit?
+    /// With a journal: sends what lapsed instances held; stops first at a graceful shutdown.
+    private let recovery: JournalRecovery?
+    /// Why the sender gave up on the gateway, once it has: unreachable, or the credentials
+    /// refused. It will send nothing more, so the service says it is unhealthy (an
+    /// orchestrator restarts it) and refuses new notifications rather than failing them.
+    private let gaveUp = GaveUp()
 
     /// The status of the notification `id` (an apns-id), as `GET /v1/notifications/{id}`
     /// answers it; nil when it is not known.
@@ -75,7 +91,8 @@ public struct NotificationServer: Sendable {
                                                     serverName: "salvo"),
             // Shut down in reverse: the server first (no new requests, the open ones
             // answered), then the sender (every notification taken made final), then these.
-            services: services + [EngineDrain(dispatcher: dispatcher)],
+            services: services + [EngineDrain(dispatcher: dispatcher), GiveUpWatch(sender: dispatcher.sender, gaveUp: gaveUp, logger: logger)]
+                + (recovery.map { [$0] } ?? []),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
         try await application.run()
@@ -98,10 +115,14 @@ public struct NotificationServer: Sendable {
     private func router() -> Router<BasicRequestContext> {
         let router = Router()
         router.post("v1/notifications") { request, _ in await post(request) }
-        router.get("v1/notifications/:id") { request, context in get(request, id: context.parameters.get("id") ?? "") }
-        router.get("health") { _, _ in Answer(200, Array("{\"status\":\"ok\"}".utf8)).response }
+        router.get("v1/notifications/:id") { request, context in await get(request, id: context.parameters.get("id") ?? "") }
+        router.get("health") { _, _ in
+            if let reason = gaveUp.reason { return Self.gaveUpAnswer(reason).response }
+            return Answer(200, Array("{\"status\":\"ok\"}".utf8)).response
+        }
         router.get("ready") { _, _ in
-            dispatcher.queueDepth < configuration.queueLimit
+            if let reason = gaveUp.reason { return Self.gaveUpAnswer(reason).response }
+            return dispatcher.queueDepth < configuration.queueLimit
                 ? Answer(200, Array("{\"status\":\"ready\"}".utf8)).response
                 : Answer(503, AnswerJSON.error("the queue is full"), retryAfter: .seconds(1)).response
         }
@@ -122,6 +143,7 @@ public struct NotificationServer: Sendable {
 
     private func takeNotifications(_ request: Request) async -> Answer {
         guard let caller = authorize(request) else { return Self.unauthorized }
+        if let reason = gaveUp.reason { return Self.gaveUpAnswer(reason) }
         var wait: Duration?
         if let text = request.uri.queryParameters.get("wait") {
             guard let seconds = Double(text), seconds >= 0, seconds.isFinite else {
@@ -183,23 +205,33 @@ public struct NotificationServer: Sendable {
             instruments.queueDepth.record(dispatcher.queueDepth)
             return Answer(429, AnswerJSON.error("the queue is full (\(configuration.queueLimit) notifications not yet answered)"),
                                retryAfter: .seconds(1))
+        case .unavailable(let reason):
+            return Answer(503, AnswerJSON.error("nothing was taken: the journal is unavailable (\(reason))"), retryAfter: .seconds(1))
         case .taken(let batch):
             instruments.notifications("taken").increment(by: batch.fresh.count)
             instruments.notifications("duplicate").increment(by: batch.items.count - batch.fresh.count)
             instruments.queueDepth.record(dispatcher.queueDepth)
-            guard let wait else { return Answer(202, Self.itemsJSON(batch, errors: decoded.errors, statuses: nil)) }
+            let durability = dispatcher.journal == nil ? "memory" : "database"
+            guard let wait else { return Answer(202, Self.itemsJSON(batch, errors: decoded.errors, statuses: nil, durability: durability)) }
             await batch.final(within: wait)
             let statuses = dispatcher.store.statuses(of: batch.items.map(\.id))
-            return Answer(200, Self.itemsJSON(batch, errors: decoded.errors, statuses: statuses))
+            return Answer(200, Self.itemsJSON(batch, errors: decoded.errors, statuses: statuses, durability: durability))
         }
     }
 
-    private func get(_ request: Request, id text: String) -> Response {
+    private func get(_ request: Request, id text: String) async -> Response {
         guard authorize(request) != nil else { return Self.unauthorized.response }
         guard let id = Array(text.utf8).withUnsafeBytes({ APNsID(text: $0) }) else {
             return Answer(400, AnswerJSON.error("\(text) is no apns-id (8-4-4-4-12 hex digits)")).response
         }
-        guard let status = dispatcher.store.status(of: id) else {
+        var known = dispatcher.store.status(of: id)
+        if known == nil, let journal = dispatcher.journal {
+            // The journal holds what an earlier run, or another instance, took.
+            do { known = try await journal.status(of: id) } catch {
+                return Answer(503, AnswerJSON.error("the journal is unavailable (\(error))"), retryAfter: .seconds(1)).response
+            }
+        }
+        guard let status = known else {
             return Answer(404, AnswerJSON.error("no notification \(id) is known: never taken, or forgotten after \(configuration.statusRetention)")).response
         }
         var json = AnswerJSON()
@@ -221,7 +253,9 @@ public struct NotificationServer: Sendable {
     /// A request's answer: each notification taken, by index, with its id (and with
     /// `statuses`, its status; a repeated id says `"duplicate":true` and the status it had),
     /// then the refused ones.
-    private static func itemsJSON(_ batch: TakenBatch, errors: [JSONBatchItemError], statuses: [NotificationStatus]?) -> [UInt8] {
+    /// `durability`: `database` (journaled before the answer) or `memory` (a crash loses what is pending).
+    private static func itemsJSON(_ batch: TakenBatch, errors: [JSONBatchItemError], statuses: [NotificationStatus?]?,
+                                  durability: String) -> [UInt8] {
         var json = AnswerJSON(capacity: 64 + batch.items.count * (statuses == nil ? 64 : 96))
         json.raw("{\"taken\":")
         json.int(batch.fresh.count)
@@ -229,7 +263,9 @@ public struct NotificationServer: Sendable {
         json.int(batch.items.count - batch.fresh.count)
         json.raw(",\"refused\":")
         json.int(errors.count)
-        json.raw(",\"durability\":\"memory\",\"notifications\":[")
+        json.raw(",\"durability\":")
+        json.string(durability)
+        json.raw(",\"notifications\":[")
         for (offset, item) in batch.items.enumerated() {
             if offset > 0 { json.raw(",") }
             json.raw("{\"index\":")
@@ -237,10 +273,11 @@ public struct NotificationServer: Sendable {
             json.raw(",\"id\":")
             json.id(item.id)
             if let known = batch.known[offset] {
+                // As the store has it now, or as it was known when taken (from the journal).
                 json.raw(",\"duplicate\":true")
                 json.statusMembers(statuses?[offset] ?? known)
             } else if let statuses {
-                json.statusMembers(statuses[offset])
+                json.statusMembers(statuses[offset] ?? NotificationStatus(id: item.id.description, state: .pending))
             } else {
                 json.raw(",\"state\":\"pending\"")
             }
@@ -275,6 +312,10 @@ public struct NotificationServer: Sendable {
     }
 
     private static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+
+    private static func gaveUpAnswer(_ reason: String) -> Answer {
+        Answer(503, AnswerJSON.error("the sender gave up on the gateway: \(reason); restart salvo serve once it is fixed"))
+    }
 
     private static let unauthorized: Answer = {
         var answer = Answer(401, AnswerJSON.error("give an API key: Authorization: Bearer KEY"))
@@ -317,18 +358,34 @@ struct Answer: Sendable {
     private static let idempotentReplayed = HTTPField.Name("Idempotent-Replayed")!
 }
 
-/// What `/metrics` shows of the service, beside the sender's own metrics.
+/// What `/metrics` shows of the service, beside the sender's own metrics. The counters are
+/// made once: making one looks it up in the metrics backend, too dear for every request.
 private struct Instruments: Sendable {
     let queueDepth = Recorder(label: "salvo_serve_queue_depth", aggregate: false)
+    private let byStatus: [Int: Counter]
+    private let byResult: [String: Counter]
+
+    init() {
+        MetricDescriptions.describe([
+            "salvo_serve_queue_depth": "Notifications taken by salvo serve and not yet final (the queue --queue-limit bounds).",
+            "salvo_serve_requests_total": "POST /v1/notifications requests answered, by HTTP status.",
+            "salvo_serve_notifications_total":
+                "Notifications posted, by result: taken, duplicate (a known apns_id), invalid, throttled (429).",
+        ])
+        byStatus = Dictionary(uniqueKeysWithValues: [200, 202, 400, 401, 409, 413, 429, 503].map {
+            ($0, Counter(label: "salvo_serve_requests_total", dimensions: [("status", String($0))]))
+        })
+        byResult = Dictionary(uniqueKeysWithValues: ["taken", "duplicate", "invalid", "throttled"].map {
+            ($0, Counter(label: "salvo_serve_notifications_total", dimensions: [("result", $0)]))
+        })
+    }
 
     func requests(_ status: Int) -> Counter {
-        Counter(label: "salvo_serve_requests_total", dimensions: [("status", String(status))])
+        byStatus[status] ?? Counter(label: "salvo_serve_requests_total", dimensions: [("status", String(status))])
     }
 
     /// `taken`, `duplicate`, `invalid`, `throttled` (refused by the queue or the rate limit).
-    func notifications(_ result: String) -> Counter {
-        Counter(label: "salvo_serve_notifications_total", dimensions: [("result", result)])
-    }
+    func notifications(_ result: String) -> Counter { byResult[result]! }
 }
 
 /// The sender's part of a graceful shutdown: once the server has stopped taking requests,
@@ -340,5 +397,37 @@ private struct EngineDrain: Service {
         try? await gracefulShutdown()
         _ = await dispatcher.sender.finish()
         await dispatcher.drained()
+        await dispatcher.journal?.close()
+    }
+}
+
+/// Why the sender gave up, once it has (any thread).
+private final class GaveUp: Sendable {
+    private let state = Mutex<String?>(nil)
+
+    var reason: String? { state.withLock { $0 } }
+
+    func set(_ reason: String) { state.withLock { $0 = $0 ?? reason } }
+}
+
+/// Watches the sender's events for a give-up: the gateway out of reach for good, or the
+/// credentials refused. Ends with the server's graceful shutdown.
+private struct GiveUpWatch: Service {
+    let sender: RoutingSender
+    let gaveUp: GaveUp
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            for await event in sender.events {
+                switch event {
+                case .unreachable(let reason), .credentialsRefused(let reason):
+                    logger.error("the sender gave up on the gateway; salvo serve reports unhealthy", metadata: ["reason": "\(reason)"])
+                    gaveUp.set(reason)
+                default:
+                    continue
+                }
+            }
+        }
     }
 }

@@ -16,7 +16,7 @@ public struct NotificationStatus: Sendable, Hashable, Codable {
         case failed
     }
 
-    /// Its `apns-id`, canonical (upper-case hex, 8-4-4-4-12).
+    /// Its `apns-id`, canonical (8-4-4-4-12 lower-case hex digits; either case is read).
     public var id: String
     public var state: State
     /// The HTTP status the gateway answered a rejected notification with.

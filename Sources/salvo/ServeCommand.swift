@@ -27,9 +27,12 @@ struct ServeCommand: AsyncParsableCommand {
             with its Idempotency-Key header, sends nothing again. Past --queue-limit notifications in flight, \
             requests are answered 429 with Retry-After. /health, /ready and /metrics answer too.
 
-            Statuses are held in memory: a crash loses the notifications taken and not yet answered by the \
-            gateway, and the statuses kept. SIGTERM drains: no new requests, every notification taken is \
-            finished, the webhook is told, then salvo exits 0.
+            Without --db, statuses are held in memory: a crash loses the notifications taken and not yet \
+            answered by the gateway, and the statuses kept. With --db postgres://..., each notification is in \
+            PostgreSQL before its 202; after a crash the next serve on that database (or another one already \
+            running) sends what was pending once the dead one's leases lapse, counting possible duplicates. \
+            SIGTERM drains: no new requests, every notification taken is finished, the webhook is told, then \
+            salvo exits 0.
 
             Listening on anything but loopback needs --api-keys FILE (lines "NAME SHA256-OF-KEY"; callers send \
             Authorization: Bearer KEY) or --client-ca FILE (callers present certificates).
@@ -60,6 +63,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "The service")
     var service: ServiceOptions
+
+    @OptionGroup(title: "Durability")
+    var journal: ServeJournalOptions
 
     @Option(name: .customLong("log-level"),
             help: ArgumentHelp("Log to stderr at this level and above (trace ... critical). Default: notice.", valueName: "level"))
@@ -122,7 +128,8 @@ struct ServeCommand: AsyncParsableCommand {
         var onRefusal: (@Sendable (NotificationStatus) -> Void)?
         if let webhook { onRefusal = { webhook.enqueue($0) } }
         let server = NotificationServer(configuration: configuration, sender: sender, routing: routing, logger: logger,
-                                        metricsText: metricsText, onRefusal: onRefusal)
+                                        metricsText: metricsText, onRefusal: onRefusal,
+                                        journal: try await journal.connect(gateway: gateway, defaultTopic: http2.topic, logger: logger))
         let scheme = configuration.tls == nil ? "http" : "https"
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         let group = ServiceGroup(

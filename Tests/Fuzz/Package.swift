@@ -10,6 +10,7 @@ import PackageDescription
 let fuzzers = [
     "FrameDecoderFuzzer", "GatewayReplyFuzzer", "JSONScannerFuzzer", "CampaignLineFuzzer",
     "CheckpointFuzzer", "PayloadBuilderFuzzer", "ClientSessionFuzzer", "HPACKDecoderFuzzer", "HTTP1RequestFuzzer",
+    "JSONBatchFuzzer",
 ]
 
 let package = Package(

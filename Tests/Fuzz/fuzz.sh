@@ -17,7 +17,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")"
 TARGETS=(FrameDecoderFuzzer GatewayReplyFuzzer JSONScannerFuzzer CampaignLineFuzzer CheckpointFuzzer
-         PayloadBuilderFuzzer ClientSessionFuzzer HPACKDecoderFuzzer HTTP1RequestFuzzer)
+         PayloadBuilderFuzzer ClientSessionFuzzer HPACKDecoderFuzzer HTTP1RequestFuzzer JSONBatchFuzzer)
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
 RUNS=""
 SELECTED=()
@@ -52,17 +52,18 @@ for target in "${SELECTED[@]}"; do
     [ -x "$SCRATCH/release/$target" ] || { echo "fuzz.sh: building $target failed" >&2; exit 1; }
 done
 
-# CampaignLineFuzzer's HTTP/2 lines need room for a payload over voip's 5120-byte limit.
+# CampaignLineFuzzer's HTTP/2 lines, and JSONBatchFuzzer's notifications, need room for a
+# payload over voip's 5120-byte limit.
 max_len() {
     case "$1" in
-        CampaignLineFuzzer) echo 8192 ;;
+        CampaignLineFuzzer|JSONBatchFuzzer) echo 8192 ;;
         *) echo 4096 ;;
     esac
 }
 
 dictionary() {
     case "$1" in
-        JSONScannerFuzzer|CampaignLineFuzzer) echo Dictionaries/json.dict ;;
+        JSONScannerFuzzer|CampaignLineFuzzer|JSONBatchFuzzer) echo Dictionaries/json.dict ;;
         CheckpointFuzzer) echo Dictionaries/checkpoint.dict ;;
     esac
 }

@@ -23,17 +23,18 @@ final class ServeRig {
     private let group: ServiceGroup
     private let running: Task<Void, any Error>
 
-    /// Starts it all; `configure` adjusts the server's configuration, `mockPlan` the mock's.
+    /// Starts it all; `configure` adjusts the server's configuration, `mockPlan` the mock's;
+    /// `journal`: `--db`.
     init(mockPlan: H2FailurePlan = H2FailurePlan(), services: [any Service] = [],
          _ configure: (inout ServeConfiguration) -> Void = { _ in },
-         onRefusal: (@Sendable (NotificationStatus) -> Void)? = nil) async throws {
+         onRefusal: (@Sendable (NotificationStatus) -> Void)? = nil, journal: NotificationJournal? = nil) async throws {
         mock = try H2LoopbackRig(plan: mockPlan)
         sender = try RoutingSender(mock.senderConfiguration())
         var configuration = ServeConfiguration(campaignProtocol: .http2(defaultPushType: .alert))
         configuration.port = 0
         configure(&configuration)
         server = NotificationServer(configuration: configuration, sender: sender, routing: nil, logger: Logger(label: "serve-test"),
-                                    onRefusal: onRefusal)
+                                    onRefusal: onRefusal, journal: journal)
         let (ports, listening) = AsyncStream.makeStream(of: Int.self)
         let server = self.server
         struct Run: Service {

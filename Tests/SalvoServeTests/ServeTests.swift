@@ -132,8 +132,9 @@ import Testing
     }
 
     @Test func aFullQueueAnswers429WithRetryAfterAndTakesNothing() async throws {
-        // Answers held 2 s: the first batch fills the queue until then.
-        let rig = try await ServeRig(mockPlan: H2FailurePlan(responseDelay: .seconds(2))) { configuration in
+        // Answers held 8 s: the first batch fills the queue until then, however slowly the
+        // test runs in a full suite (stopping waits for them).
+        let rig = try await ServeRig(mockPlan: H2FailurePlan(responseDelay: .seconds(8))) { configuration in
             configuration.queueLimit = 4
             configuration.batchLimit = 4
         }
@@ -149,13 +150,16 @@ import Testing
     }
 
     @Test func aCallerOverItsRateIsToldWhenToComeBack() async throws {
-        let rig = try await ServeRig { $0.callerRate = 2 }
-        let first = try await rig.post(ServeRig.batch([ServeRig.notification(0), ServeRig.notification(1)]))
-        let second = try await rig.post(ServeRig.notification(2))
+        // One notification per 1,000 s: the bucket holds one, and the next comes back much later.
+        let rig = try await ServeRig { $0.callerRate = 0.001 }
+        let first = try await rig.post(ServeRig.notification(0))
+        let second = try await rig.post(ServeRig.notification(1))
         try await rig.stop()
         #expect(first.status == 202)
         #expect(second.status == 429)
-        #expect(second.headers.first(name: "Retry-After") == "1")
+        let retryAfter = try #require(second.headers.first(name: "Retry-After").flatMap { Int($0) })
+        #expect((990...1000).contains(retryAfter))
+        #expect(rig.mock.gateway.statistics().accepted == 1)
     }
 
     @Test func rejectionsReachTheWebhookSignedAndOnlyThem() async throws {
