@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 import SalvoServe
 import Synchronization
@@ -8,13 +9,19 @@ import Testing
 
 @Suite struct WebhookDeliveryTests {
     static let secret = Array("a secret the receiver shares".utf8)
+    /// How long a test waits for its receiver before failing: a full parallel run on two
+    /// busy cores can leave a test without a thread for tens of seconds.
+    static let patience: Duration = .seconds(300)
 
     static func configuration(_ url: String) -> WebhookConfiguration {
         var configuration = WebhookConfiguration(url: url, secret: secret)
         configuration.flushInterval = .milliseconds(20)
         configuration.retryDelay = .milliseconds(2)
         configuration.maximumRetryDelay = .milliseconds(10)
-        configuration.requestTimeout = .seconds(5)
+        // Longer than a test waits: a starved process reads its in-process receiver's answer
+        // late, and a request timeout would then retry a POST the receiver already took
+        // (HTTPClientError.readTimeout), which the exact counts below must not see.
+        configuration.requestTimeout = patience * 2
         return configuration
     }
 
@@ -25,10 +32,11 @@ import Testing
 
     @Test func deliversEveryEventOnceInSignedBatches() async throws {
         let expected = Set((0..<2500).map { Self.rejection($0).id })
-        try await withReceiver { receiver in
+        try await withReceiver(within: Self.patience) { receiver in
             var configuration = Self.configuration(receiver.url)
             configuration.batchLimit = 1000
-            let webhook = try WebhookDelivery(configuration)
+            let log = LogRecorder()
+            let webhook = try WebhookDelivery(configuration, logger: log.logger)
             let posts = try await running(webhook) {
                 // Four producers at once, as the engine's shard threads would be.
                 await withTaskGroup(of: Void.self) { producers in
@@ -54,12 +62,14 @@ import Testing
                 #expect(post.userAgent == "salvo")
                 #expect(abs(post.payload.sentAt - Int64(Date().timeIntervalSince1970 * 1000)) < 600_000)
             }
-            #expect(webhook.counts == WebhookCounts(delivered: 2500, attempts: posts.count))
+            // No POST failed, so none was retried: each reached the receiver once, answered 200.
+            #expect(webhook.counts == WebhookCounts(delivered: 2500, attempts: posts.count), "\(log.lines)")
+            #expect(receiver.requests == posts.count)
         }
     }
 
     @Test func retriesABatchTheReceiverCouldNotTakeYet() async throws {
-        try await withReceiver(answering: { $0 <= 3 ? .serviceUnavailable : .ok }) { receiver in
+        try await withReceiver(within: Self.patience, answering: { $0 <= 3 ? .serviceUnavailable : .ok }) { receiver in
             var configuration = Self.configuration(receiver.url)
             // The batch goes when full, never split by a slow test thread.
             configuration.batchLimit = 5
@@ -77,19 +87,22 @@ import Testing
     }
 
     @Test func abandonsABatchTheReceiverRefuses() async throws {
-        try await withReceiver(answering: { _ in .badRequest }) { receiver in
+        try await withReceiver(within: Self.patience, answering: { _ in .badRequest }) { receiver in
             var configuration = Self.configuration(receiver.url)
             configuration.batchLimit = 3
             configuration.flushInterval = .seconds(600)
-            let webhook = try WebhookDelivery(configuration)
+            let log = LogRecorder()
+            let webhook = try WebhookDelivery(configuration, logger: log.logger)
             let posts = try await running(webhook) {
                 for number in 0..<3 { webhook.enqueue(Self.rejection(number)) }
                 return try await receiver.posts { !$0.isEmpty }
             }
 
             #expect(posts.map(\.status) == [400])
+            // One batch: it goes when full (`batchLimit`), never split by a slow test thread.
+            #expect(posts.allSatisfy { $0.payload.events.map(\.id) == (0..<3).map { Self.rejection($0).id } })
             // With 2 ms between attempts, a retry would have been made long before `finish`.
-            #expect(webhook.counts == WebhookCounts(abandoned: 3, attempts: 1))
+            #expect(webhook.counts == WebhookCounts(abandoned: 3, attempts: 1), "\(log.lines)")
             #expect(receiver.requests == 1)
         }
     }
@@ -103,7 +116,8 @@ import Testing
         // Pauses long enough that an enqueue waiting for delivery would take minutes.
         configuration.retryDelay = .milliseconds(100)
         configuration.maximumRetryDelay = .milliseconds(200)
-        let webhook = try WebhookDelivery(configuration)
+        let log = LogRecorder()
+        let webhook = try WebhookDelivery(configuration, logger: log.logger)
         let delivery = Task { await webhook.run() }
 
         let clock = ContinuousClock()
@@ -115,7 +129,13 @@ import Testing
         #expect(webhook.counts.dropped == 900)
 
         let finishing = await clock.measure { await webhook.finish(within: .milliseconds(300)) }
-        #expect(finishing < .seconds(3))
+        // Without the deadline the receiver being down would hold 10 batches for a million
+        // attempts each, hours. With it, finishing takes the 300 ms plus the hops from the
+        // deadline to this test (the deadline's task, `run()`, the cancelled POST or pause,
+        // the HTTP client's shutdown, `finish`), each waiting for one of the cooperative
+        // threads: seconds when idle, close to a minute measured in a full parallel run on
+        // two busy cores. The log shows where the time went if this fails.
+        #expect(finishing < .seconds(150), "\(log.lines)")
         await delivery.value
 
         let counts = webhook.counts
@@ -164,6 +184,8 @@ import Testing
 // MARK: Helpers
 
 /// Runs `webhook` while `body` does, then finishes it (bounded) and waits for `run()` to end.
+/// The receiver has seen every POST `body` waits for, but a starved client may not have read
+/// the answers yet: the drain's limit must not cut that short (it ends once nothing is held).
 private func running<T>(_ webhook: WebhookDelivery, _ body: () async throws -> T) async throws -> T {
     let delivery = Task { await webhook.run() }
     let result: T
@@ -172,7 +194,7 @@ private func running<T>(_ webhook: WebhookDelivery, _ body: () async throws -> T
         await delivery.value
         throw error
     }
-    await webhook.finish(within: .seconds(5))
+    await webhook.finish(within: WebhookDeliveryTests.patience)
     await delivery.value
     return result
 }
@@ -262,3 +284,36 @@ func withReceiver(within limit: Duration = .seconds(60),
         try await body(&receiver)
     }
 }
+
+/// Keeps what a logger was given, timed, to show with a failed expectation.
+private final class LogRecorder: Sendable {
+    private let recorded = Mutex<[String]>([])
+    private let start = ContinuousClock.now
+
+    var lines: String { recorded.withLock { $0.joined(separator: "\n") } }
+
+    var logger: Logger {
+        var logger = Logger(label: "test") { _ in Handler(recorder: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    private struct Handler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
+                 function: String, line: UInt) {
+            let at = ContinuousClock.now - recorder.start
+            let all = self.metadata.merging(metadata ?? [:]) { $1 }.filter { $0.key != "webhook" }
+            recorder.recorded.withLock { $0.append("\(at) \(level) \(message) \(all)") }
+        }
+    }
+}
+
