@@ -6,10 +6,12 @@
 #             DURATION s): notifications taken per second (what the mock accepted), and
 #             the share of salvo send's rate
 #   singles   salvo serve taking one notification per request from 64 keep-alive wrk
-#             connections (DURATION s): requests per second, latency p50/p99
-#   flood     salvo serve with answers held 300 ms and --queue-limit 20000, flooded with
-#             batches faster than they are answered (most requests get 429): its RSS each
-#             second, to show memory stays flat
+#             connections (DURATION s): requests per second, latency p50/p99; and the same
+#             load on GET /health, which sends nothing: the HTTP server's own ceiling here
+#   flood     salvo serve with answers held 300 ms, --queue-limit 20000 and --status-limit
+#             100000, flooded with batches faster than they are answered (most requests
+#             get 429): its RSS each second, to show memory stays flat (it follows those two
+#             limits, never the callers' speed)
 # Rounds alternate send and batches; medians and the ratio per round are printed and
 # written to OUT/serve-rates.json, the wrk outputs beside it.
 #
@@ -124,12 +126,13 @@ done
 start_mock --report "$work/mock-report.json"
 start_serve
 wrk -t2 -c64 -d"${duration}s" --latency -s "$work/single.lua" "$url" > "$out/wrk-singles.txt"
+wrk -t2 -c64 -d"${duration}s" --latency "${url%/v1/notifications}/health" > "$out/wrk-health.txt"
 stop "$serve"
 echo "singles accepted $(accepted_by_mock)" >> "$results"
 
 # flood: answers held 300 ms, a queue of 20,000, batches as fast as wrk can post them.
 start_mock --report "$work/mock-report.json" --response-delay-ms 300
-start_serve --queue-limit 20000
+start_serve --queue-limit 20000 --status-limit 100000
 wrk -t2 -c8 -d"$((duration * 2))s" -s "$work/batch.lua" "$url" > "$out/wrk-flood.txt" &
 flood=$!
 for _ in $(seq 1 $((duration * 2))); do
@@ -150,6 +153,7 @@ ratios = [batches[r] / send[r] for r in sorted(send) if r in batches]
 rss = [int(l.split()[1]) // 1024 for l in lines if l.startswith("rss ")]
 singles = open(f"{out}/wrk-singles.txt").read()
 requests = float(re.search(r"Requests/sec:\s+([\d.]+)", singles)[1])
+health = float(re.search(r"Requests/sec:\s+([\d.]+)", open(f"{out}/wrk-health.txt").read())[1])
 latency = dict(re.findall(r"^\s+(\d+)%\s+(\S+)$", singles, re.M))
 flood = open(f"{out}/wrk-flood.txt").read()
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", flood)
@@ -159,6 +163,7 @@ summary = {
     "batches_share_of_send": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
     "singles_requests_per_second": requests,
     "singles_latency": latency,
+    "health_requests_per_second": health,
     "flood_rss_mib": rss,
     "flood_requests_refused_429": int(non2xx[1]) if non2xx else 0,
     "rounds": {"send": send, "batches": batches},
@@ -168,8 +173,8 @@ print(f"send (JSONL file): {summary['send_rate_median']:,.0f}/s median; serve ba
       f"{summary['batches_rate_median']:,.0f}/s median, {summary['batches_share_of_send']['median']:.0%} of send "
       f"({min(ratios):.0%}-{max(ratios):.0%} over {len(ratios)} rounds)")
 print(f"serve singles, 64 keep-alive connections: {requests:,.0f} requests/s, latency p50 {latency.get('50')} "
-      f"p99 {latency.get('99')}")
+      f"p99 {latency.get('99')}; GET /health (sends nothing) {health:,.0f} requests/s")
 half = rss[len(rss) // 2:]
-print(f"flood (answers held 300 ms, queue 20,000, {summary['flood_requests_refused_429']:,} requests answered 429): "
+print(f"flood (answers held 300 ms, queue 20,000, statuses 100,000, {summary['flood_requests_refused_429']:,} requests answered 429): "
       f"RSS {min(rss)}-{max(rss)} MiB over {len(rss)} s, {min(half)}-{max(half)} MiB in the second half")
 PY

@@ -21,9 +21,9 @@ final class Dispatcher: Sendable {
     /// Notifications taken and not yet final, at most.
     let queueLimit: Int
     private let inFlight = Atomic<Int>(0)
-    /// Batches waiting to be submitted with the one being submitted (`send`), and whether a
-    /// request is submitting.
-    private let waiting = Mutex<(parts: [(part: Part, turn: CheckedContinuation<Turn, Never>)], leading: Bool)>(([], false))
+    /// Batches handed to the submitter and not yet submitted; its wake-up while it waits for
+    /// some; whether requests are over (the server drains).
+    private let intake = Mutex<(parts: [Part], wake: CheckedContinuation<Bool, Never>?, closed: Bool)>(([], nil, false))
     /// Batches whose outcome is not known yet: a drain waits for none.
     private let openBatches = Mutex<(count: Int, drained: [CheckedContinuation<Void, Never>])>((0, []))
     private let logger: Logger
@@ -99,59 +99,71 @@ final class Dispatcher: Sendable {
         await send(TakenBatch(items: items, known: known, fresh: fresh), of: body, campaignProtocol: campaignProtocol)
     }
 
-    /// Submits the batch's fresh notifications, and settles them as the sender answers;
-    /// returns once the sender has taken them.
-    ///
-    /// Requests arriving while another is being submitted wait and then go to the sender
-    /// together, as one source: a submission costs the sender a registration and a word to
-    /// every shard, which one notification per request would pay each time. The request
-    /// that finds nobody submitting leads: it submits its own batch with those waiting, then
-    /// hands the lead to the next one waiting, so no request waits for more than one turn.
+    /// Hands the batch's fresh notifications to the submitter (`runSubmitter`), which
+    /// submits them and settles them as the sender answers. Returns at once: the request
+    /// does not wait for its turn, and its notifications count in the queue's bound from
+    /// here on, as when the sender holds them.
     private func send(_ batch: TakenBatch, of body: JSONBody, campaignProtocol: CampaignProtocol) async {
         openBatches.withLock { $0.count += 1 }
-        let part = Part(batch: batch, body: body)
-        let turn = await withCheckedContinuation { (continuation: CheckedContinuation<Turn, Never>) in
-            let leads = waiting.withLock { state -> Bool in
-                guard state.leading else {
-                    state.leading = true
-                    return true
+        let part = Part(batch: batch, body: body, campaignProtocol: campaignProtocol)
+        let (closed, wake) = intake.withLock { state -> (Bool, CheckedContinuation<Bool, Never>?) in
+            guard !state.closed else { return (true, nil) }
+            state.parts.append(part)
+            defer { state.wake = nil }
+            return (false, state.wake)
+        }
+        if closed { return await submit([part]) }  // a late takeover, while the server drains
+        wake?.resume(returning: true)
+    }
+
+    /// Submits what requests hand over (`send`), until `closeIntake()` and everything
+    /// handed over is submitted. Everything waiting goes to the sender together, as one
+    /// source: a submission costs the sender a registration and a word to every shard,
+    /// which one notification per request would pay each time, and requests never wait for
+    /// one another.
+    func runSubmitter() async {
+        while true {
+            let parts = intake.withLock { state -> [Part] in
+                defer { state.parts.removeAll(keepingCapacity: true) }
+                return state.parts
+            }
+            if !parts.isEmpty {
+                await submit(parts)
+                continue
+            }
+            let more = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let now = intake.withLock { state -> Bool? in
+                    if !state.parts.isEmpty { return true }
+                    if state.closed { return false }
+                    state.wake = continuation
+                    return nil
                 }
-                state.parts.append((part, continuation))
-                return false
+                if let now { continuation.resume(returning: now) }
             }
-            if leads { continuation.resume(returning: .lead) }
+            if !more { return }
         }
-        guard turn == .lead else { return }
-        let followers = waiting.withLock { state in
-            defer { state.parts.removeAll(keepingCapacity: true) }
-            return state.parts
-        }
-        await submit([part] + followers.map(\.part), campaignProtocol: campaignProtocol)
-        followers.forEach { $0.turn.resume(returning: .taken) }
-        let next = waiting.withLock { state -> CheckedContinuation<Turn, Never>? in
-            guard !state.parts.isEmpty else {
-                state.leading = false
-                return nil
-            }
-            // The next leader submits its own part (out of the list now) with those after it.
-            return state.parts.removeFirst().turn
-        }
-        next?.resume(returning: .lead)
+    }
+
+    /// No more requests: the submitter submits what it holds and ends.
+    func closeIntake() {
+        intake.withLock { state -> CheckedContinuation<Bool, Never>? in
+            state.closed = true
+            defer { state.wake = nil }
+            return state.wake
+        }?.resume(returning: false)
     }
 
     /// A request's batch waiting to be submitted.
     private struct Part: Sendable {
         var batch: TakenBatch
         var body: JSONBody
+        var campaignProtocol: CampaignProtocol
     }
-
-    /// What a waiting request is told: its batch was taken by another's submission, or it
-    /// submits now.
-    private enum Turn { case taken, lead }
 
     /// Submits the fresh notifications of `parts` as one source; settles them as the sender
     /// answers.
-    private func submit(_ parts: [Part], campaignProtocol: CampaignProtocol) async {
+    private func submit(_ parts: [Part]) async {
+        let campaignProtocol = parts[0].campaignProtocol
         let fresh = parts.flatMap(\.batch.fresh)
         let source = JSONBatch(parts: parts.map { ($0.body, $0.batch.fresh) }, campaignProtocol: campaignProtocol)
         let submission = await sender.submit(contentsOf: source) { [store, onRefusal, journal] refusal in

@@ -16,8 +16,9 @@ import Synchronization
 /// `salvo serve`: the engine behind an HTTP API.
 ///
 /// - `POST /v1/notifications`: one notification (a JSON object, a campaign line's fields)
-///   or a batch (an array of up to `batchLimit`). 202 with each one's id once the sender
-///   has taken it; with `?wait=SECONDS`, 200 with each one's status once final (or the
+///   or a batch (an array of up to `batchLimit`). 202 with each one's id once taken (in
+///   the bounded queue; with a journal, in PostgreSQL too); with `?wait=SECONDS`, 200
+///   with each one's status once final (or the
 ///   wait is over). A bad notification is refused alone (`errors`, by index); a request
 ///   with none good is 400.
 /// - `GET /v1/notifications/{id}`: its status, while the store keeps it.
@@ -388,13 +389,17 @@ private struct Instruments: Sendable {
     func notifications(_ result: String) -> Counter { byResult[result]! }
 }
 
-/// The sender's part of a graceful shutdown: once the server has stopped taking requests,
-/// every notification taken is made final and its status settled.
+/// The engine's side of the service: submits what requests hand over while the server
+/// runs; at its graceful shutdown (the server has stopped taking requests), submits what
+/// is left, makes every notification taken final and settles its status.
 private struct EngineDrain: Service {
     let dispatcher: Dispatcher
 
     func run() async throws {
+        async let submitting: Void = dispatcher.runSubmitter()
         try? await gracefulShutdown()
+        dispatcher.closeIntake()
+        await submitting
         _ = await dispatcher.sender.finish()
         await dispatcher.drained()
         await dispatcher.journal?.close()

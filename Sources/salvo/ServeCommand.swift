@@ -21,7 +21,7 @@ struct ServeCommand: AsyncParsableCommand {
             POST /v1/notifications takes one notification (a JSON object with the fields of a campaign line: \
             "token" or "channel_id", "payload", and the optional "push_type", "topic", "priority", "expiration", \
             "collapse_id", "apns_id") or a batch (an array of them). It answers 202 with each one's id (its \
-            apns-id) once the sender has taken it, with the bad ones refused by index; with ?wait=SECONDS, 200 \
+            apns-id) once taken (with --db, once in PostgreSQL), with the bad ones refused by index; with ?wait=SECONDS, 200 \
             with each one's status once final. GET /v1/notifications/ID answers a status: pending, accepted, \
             rejected (Apple's status, reason and timestamp) or failed. A repeated apns_id, or a request repeated \
             with its Idempotency-Key header, sends nothing again. Past --queue-limit notifications in flight, \
