@@ -18,9 +18,8 @@ import Synchronization
 /// - `POST /v1/notifications`: one notification (a JSON object, a campaign line's fields)
 ///   or a batch (an array of up to `batchLimit`). 202 with each one's id once taken (in
 ///   the bounded queue; with a journal, in PostgreSQL too); with `?wait=SECONDS`, 200
-///   with each one's status once final (or the
-///   wait is over). A bad notification is refused alone (`errors`, by index); a request
-///   with none good is 400.
+///   with each one's status once final (or the wait is over). A bad notification is
+///   refused alone (`errors`, by index); a request with none good is 400.
 /// - `GET /v1/notifications/{id}`: its status, while the store keeps it.
 /// - `/health`, `/ready` (503 while the queue is full), `/metrics` (when given).
 ///

@@ -30,7 +30,7 @@ import Testing
         #expect(notifications.allSatisfy { $0["state"] as? String == "accepted" }, "answer: \(output)")
 
         serve.process.kill(SIGTERM)
-        #expect(try serve.process.exitStatus(within: .seconds(60)) == 0, "stderr: \(serve.process.errors)")
+        #expect(try serve.process.exitStatus(within: .seconds(180)) == 0, "stderr: \(serve.process.errors)")
         #expect(serve.process.errors.contains("stopped; accepted 5, rejected 0, failed 0"), "stderr: \(serve.process.errors)")
         let report = try mock.stop()
         #expect(report["accepted"] as? Int == 5)
@@ -56,7 +56,7 @@ import Testing
         }
         #expect(taken == 400)
         serve.process.kill(SIGTERM)
-        #expect(try serve.process.exitStatus(within: .seconds(60)) == 0, "stderr: \(serve.process.errors)")
+        #expect(try serve.process.exitStatus(within: .seconds(180)) == 0, "stderr: \(serve.process.errors)")
         #expect(serve.process.errors.contains("stopped; accepted \(taken),"), "stderr: \(serve.process.errors)")
         let report = try mock.stop()
         #expect(report["accepted"] as? Int == taken, "mock report: \(report)")
@@ -76,7 +76,7 @@ import Testing
         let (status, output, errors) = try Self.post(serve, ["--cacert", api("ca.pem")])
         #expect(status == 0 && output == "2 202", "curl: \(output) \(errors)")
         serve.process.kill(SIGTERM)
-        #expect(try serve.process.exitStatus(within: .seconds(60)) == 0, "stderr: \(serve.process.errors)")
+        #expect(try serve.process.exitStatus(within: .seconds(180)) == 0, "stderr: \(serve.process.errors)")
     }
 
     @Test func aClientCARefusesCallersWithoutACertificateItIssued() throws {
@@ -101,7 +101,7 @@ import Testing
         let member = try Self.post(serve, trusting + ["--cert", api("client.pem"), "--key", api("client.key")])
         #expect(member.0 == 0 && member.1 == "2 202", "curl with the CA's certificate: \(member)")
         serve.process.kill(SIGTERM)
-        #expect(try serve.process.exitStatus(within: .seconds(60)) == 0, "stderr: \(serve.process.errors)")
+        #expect(try serve.process.exitStatus(within: .seconds(180)) == 0, "stderr: \(serve.process.errors)")
         #expect(try mock.stop()["accepted"] as? Int == 1)
     }
 
@@ -128,7 +128,7 @@ import Testing
         // Port 1 of loopback: nothing is sent, so no gateway need listen.
         let (status, _, errors) = try SendCommandTests.run(
             ["serve", "--listen", "127.0.0.1:0", "--protocol", "h2", "--gateway", "127.0.0.1:1"]
-                + Serve.credentials(workspace) + arguments.map(place), timeout: .seconds(30))
+                + Serve.credentials(workspace) + arguments.map(place), timeout: .seconds(180))
         #expect(status == 2, "\(arguments): stderr: \(errors)")
         #expect(errors.contains(place(message)), "stderr: \(errors)")
     }
@@ -147,7 +147,7 @@ import Testing
             process = try SendCommandTests.launch(
                 ["mock", "--protocol", "h2", "--port", "0", "--cert", workspace.path("server.pem"), "--key", workspace.path("server.key"),
                  "--report", report] + arguments)
-            let first = try process.firstLine(within: .seconds(20))
+            let first = try process.firstLine(within: .seconds(120))
             port = try #require(first.split(separator: " ").first { $0.hasPrefix("gateway=") }.flatMap { Int($0.dropFirst(8)) },
                                 "first line: \(first)")
         }
@@ -155,7 +155,7 @@ import Testing
         /// SIGTERM, then its report.
         func stop() throws -> [String: Any] {
             process.kill(SIGTERM)
-            #expect(try process.exitStatus(within: .seconds(20)) == 0, "mock stderr: \(process.errors)")
+            #expect(try process.exitStatus(within: .seconds(180)) == 0, "mock stderr: \(process.errors)")
             return try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any] ?? [:]
         }
     }
@@ -174,7 +174,7 @@ import Testing
             // The one line it writes once it listens (the port it was given is in it); a
             // process that stopped instead ends the wait too.
             let process = self.process
-            let errors = eventually({ process.errors }, within: .seconds(30)) { $0.contains("/v1/notifications\n") || !process.isRunning }
+            let errors = eventually({ process.errors }, within: .seconds(180)) { $0.contains("/v1/notifications\n") || !process.isRunning }
             let line = try #require(errors.split(separator: "\n").first { $0.hasPrefix("salvo serve: listening on ") }, "stderr: \(errors)")
             url = String(line.dropFirst("salvo serve: listening on ".count).dropLast("/v1/notifications".count))
         }

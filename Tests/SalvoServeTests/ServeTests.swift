@@ -11,7 +11,7 @@ import Synchronization
 import Testing
 
 /// `salvo serve` against the real HTTP/2 mock, through a real HTTP client.
-@Suite(.timeLimit(.minutes(3))) struct ServeTests {
+@Suite(.serialized, .timeLimit(.minutes(5)), .ownThread("serve-tests")) struct ServeTests {
     @Test func aBatchIsAnsweredPerNotificationAndTheMockGetsExactlyTheAcceptedOnes() async throws {
         let rig = try await ServeRig()
         let dead = H2LoopbackRig.deadToken(7)
@@ -164,9 +164,12 @@ import Testing
 
     @Test func rejectionsReachTheWebhookSignedAndOnlyThem() async throws {
         let secret = Array("webhook secret".utf8)
-        try await withReceiver { receiver in
+        // Bounds far beyond a slow full run: the drain delivers everything, and the receiver waits.
+        try await withReceiver(within: .seconds(300)) { receiver in
             var webhookConfiguration = WebhookConfiguration(url: receiver.url, secret: secret)
             webhookConfiguration.flushInterval = .milliseconds(10)
+            webhookConfiguration.drainTimeout = .seconds(300)
+            webhookConfiguration.requestTimeout = .seconds(300)
             let webhook = try WebhookDelivery(webhookConfiguration)
             let rig = try await ServeRig(services: [webhook], onRefusal: { webhook.enqueue($0) })
             let answer = try await rig.post(ServeRig.batch([
@@ -221,7 +224,7 @@ import Testing
     /// Runs a command to its end (bounded): its exit status, output and errors.
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
         let process = try ChildProcess("/usr/bin/env", arguments)
-        let status = try process.exitStatus(within: .seconds(60))
+        let status = try process.exitStatus(within: .seconds(240))
         return (status, process.output, process.errors)
     }
 }
