@@ -17,9 +17,8 @@ final class StatusStore: Sendable {
     }
 
     /// The store holds up to `capacity` notifications, nearly all of them pending or
-    /// accepted: those take a word of state each, and only a refusal (the rare one) its
-    /// reason beside. About 60 bytes a notification in all, so a million final statuses
-    /// cost some 60 MB, whatever the rate.
+    /// accepted: those take a byte of state each, and only a refusal (the rare one) keeps
+    /// its reason beside, so memory follows `capacity`, never the rate.
     private struct State {
         var states: [APNsID: Word] = [:]
         /// The rejected and failed, with why.

@@ -113,8 +113,8 @@ import Testing
                                   sourceLocation: SourceLocation = #_sourceLocation) async {
         let expected = Set((0..<UInt64(count)).filter { outcome.rejected[$0] == nil && !outcome.failed.contains($0) })
         // The sender settles by time: the gateway may still be reading the last frames, for
-        // long in a loaded full run (10 s was seen to be too short in CI). The wait ends as
-        // soon as they are all there; a notification really lost stays missing however long.
+        // long in a loaded full run. The wait ends as soon as they are all there; a
+        // notification really lost stays missing however long.
         let processed = await eventuallyYielding({ gateway.processed }, within: .seconds(120)) { expected.isSubset(of: $0.keys) }
         let missing = expected.subtracting(processed.keys)
         #expect(missing.isEmpty, "\(missing.count) accepted by the sender never reached the gateway, e.g. \(missing.sorted().prefix(5))",
