@@ -10,7 +10,7 @@ import Testing
 /// The sender over a real round trip: `salvo mock` at the far end of a delay line (10 ms
 /// each way), reached through TUN devices and a network namespace. Needs root and
 /// /dev/net/tun; elsewhere the suite is skipped and says why.
-@Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("delay-line-tests"),
+@Suite(.serialized, .timeLimit(.minutes(5)), .ownThread("delay-line-tests"),
        .disabled(if: DelayLine.unavailableReason != nil,
                  Comment(rawValue: "skipped: \(DelayLine.unavailableReason ?? "")")))
 struct DelayLineTests {
