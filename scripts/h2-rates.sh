@@ -19,10 +19,11 @@
 #                       [--send-flags "FLAGS"]   (more salvo send flags, e.g. "--max-connections 48")
 #                       [--input tokens|jsonl]   (the campaign as a token list with one payload, the
 #                                                default, or as JSONL: a line per notification)
+#                       [--payload FILE]         (the payload, in place of the 84-byte alert)
 #
 # Needs a release build (`swift build -c release`), root (namespaces), openssl, python3.
 set -euo pipefail
-count=1000000 late=100,300 rtt=50 runs=2 out=results/h2-rates cases=loopback,late,path send_flags="" input=tokens
+count=1000000 late=100,300 rtt=50 runs=2 out=results/h2-rates cases=loopback,late,path send_flags="" input=tokens payload=""
 salvo=$(pwd)/.build/release/salvo
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,7 +36,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --send-flags) send_flags=$2; shift 2 ;;
     --input) input=$2; shift 2 ;;
-    *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+    --payload) payload=$(realpath "$2"); shift 2 ;;
+    *) sed -n '2,23p' "$0" >&2; exit 2 ;;
   esac
 done
 [ -x "$salvo" ] || { echo "h2-rates.sh: build first: swift build -c release" >&2; exit 2; }
@@ -49,6 +51,7 @@ trap cleanup EXIT
 . "$(dirname "$0")/h2-fixtures.sh"
 h2_fixtures "$work" IP:10.78.0.2
 h2_tokens "$work/tokens.txt" "$count"
+if [ -n "$payload" ]; then cp "$payload" "$work/payload.json"; fi
 auth=(--auth-key "$work/AuthKey.p8" --key-id RATESKEY01 --team-id RATESTEAM1)
 campaign=(--tokens "$work/tokens.txt" --payload "$work/payload.json")
 if [ "$input" = jsonl ]; then
