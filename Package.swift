@@ -234,7 +234,7 @@ let package = Package(
         // What several test targets share: loopback rigs (the real mock and a sender
         // configured for it), child processes whose pipes are both drained, bounded waits,
         // nghttp2's HPACK inflater as the independent decoder.
-        .target(name: "SalvoTestSupport", dependencies: ["SalvoIO", "SalvoWire", "SalvoEngine", "SalvoMock", "CNghttp2"],
+        .target(name: "SalvoTestSupport", dependencies: ["SalvoIO", "SalvoWire", "SalvoEngine", "SalvoMock", "CNghttp2", "CLinuxShim"],
                 path: "Tests/SalvoTestSupport"),
         // nghttp2's HPACK inflater and deflater check our encoder and decoder.
         .testTarget(name: "SalvoWireTests", dependencies: ["SalvoWire", "SalvoTestSupport", "CNghttp2"]),

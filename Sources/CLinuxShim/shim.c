@@ -9,6 +9,10 @@
 #include <linux/if_tun.h>
 #include "CLinuxShim.h"
 
+int salvo_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC);
+}
+
 int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len) {
     return accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }

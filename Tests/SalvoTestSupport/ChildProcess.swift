@@ -1,3 +1,4 @@
+import CLinuxShim
 import Foundation
 import SalvoIO
 
@@ -30,11 +31,14 @@ public final class ChildProcess: @unchecked Sendable {
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
+        let output = try Self.closeOnExecPipe(), errors = try Self.closeOnExecPipe()
+        process.standardOutput = output.fileHandleForWriting
+        process.standardError = errors.fileHandleForWriting
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        // The child has its own copies (dup2 into 1 and 2): the pipes end when it exits.
+        try output.fileHandleForWriting.close()
+        try errors.fileHandleForWriting.close()
         // Waited for on a thread of its own rather than through a termination handler:
         // Foundation's process keeps itself, its handler and its pipes alive after the
         // child ended when it has one (LeakSanitizer finds them at exit). The thread holds
@@ -46,6 +50,15 @@ public final class ChildProcess: @unchecked Sendable {
         }.start()
         drain(output.fileHandleForReading, isOutput: true)
         drain(errors.fileHandleForReading, isOutput: false)
+    }
+
+    /// A pipe whose ends close on exec. Foundation's `Pipe` makes inheritable ones: a process
+    /// another test starts at the same moment (a database server, a gateway) inherits the
+    /// write end and holds it open long after this child exited, and the pipe never ends.
+    private static func closeOnExecPipe() throws -> (fileHandleForReading: FileHandle, fileHandleForWriting: FileHandle) {
+        var fds: [Int32] = [0, 0]
+        try syscallOrThrow("pipe2") { salvo_pipe_cloexec(&fds) }
+        return (FileHandle(fileDescriptor: fds[0], closeOnDealloc: true), FileHandle(fileDescriptor: fds[1], closeOnDealloc: true))
     }
 
     /// The process id, to send signals.

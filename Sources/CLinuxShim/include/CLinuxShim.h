@@ -18,6 +18,9 @@
 #include <unistd.h>
 #include <stdint.h>
 
+/// pipe2(2) with O_CLOEXEC: a pipe no process started meanwhile inherits.
+int salvo_pipe_cloexec(int fds[2]);
+
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC.
 int salvo_accept4_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
 
