@@ -46,12 +46,14 @@ import Testing
 
         // What repeats is indexed: a request like the first, after it, no longer spells out
         // the authority, the authorization, the topic and the push type (a byte each). Only
-        // its `:path` and `apns-id` are literals (new every time, never indexed).
+        // its `:path` and `apns-id` are literals (new every time, never indexed), and their
+        // names are indices: the static table's `:path`, and `apns-id` in the dynamic table
+        // since the first request (two bytes).
         try wire.submit(&headers, token: 4, sequence: 4, payload: #"{"aps":{"alert":"four"}}"#)
         let again = try HTTP2Frames(wire.output).headerBlocks()
         try #require(again.count == 4)
         #expect(try inflater.decode(again[3].block).count == decoded[0].count)
-        let literals = (2 + ("/3/device/" + deviceToken(4).hex).utf8.count) + (2 + "apns-id".utf8.count + 1 + 36)
+        let literals = (2 + ("/3/device/" + deviceToken(4).hex).utf8.count) + (2 + 1 + 36)
         #expect(again[3].block.count == 2 + literals + 4)
     }
 

@@ -26,22 +26,36 @@ import Testing
             + [0x40 | 23, 0x7F, UInt8(Self.authorization.utf8.count - 127)] + Array(Self.authorization.utf8)
             + [0x40] + literal("apns-topic") + literal("com.example.app")
             + [0x40] + literal("apns-push-type") + literal("alert")
-            + [0x10] + literal("apns-id") + literal("id-1")
+            + [0x40] + literal("apns-id") + literal("id-1")  // the name's first use: indexed with its value
         #expect(first == expectedFirst)
-        #expect(encoder.entryCount == 4)
-        #expect(encoder.size == [(10, 18), (13, Self.authorization.utf8.count), (10, 15), (14, 5)]
+        #expect(encoder.entryCount == 5)
+        #expect(encoder.size == [(10, 18), (13, Self.authorization.utf8.count), (10, 15), (14, 5), (7, 4)]
             .reduce(0) { $0 + $1.0 + $1.1 + 32 })
 
         let second = encode(Self.request(path: "/3/device/cd", id: "id-2"), with: &encoder)
-        // Newest first from 62: push type 62, topic 63, authorization 64, authority 65.
-        let expectedSecond: [UInt8] = [0x83, 0x87, 0x80 | 65, 0x14] + literal("/3/device/cd") + [0x80 | 64, 0x80 | 63, 0x80 | 62]
-            + [0x10] + literal("apns-id") + literal("id-2")
+        // Newest first from 62: apns-id 62, push type 63, topic 64, authorization 65, authority 66.
+        let expectedSecond: [UInt8] = [0x83, 0x87, 0x80 | 66, 0x14] + literal("/3/device/cd") + [0x80 | 65, 0x80 | 64, 0x80 | 63]
+            + [0x1F, 62 - 15] + literal("id-2")  // never indexed, name apns-id (62)
         #expect(second == expectedSecond)
 
         let inflater = Inflater()
         #expect(try inflater.decode(first) == Self.request(path: "/3/device/ab", id: "id-1").map(\.pair))
         #expect(try inflater.decode(second) == Self.request(path: "/3/device/cd", id: "id-2").map(\.pair))
         #expect(inflater.tableSize == encoder.size)
+    }
+
+    @Test func aNeverIndexedNameEntersTheTableOnlyWhereItPushesNothingOut() throws {
+        var encoder = HPACKEncoder()
+        encoder.setPeerTableSize(60)
+        let inflater = Inflater()
+        let literal = { (text: String) in [UInt8(text.utf8.count)] + Array(text.utf8) }
+        let fields = [TestField("apns-topic", "com.example.app"), TestField("apns-id", "id-1", .neverIndexed)]
+        // 57 bytes of topic leave no room for the id's 43: its name stays spelled out.
+        let block = encode(fields, with: &encoder)
+        #expect(block == [0x3F, 60 - 31] + [0x40] + literal("apns-topic") + literal("com.example.app")
+            + [0x10] + literal("apns-id") + literal("id-1"))
+        #expect(encoder.entryCount == 1)
+        #expect(try inflater.decode(block) == fields.map(\.pair))
     }
 
     @Test(arguments: [4096, 400, 150, 0])
@@ -69,7 +83,7 @@ import Testing
         var encoder = HPACKEncoder()
         let inflater = Inflater()
         _ = try inflater.decode(encode(Self.request(path: "/a", id: "1"), with: &encoder))
-        #expect(encoder.entryCount == 4)
+        #expect(encoder.entryCount == 5)
 
         // Lowered to 0 and raised to 300 between two blocks: both are announced, smallest first.
         encoder.setPeerTableSize(0)

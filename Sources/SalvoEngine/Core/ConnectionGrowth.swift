@@ -21,6 +21,10 @@ final class ConnectionGrowth: Sendable {
     /// Connections in use; read on every publish, so kept apart from `state`.
     private let active: Atomic<Int>
     private let state: Locked<State>
+    /// Whether a full ring may add a connection at all (none saturated, growth not stopped):
+    /// kept apart from `state` for producers, which ask each time every ring is full, and
+    /// would otherwise contend for the lock with the loops reporting saturation.
+    private let addsWhenFull = Atomic<Bool>(true)
     private let logger: Logger
 
     private struct State {
@@ -102,7 +106,7 @@ final class ConnectionGrowth: Sendable {
 
     /// Every connection in use was full at `now` (monotonic ns): adds one if the ceiling and interval allow.
     func stalled(at now: UInt64) -> Bool {
-        guard active.load(ordering: .relaxed) < ceiling else { return false }
+        guard active.load(ordering: .relaxed) < ceiling, addsWhenFull.load(ordering: .relaxed) else { return false }
         let added = state.withLock { state in
             // Read again under the lock: both kinds of growth store the count under it.
             let current = active.load(ordering: .relaxed)
@@ -127,7 +131,15 @@ final class ConnectionGrowth: Sendable {
 
     /// A connection reached its stream limit with work waiting (`saturated`), or left it.
     func saturationChanged(_ saturated: Bool) {
-        state.withLock { $0.saturated += saturated ? 1 : -1 }
+        state.withLock { state in
+            state.saturated += saturated ? 1 : -1
+            updateAddsWhenFull(state)
+        }
+    }
+
+    /// Under the lock, after `saturated` or `stop` changed.
+    private func updateAddsWhenFull(_ state: State) {
+        addsWhenFull.store(state.saturated == 0 && state.stop == nil, ordering: .relaxed)
     }
 
     /// Asked by a saturated connection now and then: `answerTime`, its shortest wait for an answer since
@@ -136,7 +148,8 @@ final class ConnectionGrowth: Sendable {
     @discardableResult
     func considerGrowing(answerTime: UInt64, accepted: Int = 0, streams: Int = 0, at time: UInt64) -> Bool {
         let change = state.withLock { state in
-            decide(&state, answerTime: answerTime, accepted: accepted, streams: streams, at: time)
+            defer { updateAddsWhenFull(state) }
+            return decide(&state, answerTime: answerTime, accepted: accepted, streams: streams, at: time)
         }
         return change.map { log($0, answerTime: answerTime) } ?? false
     }

@@ -33,10 +33,11 @@ struct Origin {
 ///
 /// Thread rule: producers on any thread, under `producerLock`; the loop side on one thread at a time (debug builds check).
 final class StagingRing: @unchecked Sendable {
+    /// In this order, the length fills the origin's tail padding: 32 bytes, not 40.
     struct Slot {
-        var start: UInt64  // virtual byte offset; physical = start % byteCapacity
-        var length: UInt32
         var origin: Origin
+        var length: UInt32
+        var start: UInt64  // virtual byte offset; physical = start % byteCapacity
     }
 
     let byteCapacity: Int
@@ -137,8 +138,8 @@ final class StagingRing: @unchecked Sendable {
             let region = UnsafeMutableRawBufferPointer(start: bytes + Int(start % UInt64(byteCapacity)), count: length)
             try builder.encode(notification, identifier: Self.identifier(ofIndex: index), into: region)
             slot(index).initialize(to: Slot(
-                start: start, length: UInt32(length),
-                origin: Origin(position: notification.position, source: source, continuesRun: continuesRun)))
+                origin: Origin(position: notification.position, source: source, continuesRun: continuesRun),
+                length: UInt32(length), start: start))
             writeOffset = start + UInt64(length)
             publishedEnd.store(writeOffset, ordering: .releasing)
             // Sequentially consistent, paired with `loopWentIdle`: either the loop sees

@@ -75,7 +75,8 @@ import SalvoWire
     }
 
     /// A field whose value is new every time (`:path`, `apns-id`) or may be: kept out of
-    /// the HPACK table, where it would only push out the fields that repeat.
+    /// the HPACK table, where it would only push out the fields that repeat (its name is
+    /// indexed: see `HPACKIndexing.neverIndexed`).
     public mutating func addUnique(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
         append(name, value, .neverIndexed)
     }

@@ -102,7 +102,11 @@ struct RequestHeaders: ~Copyable {
     /// Adds `apns-expiration` (written at `start` of `values`) and `apns-priority` when the
     /// record has them.
     private mutating func addExpiryAndPriority(of record: RequestRecord, at start: Int) {
-        if let expiry = record.expiry {
+        if record.expiry == 0 {
+            // Every broadcast to a channel that stores nothing says 0: indexed, it costs
+            // both ends one byte after the first request.
+            fields.add("apns-expiration", "0")
+        } else if let expiry = record.expiry {
             let count = Self.writeDecimal(expiry, into: UnsafeMutableRawBufferPointer(rebasing: values[start...]))
             fields.addUnique("apns-expiration", UnsafeRawBufferPointer(rebasing: values[start..<start + count]))
         }

@@ -47,6 +47,8 @@ final class H2Connection: ServerConnection {
         var framesHeld = false
         /// `endlessAnswer`: its body's first bytes went out; the rest never comes.
         var isEndless = false
+        /// A broadcast's registered channel, by the registry's number; -1: none.
+        var channel: Int32 = -1
         var inUse = true
 
         init(streamID: Int32) {
@@ -65,9 +67,7 @@ final class H2Connection: ServerConnection {
         var digests: [UInt64] = []
         var recorded: [H2RecordedRequest] = []
         var unsentAnswers = 0
-        /// Accepted broadcasts by channel (a dictionary emptied, its capacity kept, at each
-        /// publication).
-        var broadcasts: [ChannelID: Int] = [:]
+        var broadcasts = BroadcastCounts()
     }
 
     /// Reads per readiness event before yielding to the loop's other connections.
@@ -373,10 +373,7 @@ final class H2Connection: ServerConnection {
             state.count { [unsent = tally.unsentAnswers] in $0.unsentAnswers += unsent }
             tally.unsentAnswers = 0
         }
-        if !tally.broadcasts.isEmpty {
-            state.countBroadcasts(tally.broadcasts)
-            tally.broadcasts.removeAll(keepingCapacity: true)
-        }
+        if !tally.broadcasts.isEmpty { state.countBroadcasts(&tally.broadcasts) }
         tally.streams = 0
         tally.requests = 0
         tally.accepted = 0
@@ -575,12 +572,14 @@ final class H2Connection: ServerConnection {
             return
         }
         guard case .id(let id)? = slots[index].validation.channel else { return }
-        let registration: RequestValidation.Registration = switch state.channels.policy(id, bundle: slots[index].validation.bundle) {
+        let channel = state.channels.lookUp(id, bundle: slots[index].validation.bundle)
+        let registration: RequestValidation.Registration = switch channel?.policy {
         case nil: .notRegistered
         case .noStorage?: .noStorage
         case .mostRecent?: .mostRecent
         }
         slots[index].validation.registration = registration
+        slots[index].channel = channel?.number ?? -1
     }
 
     /// The client sent GOAWAY: with `silentAfterClientGoAway`, nothing more is answered.
@@ -660,10 +659,8 @@ final class H2Connection: ServerConnection {
         }
         let due = Instant(nanoseconds: readAt.nanoseconds &+ holdTime)
         if heldOutput.keepsOrder(due) && !state.recordRequests {
-            var channel: ChannelID?
-            if case .id(let id)? = slots[index].validation.channel { channel = id }
             heldOutput.hold(HeldOutput.Answer(due: due, digest: slots[index].digest.value, streamID: streamID, reason: reason,
-                                              channel: channel))
+                                              channel: slots[index].channel))
             slots[index].framesHeld = true
             openWithFramesHeld += 1
             submitAnswer(streamID, index)
@@ -682,7 +679,7 @@ final class H2Connection: ServerConnection {
             count(rejection: reason)
         } else {
             count(acceptedWithDigest: slots[index].digest.value)
-            if case .id(let channel)? = slots[index].validation.channel { tally.broadcasts[channel, default: 0] += 1 }
+            if slots[index].channel >= 0 { tally.broadcasts.add(slots[index].channel) }
             if state.recordRequests, var recorded = recordings[index] {
                 recorded.token = slots[index].validation.token?.hex ?? ""
                 tally.recorded.append(recorded)
@@ -763,7 +760,7 @@ final class H2Connection: ServerConnection {
                 count(rejection: reason)
             } else {
                 count(acceptedWithDigest: due.digest)
-                if let channel = due.channel { tally.broadcasts[channel, default: 0] += 1 }
+                if due.channel >= 0 { tally.broadcasts.add(due.channel) }
             }
         }
         heldOutput.releaseBytes(by: now, into: &output)

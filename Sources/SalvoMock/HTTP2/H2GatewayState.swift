@@ -39,9 +39,9 @@ final class H2GatewayState: Sendable {
     let channels: MockChannelRegistry
     /// The app's broadcast capability (`Configuration.broadcastsEnabled`).
     let broadcastsEnabled: Bool
-    /// Accepted broadcasts by channel (deleted channels' too), added by each connection
-    /// when it publishes its counts.
-    let broadcasts = Locked<[ChannelID: Int]>([:])
+    /// Accepted broadcasts by channel number (deleted channels' too; see
+    /// `MockChannelRegistry.lookUp`), added by each connection when it publishes its counts.
+    let broadcasts = Locked<[Int]>([])
     /// `Configuration.managementFailures` not yet answered, first first.
     private let managementFailures: Locked<ArraySlice<APNsReason>>
     /// The `iat` of each team's current token, once one was seen.
@@ -138,11 +138,19 @@ final class H2GatewayState: Sendable {
         return responseDelay + SplitMix64.draw(seed: plan.seed ^ 0x3177_E2D1, key: key) % (responseJitter + 1)
     }
 
-    /// Adds a connection's accepted broadcasts by channel.
-    func countBroadcasts(_ counts: [ChannelID: Int]) {
-        broadcasts.withLock { total in
-            for (channel, count) in counts { total[channel, default: 0] += count }
-        }
+    /// Adds a connection's accepted broadcasts by channel, and empties its counts.
+    func countBroadcasts(_ counts: inout BroadcastCounts) {
+        broadcasts.withLock { total in counts.drain(into: &total) }
+    }
+
+    /// Accepted broadcasts by channel id.
+    func broadcastsByChannel() -> [ChannelID: Int] {
+        // Counts first: the ids only grow, so every channel counted is among them after.
+        let counts = broadcasts.withLock { $0 }
+        let ids = channels.idsByNumber()
+        var byChannel: [ChannelID: Int] = [:]
+        for (number, count) in counts.enumerated() where count > 0 { byChannel[ids[number]] = count }
+        return byChannel
     }
 
     /// Keeps `requests` while fewer than `H2MockGateway.recordedRequestLimit` are kept.
@@ -171,4 +179,32 @@ final class H2LoopCounters: Sendable {
     let resetStreams = Atomic<Int>(0)
     /// By `APNsReason.rawValue`; rejections are rare in throughput runs, so a lock will do.
     let rejections = Locked([Int](repeating: 0, count: APNsReason.allCases.count))
+}
+
+/// A connection's accepted broadcasts by channel number since it last published them:
+/// an array and the numbers it touched, so that counting is an index, and publishing
+/// visits only the channels counted.
+struct BroadcastCounts {
+    private var counts: [Int] = []
+    private var touched: [Int32] = []
+
+    var isEmpty: Bool { touched.isEmpty }
+
+    mutating func add(_ channel: Int32) {
+        let number = Int(channel)
+        if number >= counts.count { counts.append(contentsOf: repeatElement(0, count: number + 1 - counts.count)) }
+        if counts[number] == 0 { touched.append(channel) }
+        counts[number] += 1
+    }
+
+    /// Adds the counts to `total` (by number, grown as needed) and zeroes them.
+    mutating func drain(into total: inout [Int]) {
+        for channel in touched {
+            let number = Int(channel)
+            if number >= total.count { total.append(contentsOf: repeatElement(0, count: number + 1 - total.count)) }
+            total[number] += counts[number]
+            counts[number] = 0
+        }
+        touched.removeAll(keepingCapacity: true)
+    }
 }

@@ -125,7 +125,7 @@ public final class H2MockGateway: Sendable {
         }
         core.complete(&snapshot, record: core.state.accepted, digests: digests)
         if digests {
-            snapshot.broadcastsByChannel = Dictionary(uniqueKeysWithValues: core.state.broadcasts.withLock { $0 }.map { ($0.key.base64, $0.value) })
+            snapshot.broadcastsByChannel = Dictionary(uniqueKeysWithValues: core.state.broadcastsByChannel().map { ($0.key.base64, $0.value) })
         }
         if configuration.recordRequests && digests { snapshot.acceptedRequests = core.state.recordedRequests.withLock { $0 } }
         return snapshot

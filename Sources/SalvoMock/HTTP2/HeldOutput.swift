@@ -29,8 +29,9 @@ struct HeldOutput: ~Copyable {
         var digest: UInt64
         var streamID: Int32
         var reason: APNsReason?
-        /// A broadcast's channel, counted by channel when its answer is.
-        var channel: ChannelID? = nil
+        /// A broadcast's channel by the registry's number (-1: none), counted by channel
+        /// when its answer is.
+        var channel: Int32 = -1
         /// The client reset the stream: the answer was counted as unsent then.
         var isReset = false
     }

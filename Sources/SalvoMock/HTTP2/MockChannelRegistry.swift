@@ -41,6 +41,8 @@ public final class MockChannelRegistry: Sendable {
     private struct Entry {
         var bundle: Int32
         var policy: StoragePolicy
+        /// The channel's place in `Table.ids`.
+        var number: Int32
     }
 
     private struct Table {
@@ -52,6 +54,15 @@ public final class MockChannelRegistry: Sendable {
         var byBundle: [[ChannelID]] = []
         /// Every id ever issued, deleted ones too: never issued again.
         var issued: Set<ChannelID> = []
+        /// Every channel ever created, deleted ones too, by number: what a connection counts
+        /// broadcasts by (an array index, not a hash of the id).
+        var ids: [ChannelID] = []
+
+        mutating func add(_ id: ChannelID, bundle: Int32, policy: StoragePolicy) {
+            channels[id] = Entry(bundle: bundle, policy: policy, number: Int32(ids.count))
+            byBundle[Int(bundle)].append(id)
+            ids.append(id)
+        }
 
         mutating func bundleNumber(creating bundleID: String) -> Int32 {
             let bytes = Array(bundleID.utf8)
@@ -84,8 +95,7 @@ public final class MockChannelRegistry: Sendable {
             guard table.byBundle[Int(bundle)].count < limit else { throw LimitReached(bundleID: bundleID, limit: limit) }
             var id = ChannelID(high: random.next(), low: random.next())
             while !table.issued.insert(id).inserted { id = ChannelID(high: random.next(), low: random.next()) }
-            table.channels[id] = Entry(bundle: bundle, policy: policy)
-            table.byBundle[Int(bundle)].append(id)
+            table.add(id, bundle: bundle, policy: policy)
             return id
         }
         return id.base64
@@ -103,8 +113,7 @@ public final class MockChannelRegistry: Sendable {
                 let id = Self.presetChannel(n)
                 guard table.issued.insert(id).inserted else { continue }
                 guard table.byBundle[Int(bundle)].count < limit else { throw LimitReached(bundleID: bundleID, limit: limit) }
-                table.channels[id] = Entry(bundle: bundle, policy: policy)
-                table.byBundle[Int(bundle)].append(id)
+                table.add(id, bundle: bundle, policy: policy)
             }
         }
     }
@@ -164,14 +173,17 @@ public final class MockChannelRegistry: Sendable {
         }
     }
 
-    /// The policy of channel `id` when it belongs to bundle number `bundle`.
-    func policy(_ id: ChannelID, bundle: Int32) -> StoragePolicy? {
+    /// The policy and number of channel `id` when it belongs to bundle number `bundle`.
+    func lookUp(_ id: ChannelID, bundle: Int32) -> (policy: StoragePolicy, number: Int32)? {
         guard bundle >= 0 else { return nil }
         return table.withLock { table in
             guard let entry = table.channels[id], entry.bundle == bundle else { return nil }
-            return entry.policy
+            return (entry.policy, entry.number)
         }
     }
+
+    /// Every channel ever created, by number (see `lookUp`).
+    func idsByNumber() -> [ChannelID] { table.withLock { $0.ids } }
 }
 
 /// A channel id as the mock issues them: 16 bytes, written as standard base64 with padding
@@ -206,33 +218,27 @@ struct ChannelID: Hashable, Sendable {
     }
 
     /// Standard base64 (RFC 4648 §4): a nonzero multiple of four characters of the
-    /// alphabet, with at most two `=` at the end only. One pass over the text, by table.
+    /// alphabet, with at most two `=` at the end only. By table, without a branch per
+    /// character: every broadcast's id is parsed.
     static func parse(_ text: UnsafeRawBufferPointer) -> Parsed {
         guard !text.isEmpty, text.count % 4 == 0 else { return .malformed }
         let padding = text[text.count - 1] == UInt8(ascii: "=") ? (text[text.count - 2] == UInt8(ascii: "=") ? 2 : 1) : 0
-        let digitCount = text.count - padding
-        let isID = text.count == 24 && padding == 2
-        // 22 sextets: 128 bits, then four that must be zero.
-        var high: UInt64 = 0, low: UInt64 = 0
         let sextets = Self.sextets  // one lazy-global check per id, not per character
-        for offset in 0 ..< digitCount {
-            let value = sextets[Int(text[offset])]
-            guard value != invalid else { return .malformed }
-            guard isID else { continue }
-            let bits = UInt64(value)
-            if offset < 10 {
-                high = high << 6 | bits
-            } else if offset == 10 {
-                high = high << 4 | bits >> 2
-                low = bits & 0x3
-            } else if offset < 21 {
-                low = low << 6 | bits
-            } else {
-                low = low << 2 | bits >> 4
-            }
-        }
+        // A digit's value is below 64 and `invalid` is not: or'ed together, one shows.
+        var seen: UInt8 = 0
+        for offset in 0 ..< text.count - padding { seen |= sextets[Int(text[offset])] }
+        guard seen < 64 else { return .malformed }
+        guard text.count == 24 && padding == 2 else { return .foreign }
+        // 22 sextets: 128 bits, then four that must be zero.
+        let value = { (offset: Int) in UInt64(sextets[Int(text[offset])]) }
+        var high: UInt64 = 0, low: UInt64 = 0
+        for offset in 0 ..< 10 { high = high << 6 | value(offset) }
+        high = high << 4 | value(10) >> 2
+        low = value(10) & 0x3
+        for offset in 11 ..< 21 { low = low << 6 | value(offset) }
         // The last sextet's low four bits are beyond the 128: nonzero, it is another id.
-        guard isID, sextets[Int(text[21])] & 0xF == 0 else { return .foreign }
+        guard value(21) & 0xF == 0 else { return .foreign }
+        low = low << 2 | value(21) >> 4
         return .id(ChannelID(high: high, low: low))
     }
 

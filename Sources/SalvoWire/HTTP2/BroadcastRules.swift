@@ -9,6 +9,8 @@ public enum BroadcastRules {
     public static let payloadLimit = 5120
 
     /// Whether `byte` may be in a channel id: base64, in either alphabet, with padding.
+    /// Inlinable: the encoder checks every byte of every broadcast's channel id.
+    @inlinable
     public static func isChannelIDCharacter(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),

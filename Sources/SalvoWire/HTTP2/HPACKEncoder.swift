@@ -8,7 +8,9 @@ public enum HPACKIndexing: Sendable {
     /// time, and is a one- or two-byte index after.
     case indexed
     /// The value is new every time (`:path`, `apns-id`) or may be: a literal that stays out
-    /// of the table, where it would only push out the fields that repeat.
+    /// of the table, where it would only push out the fields that repeat. Its name is an
+    /// index all the same: the static table's, or the dynamic table's, where the name's
+    /// first field goes when it fits without pushing anything out.
     case neverIndexed
 }
 
@@ -34,11 +36,16 @@ public struct HPACKEncoder: ~Copyable {
     /// The most bytes `beginBlock` writes.
     public static let maximumBlockPrefixLength = 6
 
-    /// An entry of the dynamic table: its name, then its value, at `start` of `storage`.
+    /// An entry of the dynamic table: its name, then its value, at `start` of `storage`,
+    /// and the first eight bytes of each (`head`): a field is looked up among entries whose
+    /// names are often as long as its own, and the heads tell them apart without comparing
+    /// the bytes.
     private struct Entry {
         var start: Int
         var nameCount: Int
         var valueCount: Int
+        var nameHead: UInt64
+        var valueHead: UInt64
         var size: Int { nameCount + valueCount + HPACKEncoder.entryOverhead }
     }
 
@@ -103,7 +110,17 @@ public struct HPACKEncoder: ~Copyable {
                              into: &writer)
             }
         case .neverIndexed:
-            writeLiteral(name: name, nameIndex: known?.nameIndex, value: value, prefixBits: 4, pattern: 0x10, into: &writer)
+            if let nameIndex = known?.nameIndex ?? dynamicIndex(name: name) {
+                writeLiteral(name: name, nameIndex: nameIndex, value: value, prefixBits: 4, pattern: 0x10, into: &writer)
+            } else if size + name.count + value.count + Self.entryOverhead <= capacity {
+                // The name's first use: this one value goes into the table with it (where it
+                // pushes out nothing), so that every later value refers to the name by index
+                // and the peer neither reads nor checks it again.
+                writeLiteral(name: name, nameIndex: nil, value: value, prefixBits: 6, pattern: 0x40, into: &writer)
+                insert(name: name, value: value)
+            } else {
+                writeLiteral(name: name, nameIndex: nil, value: value, prefixBits: 4, pattern: 0x10, into: &writer)
+            }
         }
     }
 
@@ -113,12 +130,14 @@ public struct HPACKEncoder: ~Copyable {
     /// that repeat were added together, at the start of the connection).
     private func dynamicIndex(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Int? {
         let base = UnsafeRawPointer(storage.baseAddress!)
+        let nameHead = Self.head(name), valueHead = Self.head(value)
         var position = entries.count - 1
         while position >= 0 {
             let entry = entries[position]
-            if entry.valueCount == value.count && entry.nameCount == name.count
-                && Self.equal(base + entry.start + entry.nameCount, value)
-                && Self.equal(base + entry.start, name) {
+            if entry.nameHead == nameHead && entry.valueHead == valueHead
+                && entry.nameCount == name.count && entry.valueCount == value.count
+                && Self.equalBeyondHead(base + entry.start + entry.nameCount, value)
+                && Self.equalBeyondHead(base + entry.start, name) {
                 return 62 + (entries.count - 1 - position)
             }
             position -= 1
@@ -126,10 +145,42 @@ public struct HPACKEncoder: ~Copyable {
         return nil
     }
 
+    /// The dynamic index of an entry named `name`, whatever its value, if the table holds one.
+    private func dynamicIndex(name: UnsafeRawBufferPointer) -> Int? {
+        let base = UnsafeRawPointer(storage.baseAddress!)
+        let nameHead = Self.head(name)
+        var position = entries.count - 1
+        while position >= 0 {
+            let entry = entries[position]
+            if entry.nameHead == nameHead && entry.nameCount == name.count && Self.equalBeyondHead(base + entry.start, name) {
+                return 62 + (entries.count - 1 - position)
+            }
+            position -= 1
+        }
+        return nil
+    }
+
+    /// The first eight bytes of `bytes` as a word, zero past its end: equal heads and
+    /// lengths leave only the bytes after the eighth to compare.
+    @inline(__always)
+    private static func head(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        if bytes.count >= 8 { return bytes.loadUnaligned(as: UInt64.self) }
+        var word: UInt64 = 0
+        for index in 0 ..< bytes.count { word |= UInt64(bytes[index]) << (8 * index) }
+        return word
+    }
+
+    /// Whether the bytes at `pointer` are `bytes` past the first eight (whose heads matched).
+    @inline(__always)
+    private static func equalBeyondHead(_ pointer: UnsafeRawPointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.count <= 8 || memcmp(pointer + 8, bytes.baseAddress! + 8, bytes.count - 8) == 0
+    }
+
     private mutating func insert(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         evict(toFit: name.count + value.count + Self.entryOverhead)
         // After the eviction, which moved the survivors to the front.
-        let entry = Entry(start: storageCount, nameCount: name.count, valueCount: value.count)
+        let entry = Entry(start: storageCount, nameCount: name.count, valueCount: value.count,
+                          nameHead: Self.head(name), valueHead: Self.head(value))
         UnsafeMutableRawBufferPointer(rebasing: storage[entry.start...]).copyMemory(from: name)
         UnsafeMutableRawBufferPointer(rebasing: storage[(entry.start + name.count)...]).copyMemory(from: value)
         storageCount += name.count + value.count
@@ -209,8 +260,11 @@ public struct HPACKEncoder: ~Copyable {
         }
     }
 
+    /// The first byte first: most names a request sends are as long as some row's, but
+    /// `apns-` names and pseudo-headers part at once.
     private static func equal(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
-        bytes.count == text.utf8CodeUnitCount && equal(UnsafeRawPointer(text.utf8Start), bytes)
+        bytes.count == text.utf8CodeUnitCount && (bytes.isEmpty || bytes[0] == text.utf8Start.pointee)
+            && equal(UnsafeRawPointer(text.utf8Start), bytes)
     }
 
     /// Whether the `bytes.count` bytes at `pointer` are `bytes`.
