@@ -136,7 +136,12 @@ import Testing
 
     @Test func refusedConnectionsBackOffUntilTheGatewayAppears() async throws {
         let port = try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
-        let sender = try Sender(LoopbackRig.senderConfiguration(port: port))
+        var configuration = LoopbackRig.senderConfiguration(port: port)
+        // The rig's 50 attempts give up within five seconds of backoff, which a loaded CI
+        // machine can take to bring the gateway up: this test is about backing off, not
+        // about giving up, so the attempts outlast `finish`'s timeout.
+        configuration.connectAttempts = 1000
+        let sender = try Sender(configuration)
         let count = 1000
         for n in 0..<count {
             _ = try LoopbackRig.payload(n).withUnsafeBytes { try sender.trySend(token: LoopbackRig.token(n), payload: $0) }
