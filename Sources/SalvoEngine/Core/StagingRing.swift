@@ -33,7 +33,7 @@ struct Origin {
 ///
 /// Thread rule: producers on any thread, under `producerLock`; the loop side on one thread at a time (debug builds check).
 final class StagingRing: @unchecked Sendable {
-    /// In this order, the length fills the origin's tail padding: 32 bytes, not 40.
+    /// In this order, the length fills the origin's tail padding (a smaller stride).
     struct Slot {
         var origin: Origin
         var length: UInt32
