@@ -19,7 +19,8 @@ import Testing
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
         let url = try DatabaseURL(cluster.url())
-        let logger = Logger(label: "journal-test")
+        let log = LogRecorder()
+        let logger = log.logger
         let journal = try await NotificationJournal.connect(url, instance: "first", leaseDuration: .seconds(10),
                                                             registry: .init(environment: .production, defaultTopic: "com.example.app"),
                                                             logger: logger)
@@ -31,7 +32,7 @@ import Testing
                    ('\(alive)', 'com.example.app', 'production', now() - interval '1 hour')
             """)
         // Answers held 300 ms: the notifications are pending when the 202 comes.
-        let rig = try await ServeRig(mockPlan: H2FailurePlan(responseDelay: .milliseconds(300)), journal: journal)
+        let rig = try await ServeRig(mockPlan: H2FailurePlan(responseDelay: .milliseconds(300)), journal: journal, logger: logger)
         let id = "5E0C2E6B-4C9B-4E1A-9A41-0E0F7C6D5B4A"
         let answer = try await rig.post(ServeRig.batch([
             ServeRig.notification(0, extra: #","apns_id":"\#(id)""#), ServeRig.notification(1, token: H2LoopbackRig.deadToken(1)),
@@ -50,13 +51,13 @@ import Testing
             FROM serve_notifications ORDER BY apns_id
             """)
         let expected = [(ids[0], "accepted||"), (ids[1], "rejected|410|Unregistered"), (ids[2], "accepted||")]
-        #expect(ends == expected.sorted { $0.0 < $1.0 }.map { "\($0.0)|\($0.1)|t\n" }.joined())
+        #expect(ends == expected.sorted { $0.0 < $1.0 }.map { "\($0.0)|\($0.1)|t\n" }.joined(), "serve's log:\n\(log.lines)")
         let registry = try cluster.psql("SELECT token, coalesce(invalid_reason, 'valid') FROM devices ORDER BY token")
         #expect(registry == [(dead, "Unregistered"), (alive, "valid")].sorted { $0.0 < $1.0 }.map { "\($0.0)|\($0.1)\n" }.joined(),
-                "the 410 invalidated its token, and only it")
+                "the 410 invalidated its token, and only it; serve's log:\n\(log.lines)")
 
         let again = try await ServeRig(journal: try await NotificationJournal.connect(url, instance: "second", leaseDuration: .seconds(10),
-                                                                                        logger: logger))
+                                                                                        logger: logger), logger: logger)
         let repeated = try await again.post(ServeRig.notification(0, extra: #","apns_id":"\#(id)""#))
         let rejected = try await again.get("/v1/notifications/\(ids[1])")
         try await again.stop()
@@ -65,7 +66,7 @@ import Testing
         #expect(repeated.json.notifications.first?["state"] as? String == "accepted")
         #expect(rejected.status == 200)
         #expect(rejected.json["state"] as? String == "rejected" && rejected.json["status_code"] as? Int == 410)
-        #expect(again.mock.gateway.statistics().requests == 0, "nothing sent again")
+        #expect(again.mock.gateway.statistics().requests == 0, "nothing sent again; serve's log:\n\(log.lines)")
 
         // Past the retention, final statuses go; what is pending stays.
         try cluster.psql("INSERT INTO serve_notifications (apns_id, body) VALUES ('pending', '{}')")

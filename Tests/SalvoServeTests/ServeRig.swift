@@ -24,16 +24,20 @@ final class ServeRig {
     private let running: Task<Void, any Error>
 
     /// Starts it all; `configure` adjusts the server's configuration, `mockPlan` the mock's;
-    /// `journal`: `--db`.
+    /// `journal`: `--db`; `logger`: the server's.
     init(mockPlan: H2FailurePlan = H2FailurePlan(), services: [any Service] = [],
          _ configure: (inout ServeConfiguration) -> Void = { _ in },
-         onRefusal: (@Sendable (NotificationStatus) -> Void)? = nil, journal: NotificationJournal? = nil) async throws {
+         onRefusal: (@Sendable (NotificationStatus) -> Void)? = nil, journal: NotificationJournal? = nil,
+         logger: Logger = Logger(label: "serve-test")) async throws {
         mock = try H2LoopbackRig(plan: mockPlan)
-        sender = try RoutingSender(mock.senderConfiguration())
+        var senderConfiguration = mock.senderConfiguration()
+        // The rig's connect attempts last seconds; while the whole suite runs, a handshake can take longer.
+        senderConfiguration.connectAttempts = 1000
+        sender = try RoutingSender(senderConfiguration)
         var configuration = ServeConfiguration(campaignProtocol: .http2(defaultPushType: .alert))
         configuration.port = 0
         configure(&configuration)
-        server = NotificationServer(configuration: configuration, sender: sender, routing: nil, logger: Logger(label: "serve-test"),
+        server = NotificationServer(configuration: configuration, sender: sender, routing: nil, logger: logger,
                                     onRefusal: onRefusal, journal: journal)
         let (ports, listening) = AsyncStream.makeStream(of: Int.self)
         let server = self.server
