@@ -257,8 +257,7 @@ public final class NotificationLineParser {
         guard member.kind == .string else {
             throw NotificationLineError(reason: "\"channel_id\" must be a string (the channel's base64 id), not \(member.kind.phrase)")
         }
-        guard let id = try text(member, in: line, scratch: Scratch.channelID), !id.isEmpty,
-              id.allSatisfy(BroadcastRules.isChannelIDCharacter) else {
+        guard let id = try text(member, in: line, scratch: Scratch.channelID), BroadcastRules.isChannelID(id) else {
             throw NotificationLineError(reason: "\"channel_id\" must be 1 to \(BroadcastRules.channelIDLimit) base64 characters, as "
                               + "Apple made the channel's id; not \(Self.excerpt(member, in: line))")
         }

@@ -39,7 +39,7 @@ struct CampaignOptions: ParsableArguments {
         if input != nil || tokens != nil { throw ValidationError("--broadcast --channel sends --payload; give no --input or --tokens") }
         guard let payload else { throw ValidationError("--broadcast needs --payload FILE.json (a Live Activity update or end)") }
         try refuseDirectory(payload, flag: "--payload")
-        for channel in channels where channel.isEmpty || !channel.utf8.allSatisfy(BroadcastRules.isChannelIDCharacter) {
+        for channel in channels where !BroadcastRules.isChannelID(channel) {
             throw ValidationError("--channel \(channel) is not a channel id (base64, as Apple made it)")
         }
     }

@@ -191,7 +191,7 @@ struct PayloadCommand: AsyncParsableCommand {
         if http2.collapseID != nil || token != nil {
             throw ValidationError("a broadcast goes to a channel: leave out --\(token != nil ? "token" : "collapse-id")")
         }
-        guard let channel = http2.channel, !channel.isEmpty, channel.utf8.allSatisfy(BroadcastRules.isChannelIDCharacter) else {
+        guard let channel = http2.channel, BroadcastRules.isChannelID(channel) else {
             throw ValidationError("--broadcast needs --channel ID (base64, as `salvo channel create` printed it)")
         }
         if let event = liveActivity.event, event == .start {

@@ -32,14 +32,13 @@ import Testing
         ]).map { HeaderPair($0.0, $0.1) })
         #expect(decoded[1] == (common + [
             (":path", "/3/device/" + deviceToken(2).hex), bearer, ("apns-topic", "com.example.app.voip"),
-            ("apns-push-type", "voip"), ("apns-id", explicitID.description), ("apns-expiration", "1767225600"),
-            ("apns-priority", "5"),
+            ("apns-push-type", "voip"), ("apns-priority", "5"), ("apns-id", explicitID.description),
+            ("apns-expiration", "1767225600"),
         ]).map { HeaderPair($0.0, $0.1) })
         #expect(ids[0] != ids[2] && ids.allSatisfy { $0.count == 36 })
         #expect(decoded[2] == (common + [
-            (":path", "/3/device/" + deviceToken(3).hex), bearer, ("apns-topic", "com.other.app.push-type.liveactivity"),
-            ("apns-push-type", "liveactivity"), ("apns-id", ids[2]), ("apns-priority", "10"),
-            ("apns-collapse-id", "score"),
+            (":path", "/3/device/" + deviceToken(3).hex), bearer, ("apns-push-type", "liveactivity"), ("apns-priority", "10"),
+            ("apns-topic", "com.other.app.push-type.liveactivity"), ("apns-id", ids[2]), ("apns-collapse-id", "score"),
         ]).map { HeaderPair($0.0, $0.1) })
         // Each stream's DATA is its payload.
         #expect(blocks.map(\.body) == [#"{"aps":{"alert":"one"}}"#, #"{"aps":{}}"#, #"{"aps":{"event":"update"}}"#])
@@ -76,14 +75,13 @@ import Testing
         let bearer = ("authorization", String(decoding: headers.authorization, as: UTF8.self))
         // Always an expiration (0: store nothing) and a priority (10); never an apns-topic.
         #expect(decoded[0] == (common + [
-            (":path", "/4/broadcasts/apps/com.example.app"), bearer, ("apns-channel-id", "dHN0LXNyY2gtY2hubA=="),
-            ("apns-push-type", "liveactivity"), ("apns-request-id", requestID), ("apns-expiration", "0"), ("apns-priority", "10"),
+            (":path", "/4/broadcasts/apps/com.example.app"), bearer, ("apns-push-type", "liveactivity"), ("apns-expiration", "0"),
+            ("apns-priority", "10"), ("apns-channel-id", "dHN0LXNyY2gtY2hubA=="), ("apns-request-id", requestID),
         ]).map { HeaderPair($0.0, $0.1) })
         #expect(requestID.count == 36)
         #expect(decoded[1] == (common + [
-            (":path", "/4/broadcasts/apps/com.other.app"), bearer, ("apns-channel-id", "Y2hhbm5lbC0y"),
-            ("apns-push-type", "liveactivity"), ("apns-request-id", explicitID.description), ("apns-expiration", "1767225600"),
-            ("apns-priority", "1"),
+            (":path", "/4/broadcasts/apps/com.other.app"), bearer, ("apns-push-type", "liveactivity"), ("apns-priority", "1"),
+            ("apns-channel-id", "Y2hhbm5lbC0y"), ("apns-request-id", explicitID.description), ("apns-expiration", "1767225600"),
         ]).map { HeaderPair($0.0, $0.1) })
         #expect(decoded[2].contains(HeaderPair(":path", "/3/device/" + deviceToken(3).hex)))
         #expect(decoded[2].contains(HeaderPair("apns-topic", "com.example.app")))

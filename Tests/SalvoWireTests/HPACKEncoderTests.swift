@@ -104,6 +104,69 @@ import Testing
         #expect(inflater.tableSize == encoder.size)
     }
 
+    /// A run is written as the bytes it encoded to while the table stays as it was, and
+    /// encoded again once the table changed (an entry added, the peer's table smaller): an
+    /// encoder writing runs writes what one encoding every field writes, block for block.
+    @Test func aRunIsWrittenAgainAsItWasEncodedWhileTheTableIsUnchanged() throws {
+        var plain = HPACKEncoder(), runs = HPACKEncoder()
+        let inflater = Inflater()
+        func fixed(_ authorization: String) -> [TestField] {
+            [TestField(":method", "POST"), TestField(":authority", "api.push.apple.com"), TestField("authorization", authorization),
+             TestField("apns-push-type", "alert")]
+        }
+        // (the run's key and fields, the peer's table size before the block)
+        let blocks: [(key: UInt64, run: [TestField], tableSize: Int?)] = [
+            (1, fixed("bearer one"), nil),  // first use: entries added, nothing kept
+            (1, fixed("bearer one"), nil),  // all indexed: kept
+            (1, fixed("bearer one"), nil),  // written from what was kept
+            (2, fixed("bearer two"), nil),  // a new token: added, and the others' indices move
+            (1, fixed("bearer one"), nil),
+            (1, fixed("bearer one"), 120),  // a smaller table evicts
+            (1, fixed("bearer one"), nil),
+        ]
+        for (number, block) in blocks.enumerated() {
+            if let size = block.tableSize {
+                plain.setPeerTableSize(size)
+                runs.setPeerTableSize(size)
+            }
+            let unique = [TestField(":path", "/3/device/\(number)", .neverIndexed)]
+            let expected = encode(block.run + unique, with: &plain)
+            let written = encode(block.run + unique, with: &runs, runKey: block.key)
+            #expect(written == expected, "block \(number)")
+            #expect(try inflater.decode(written) == (block.run + unique).map(\.pair), "block \(number)")
+        }
+        // Equal keys stand for equal fields: once kept, the encoder does not look at them again.
+        var trusting = HPACKEncoder()
+        _ = encode(fixed("bearer one"), with: &trusting, runKey: 1)
+        let kept = encode(fixed("bearer one"), with: &trusting, runKey: 1)
+        #expect(encode(fixed("bearer else"), with: &trusting, runKey: 1) == kept)
+        #expect(encode(fixed("bearer else"), with: &trusting, runKey: 3) != kept)
+    }
+
+    /// `fields` as one block, through `encodeRun` (slot 0) when `runKey` is set.
+    func encode(_ fields: [TestField], with encoder: inout HPACKEncoder, runKey: UInt64) -> [UInt8] {
+        let bound = HPACKEncoder.maximumBlockPrefixLength
+            + fields.reduce(0) { $0 + HPACKEncoder.maximumEncodedLength(nameCount: $1.name.utf8.count, valueCount: $1.value.utf8.count) }
+        var block = [UInt8](repeating: 0, count: bound)
+        let run = fields.filter { $0.indexing == .indexed }, rest = fields.filter { $0.indexing != .indexed }
+        let count = block.withUnsafeMutableBytes { space in
+            var writer = ByteWriter(space)
+            encoder.beginBlock(into: &writer)
+            encoder.encodeRun(slot: 0, key: runKey, into: &writer) { encoder, writer in
+                for field in run { Self.encode(field, with: &encoder, into: &writer) }
+            }
+            for field in rest { Self.encode(field, with: &encoder, into: &writer) }
+            return writer.count
+        }
+        return Array(block[..<count])
+    }
+
+    static func encode(_ field: TestField, with encoder: inout HPACKEncoder, into writer: inout ByteWriter) {
+        Array(field.name.utf8).withUnsafeBytes { name in
+            Array(field.value.utf8).withUnsafeBytes { value in encoder.encode(name: name, value: value, field.indexing, into: &writer) }
+        }
+    }
+
     func encode(_ fields: [TestField], with encoder: inout HPACKEncoder) -> [UInt8] {
         let bound = HPACKEncoder.maximumBlockPrefixLength
             + fields.reduce(0) { $0 + HPACKEncoder.maximumEncodedLength(nameCount: $1.name.utf8.count, valueCount: $1.value.utf8.count) }

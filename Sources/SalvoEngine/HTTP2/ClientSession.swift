@@ -46,26 +46,56 @@ import SalvoWire
         var indexing: HPACKIndexing
     }
 
+    /// Fields `first..<end` repeat together under `key` (see `HPACKEncoder.encodeRun`).
+    fileprivate struct Run {
+        var first: Int
+        var end: Int
+        var slot: Int
+        var key: UInt64
+    }
+
     private let fields: UnsafeMutablePointer<Field>
     fileprivate private(set) var count = 0
     /// The most bytes the fields take encoded.
     fileprivate private(set) var encodedLength = 0
     let capacity: Int
+    private let runStorage: UnsafeMutablePointer<Run>
+    private var runCount = 0
 
     /// Room for `capacity` fields, made once.
     public init(capacity: Int) {
         fields = .allocate(capacity: capacity)
+        runStorage = .allocate(capacity: HPACKEncoder.runSlots)
         self.capacity = capacity
     }
 
-    deinit { fields.deallocate() }
+    deinit {
+        fields.deallocate()
+        runStorage.deallocate()
+    }
 
     fileprivate var list: UnsafeBufferPointer<Field> { UnsafeBufferPointer(start: fields, count: count) }
+    fileprivate var runs: UnsafeBufferPointer<Run> { UnsafeBufferPointer(start: runStorage, count: runCount) }
 
     /// Empties the list for the next request.
     public mutating func removeAll() {
         count = 0
         encodedLength = 0
+        runCount = 0
+    }
+
+    /// The fields added from here to `endRun()` repeat from request to request: `key`
+    /// stands for them (the same key in the same `slot`, the same fields), so that the
+    /// encoder writes them again as it wrote them last, without looking each one up.
+    public mutating func beginRun(slot: Int, key: UInt64) {
+        precondition(runCount < HPACKEncoder.runSlots, "more runs than HeaderFields holds")
+        runStorage[runCount] = Run(first: count, end: count, slot: slot, key: key)
+    }
+
+    /// Ends the run `beginRun` began.
+    public mutating func endRun() {
+        runStorage[runCount].end = count
+        runCount += 1
     }
 
     /// A field whose value repeats from request to request: HPACK indexes it, so after the
@@ -204,7 +234,15 @@ import SalvoWire
         write(upTo: HTTP2FrameHeader.byteCount + blockLength) { writer in
             HTTP2FrameWriter.headers(stream: id, endStream: body.isEmpty, into: &writer) { writer in
                 encoder.beginBlock(into: &writer)
-                for field in list { encoder.encode(name: field.name, value: field.value, field.indexing, into: &writer) }
+                var next = 0
+                for run in fields.runs {
+                    Self.encode(list[next..<run.first], with: &encoder, into: &writer)
+                    encoder.encodeRun(slot: run.slot, key: run.key, into: &writer) { encoder, writer in
+                        Self.encode(list[run.first..<run.end], with: &encoder, into: &writer)
+                    }
+                    next = run.end
+                }
+                Self.encode(list[next...], with: &encoder, into: &writer)
             }
         }
         let place = streams.insert(ClientStream(id: id, entry: entry, sendWindow: peerInitialWindow, bodyLeft: body.count))
@@ -215,6 +253,11 @@ import SalvoWire
             withDelegate { $0.keepBody(entry: entry, UnsafeRawBufferPointer(rebasing: body[sent...])) }
             waitingBodies.append(id)
         }
+    }
+
+    private static func encode(_ fields: Slice<UnsafeBufferPointer<HeaderFields.Field>>, with encoder: inout HPACKEncoder,
+                               into writer: inout ByteWriter) {
+        for field in fields { encoder.encode(name: field.name, value: field.value, field.indexing, into: &writer) }
     }
 
     /// Writes DATA for the stream at `place` from `body` while the windows allow; returns

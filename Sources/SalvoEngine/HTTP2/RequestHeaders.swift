@@ -11,7 +11,11 @@ struct RequestHeaders: ~Copyable {
     /// The fields of the last request made by `make`, for `ClientSession.submit`.
     private(set) var fields = HeaderFields(capacity: 12)
     /// `bearer <provider token>`; empty with certificates.
-    var authorization: [UInt8] = []
+    var authorization: [UInt8] = [] {
+        didSet { authorizationVersion &+= 1 }
+    }
+    /// Tells the authorization's values apart in a run's key.
+    private var authorizationVersion: UInt64 = 0
     private let values: UnsafeMutableRawBufferPointer
     private let authority: [UInt8]
     /// `apns-topic` per push type (the bundle id with the type's suffix); empty: none.
@@ -40,51 +44,78 @@ struct RequestHeaders: ~Copyable {
     deinit { values.deallocate() }
 
     /// Makes `fields` for `record`, read from `position` of `source`.
+    ///
+    /// The fields that repeat come in two runs, each with a key that stands for its
+    /// contents (`HeaderFields.beginRun`), so that the encoder writes a run again as it
+    /// wrote it last: the pseudo-header fields (but a device's `:path`), then the fixed
+    /// regular ones. What varies follows each run.
     mutating func make(for record: RequestRecord, position: SourcePosition, source: SourceID) {
         fields.removeAll()
+        // A broadcast to the sender's own bundle id has a fixed path; to a line's own, not.
+        let fixedPath = record.isBroadcast && record.topic == nil
+        fields.beginRun(slot: 0, key: fixedPath ? 1 : 0)
         fields.add(":method", "POST")
         fields.add(":scheme", "https")
         authority.withUnsafeBytes { fields.add(":authority", $0) }
-        guard !record.isBroadcast else {
-            makeBroadcast(for: record, position: position, source: source)
-            return
+        if fixedPath { broadcastPath.withUnsafeBytes { fields.add(":path", $0) } }
+        fields.endRun()
+        var used = fixedPath ? 0 : addPath(of: record)
+        addFixedFields(of: record)
+        if record.isBroadcast {
+            // Its bundle id is in the path: no topic (Apple refuses one).
+            fields.addUnique("apns-channel-id", record.channelID)
+            used = addID("apns-request-id", for: record, position: position, source: source, at: used)
+        } else {
+            if let topic = record.topic { fields.add("apns-topic", topic) }
+            used = addID("apns-id", for: record, position: position, source: source, at: used)
         }
-        let prefix = APNsRequestHeader.devicePathPrefix
-        let pathLength = prefix.utf8CodeUnitCount + 2 * DeviceToken.byteCount
-        values.copyMemory(from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
-        record.token.writeHex(into: UnsafeMutableRawBufferPointer(rebasing: values[prefix.utf8CodeUnitCount..<pathLength]))
-        fields.addUnique(":path", UnsafeRawBufferPointer(rebasing: values[..<pathLength]))
-        if !authorization.isEmpty { authorization.withUnsafeBytes { fields.add("authorization", $0) } }
-        let pushType = record.pushType
-        if let topic = record.topic {
-            fields.add("apns-topic", topic)
-        } else if !topics[Int(pushType.rawValue)].isEmpty {
-            topics[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-topic", $0) }
+        if let expiry = record.expiry, expiry != 0 {
+            let count = Self.writeDecimal(expiry, into: UnsafeMutableRawBufferPointer(rebasing: values[used...]))
+            fields.addUnique("apns-expiration", UnsafeRawBufferPointer(rebasing: values[used..<used + count]))
         }
-        pushTypeNames[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-push-type", $0) }
-        let expiryStart = addID("apns-id", for: record, position: position, source: source, at: pathLength)
-        addExpiryAndPriority(of: record, at: expiryStart)
         if let collapse = record.collapseID { fields.addUnique("apns-collapse-id", collapse) }
     }
 
-    /// A broadcast's fields: its bundle id's path, the channel, `apns-request-id` for the
-    /// id, and no topic (Apple refuses one: the bundle id is in the path).
-    private mutating func makeBroadcast(for record: RequestRecord, position: SourcePosition, source: SourceID) {
-        var idStart = 0
-        if let bundleID = record.topic {
+    /// Adds the `:path` that is not fixed, written at the start of `values`: a device's, or
+    /// a broadcast's to a line's own bundle id. Returns where it ends.
+    private mutating func addPath(of record: RequestRecord) -> Int {
+        if record.isBroadcast, let bundleID = record.topic {
             let prefix = APNsRequestHeader.broadcastPathPrefix
+            let end = prefix.utf8CodeUnitCount + bundleID.count
             values.copyMemory(from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
-            idStart = prefix.utf8CodeUnitCount + bundleID.count
-            UnsafeMutableRawBufferPointer(rebasing: values[prefix.utf8CodeUnitCount..<idStart]).copyMemory(from: bundleID)
-            fields.add(":path", UnsafeRawBufferPointer(rebasing: values[..<idStart]))
-        } else {
-            broadcastPath.withUnsafeBytes { fields.add(":path", $0) }
+            UnsafeMutableRawBufferPointer(rebasing: values[prefix.utf8CodeUnitCount..<end]).copyMemory(from: bundleID)
+            fields.add(":path", UnsafeRawBufferPointer(rebasing: values[..<end]))
+            return end
         }
+        let prefix = APNsRequestHeader.devicePathPrefix
+        let end = prefix.utf8CodeUnitCount + 2 * DeviceToken.byteCount
+        values.copyMemory(from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
+        record.token.writeHex(into: UnsafeMutableRawBufferPointer(rebasing: values[prefix.utf8CodeUnitCount..<end]))
+        fields.addUnique(":path", UnsafeRawBufferPointer(rebasing: values[..<end]))
+        return end
+    }
+
+    /// The run of regular fields that repeat: the authorization, the sender's topic (a
+    /// line's own follows the run), the push type, an expiration of 0 and the priority.
+    private mutating func addFixedFields(of record: RequestRecord) {
+        let pushType = record.isBroadcast ? APNsPushType.liveactivity : record.pushType
+        let fixedTopic = !record.isBroadcast && record.topic == nil && !topics[Int(pushType.rawValue)].isEmpty
+        let priority: (code: UInt64, text: StaticString)? = switch record.priority {
+        case 10?: (1, "10")
+        case 5?: (2, "5")
+        case 1?: (3, "1")
+        default: nil
+        }
+        fields.beginRun(slot: 1, key: authorizationVersion << 16 | UInt64(pushType.rawValue) << 8 | (priority?.code ?? 0) << 4
+                            | (record.expiry == 0 ? 4 : 0) | (fixedTopic ? 2 : 0))
         if !authorization.isEmpty { authorization.withUnsafeBytes { fields.add("authorization", $0) } }
-        fields.addUnique("apns-channel-id", record.channelID)
-        pushTypeNames[Int(APNsPushType.liveactivity.rawValue)].withUnsafeBytes { fields.add("apns-push-type", $0) }
-        let expiryStart = addID("apns-request-id", for: record, position: position, source: source, at: idStart)
-        addExpiryAndPriority(of: record, at: expiryStart)
+        if fixedTopic { topics[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-topic", $0) } }
+        pushTypeNames[Int(pushType.rawValue)].withUnsafeBytes { fields.add("apns-push-type", $0) }
+        // Every broadcast to a channel that stores nothing says 0: indexed, it costs both
+        // ends one byte after the first request.
+        if record.expiry == 0 { fields.add("apns-expiration", "0") }
+        if let priority { fields.add("apns-priority", priority.text) }
+        fields.endRun()
     }
 
     /// Adds the request's id as `name`: the record's, or one made from its position (the
@@ -97,25 +128,6 @@ struct RequestHeaders: ~Copyable {
         id.write(into: UnsafeMutableRawBufferPointer(rebasing: values[start..<end]))
         fields.addUnique(name, UnsafeRawBufferPointer(rebasing: values[start..<end]))
         return end
-    }
-
-    /// Adds `apns-expiration` (written at `start` of `values`) and `apns-priority` when the
-    /// record has them.
-    private mutating func addExpiryAndPriority(of record: RequestRecord, at start: Int) {
-        if record.expiry == 0 {
-            // Every broadcast to a channel that stores nothing says 0: indexed, it costs
-            // both ends one byte after the first request.
-            fields.add("apns-expiration", "0")
-        } else if let expiry = record.expiry {
-            let count = Self.writeDecimal(expiry, into: UnsafeMutableRawBufferPointer(rebasing: values[start...]))
-            fields.addUnique("apns-expiration", UnsafeRawBufferPointer(rebasing: values[start..<start + count]))
-        }
-        switch record.priority {
-        case 10?: fields.add("apns-priority", "10")
-        case 5?: fields.add("apns-priority", "5")
-        case 1?: fields.add("apns-priority", "1")
-        default: break
-        }
     }
 
     /// Writes `value` in decimal at the start of `destination`; returns the digit count.

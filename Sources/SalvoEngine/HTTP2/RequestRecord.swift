@@ -208,7 +208,7 @@ struct RequestRecordBuilder: Sendable {
         if let topic = fields.topic, topic.count > topicLimit {
             return .headerTooLong(name: "apns-topic", length: topic.count, maximum: topicLimit)
         }
-        guard (1...BroadcastRules.channelIDLimit).contains(channel.count), channel.allSatisfy(BroadcastRules.isChannelIDCharacter) else {
+        guard BroadcastRules.isChannelID(channel) else {
             return .invalidHeader(name: "apns-channel-id",
                                   problem: "must be 1 to \(BroadcastRules.channelIDLimit) base64 characters, as Apple made the channel's id")
         }

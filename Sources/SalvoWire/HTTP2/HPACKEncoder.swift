@@ -61,6 +61,23 @@ public struct HPACKEncoder: ~Copyable {
     /// Size changes to announce at the start of the next block: the smallest since the
     /// last block, then the final one (RFC 7541 §4.2).
     private var pendingUpdate: (smallest: Int, final: Int)?
+    /// Changes whenever the dynamic table does (an entry added or dropped, its size
+    /// changed): while it stays, the same fields encode to the same bytes.
+    private var generation: UInt64 = 0
+    /// What `encodeRun` wrote last for each of its slots.
+    private var runs = [CachedRun](repeating: CachedRun(), count: HPACKEncoder.runSlots)
+
+    /// How many runs of fields `encodeRun` keeps: a request's pseudo-header fields and its
+    /// fixed ones.
+    public static let runSlots = 2
+
+    /// The bytes of a run of fields, as encoded with the table at `generation`.
+    private struct CachedRun {
+        var key: UInt64 = 0
+        var generation: UInt64 = .max
+        var count = 0
+        var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    }
 
     /// An encoder with an empty table of the default size, as a connection starts.
     public init() {
@@ -79,6 +96,7 @@ public struct HPACKEncoder: ~Copyable {
         let newCapacity = min(limit, Self.maximumTableSize)
         guard newCapacity != capacity else { return }
         capacity = newCapacity
+        generation &+= 1
         evict(toFit: 0)
         pendingUpdate = (min(pendingUpdate?.smallest ?? newCapacity, newCapacity), newCapacity)
     }
@@ -89,6 +107,32 @@ public struct HPACKEncoder: ~Copyable {
         pendingUpdate = nil
         if update.smallest < update.final { Self.writeInteger(update.smallest, prefixBits: 5, pattern: 0x20, into: &writer) }
         Self.writeInteger(update.final, prefixBits: 5, pattern: 0x20, into: &writer)
+    }
+
+    /// Writes a run of fields that repeat together from block to block (a request's fixed
+    /// fields), which `encode` writes with `encode(name:value:_:into:)`. `key` stands for
+    /// the run's fields and values: equal keys in the same `slot`, equal fields. While the
+    /// table is unchanged, a run whose key was encoded last in its slot is written as the
+    /// bytes it encoded to then (the same bytes, without a table lookup per field); a run
+    /// that changed the table as it was encoded (a field's first use) is encoded afresh
+    /// next time.
+    public mutating func encodeRun(slot: Int, key: UInt64, into writer: inout ByteWriter,
+                                   _ encode: (inout HPACKEncoder, inout ByteWriter) -> Void) {
+        let cached = runs[slot]
+        if cached.key == key && cached.generation == generation {
+            withUnsafeBytes(of: cached.bytes) { writer.write(UnsafeRawBufferPointer(rebasing: $0[..<cached.count])) }
+            return
+        }
+        let (before, start) = (generation, writer.count)
+        encode(&self, &writer)
+        let count = writer.count - start
+        guard generation == before, count <= MemoryLayout.size(ofValue: cached.bytes) else {
+            runs[slot].generation = .max
+            return
+        }
+        var run = CachedRun(key: key, generation: generation, count: count)
+        withUnsafeMutableBytes(of: &run.bytes) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: writer.buffer[start..<writer.count])) }
+        runs[slot] = run
     }
 
     /// Writes one field of the block begun by `beginBlock`.
@@ -186,6 +230,7 @@ public struct HPACKEncoder: ~Copyable {
         storageCount += name.count + value.count
         entries.append(entry)
         size += entry.size
+        generation &+= 1
     }
 
     /// Drops the oldest entries until `incoming` more bytes fit in `capacity`. Rare (the
