@@ -170,35 +170,34 @@ public struct HPACKEncoder: ~Copyable {
 
     // MARK: The dynamic table
 
-    /// The dynamic index of the field, if the table holds it (newest first: the entries
-    /// that repeat were added together, at the start of the connection).
+    /// The dynamic index of the field, if the table holds it.
     private func dynamicIndex(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Int? {
-        let base = UnsafeRawPointer(storage.baseAddress!)
         let nameHead = Self.head(name), valueHead = Self.head(value)
-        var position = entries.count - 1
-        while position >= 0 {
-            let entry = entries[position]
-            if entry.nameHead == nameHead && entry.valueHead == valueHead
+        return newestIndex { entry, base in
+            entry.nameHead == nameHead && entry.valueHead == valueHead
                 && entry.nameCount == name.count && entry.valueCount == value.count
                 && Self.equalBeyondHead(base + entry.start + entry.nameCount, value)
-                && Self.equalBeyondHead(base + entry.start, name) {
-                return 62 + (entries.count - 1 - position)
-            }
-            position -= 1
+                && Self.equalBeyondHead(base + entry.start, name)
         }
-        return nil
     }
 
     /// The dynamic index of an entry named `name`, whatever its value, if the table holds one.
     private func dynamicIndex(name: UnsafeRawBufferPointer) -> Int? {
-        let base = UnsafeRawPointer(storage.baseAddress!)
         let nameHead = Self.head(name)
+        return newestIndex { entry, base in
+            entry.nameHead == nameHead && entry.nameCount == name.count && Self.equalBeyondHead(base + entry.start, name)
+        }
+    }
+
+    /// The dynamic index of the newest entry that `matches` (given the entry and the start of
+    /// the storage): newest first, for the entries that repeat were added together, at the
+    /// start of the connection.
+    @inline(__always)
+    private func newestIndex(where matches: (Entry, UnsafeRawPointer) -> Bool) -> Int? {
+        let base = UnsafeRawPointer(storage.baseAddress!)
         var position = entries.count - 1
         while position >= 0 {
-            let entry = entries[position]
-            if entry.nameHead == nameHead && entry.nameCount == name.count && Self.equalBeyondHead(base + entry.start, name) {
-                return 62 + (entries.count - 1 - position)
-            }
+            if matches(entries[position], base) { return 62 + (entries.count - 1 - position) }
             position -= 1
         }
         return nil
