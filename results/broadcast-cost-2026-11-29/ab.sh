@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# ab.sh OUT ROUNDS BIN...: salvo bench's broadcast cell at 0 ms for each build, alternating; prints device and broadcast CPU per million and their ratio.
+# ab.sh OUT ROUNDS BIN...: salvo bench's broadcast cell at DELAY ms (default 0) for each build, alternating; prints device and broadcast CPU per million and their ratio.
 set -u
 out=$1; rounds=$2; shift 2
 for r in $(seq 1 $rounds); do
   for bin in "$@"; do
     d=$(mktemp -d)
-    $bin bench --protocol h2 --error-rates 0 --response-delays 0 --payload-sizes 100 --broadcast-channels 1000 --count 500000 --runs 5 --output $d --json-only >/dev/null 2>&1
+    $bin bench --protocol h2 --error-rates 0 --response-delays ${DELAY:-0} --payload-sizes 100 --broadcast-channels 1000 --count 500000 --runs 5 --output $d --json-only >/dev/null 2>&1
     python3 - "$bin" "$r" $d/h2-*.json <<'PY' | tee -a $out
 import json,sys
 d=json.load(open(sys.argv[3]))
