@@ -161,10 +161,15 @@ public struct ServeJournal: Sendable {
     public func renew(owner: String, for duration: Duration) async throws(CampaignStoreError) -> Int {
         let seconds = duration / .seconds(1)
         do {
+            // Rows a write-back holds are skipped: they are about to be final, and waiting for
+            // them in whatever order the scan meets them can deadlock with that transaction.
             let rows = try await database.query("""
-                WITH renewed AS (
-                    UPDATE serve_notifications SET lease_expires_at = now() + make_interval(secs => \(seconds))
-                    WHERE lease_owner = \(owner) AND state = 'pending' RETURNING 1)
+                WITH held AS (
+                    SELECT apns_id FROM serve_notifications
+                    WHERE lease_owner = \(owner) AND state = 'pending' FOR UPDATE SKIP LOCKED),
+                renewed AS (
+                    UPDATE serve_notifications s SET lease_expires_at = now() + make_interval(secs => \(seconds))
+                    FROM held WHERE s.apns_id = held.apns_id RETURNING 1)
                 SELECT count(*) FROM renewed
                 """)
             for try await count in rows.decode(Int64.self) { return Int(count) }
