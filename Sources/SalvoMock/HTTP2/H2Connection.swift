@@ -92,6 +92,10 @@ final class H2Connection: ServerConnection {
     /// stream's token and headers, kept if the request is accepted.
     private var recordings: [H2RecordedRequest?] = []
     @exclusivity(unchecked) private var freeSlots: [Int32] = []
+    /// The slot `slotIndex` found last, and its stream. nghttp2 reports a request one header
+    /// field or frame per callback, so a lookup mostly repeats the one before; this answers
+    /// it without a search of nghttp2's stream map.
+    private var lastSlot: (streamID: Int32, index: Int) = (0, 0)
     @exclusivity(unchecked) private var output = OutputBuffer(capacity: 1 << 16)
     @exclusivity(unchecked) private var tally = Tally()
     /// Valid requests on this connection, for the per-connection rules.
@@ -638,8 +642,13 @@ final class H2Connection: ServerConnection {
     // MARK: Answers
 
     private func slotIndex(_ streamID: Int32) -> Int? {
+        // Stream ids are never reused: a slot still in use with this id is the stream's.
+        let last = lastSlot
+        if last.streamID == streamID, slots[last.index].inUse, slots[last.index].streamID == streamID { return last.index }
         guard let pointer = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
-        return Int(bitPattern: pointer) - 1
+        let index = Int(bitPattern: pointer) - 1
+        lastSlot = (streamID, index)
+        return index
     }
 
     /// Settles the stream's answer (nil: 200), and sends it now or holds it for the plan's

@@ -9,20 +9,28 @@ public enum BroadcastRules {
     public static let payloadLimit = 5120
 
     /// Whether `bytes` is a channel id: 1 to `channelIDLimit` characters of base64, in
-    /// either alphabet, with padding. Inlinable, with a bit per character in two words and
-    /// no branch per byte: the encoder checks every broadcast's channel id.
+    /// either alphabet, with padding. Inlinable, one table lookup per byte and no branch:
+    /// the encoder checks every broadcast's channel id.
     @inlinable
     public static func isChannelID(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard (1...channelIDLimit).contains(bytes.count) else { return false }
-        // Bit c set: character c may be in an id; `low` for 0...63 (+ - / 0-9 =), `high`
-        // for 64...127 less 64 (A-Z _ a-z).
-        let (low, high): (UInt64, UInt64) = (0x23FF_A800_0000_0000, 0x07FF_FFFE_87FF_FFFE)
-        var invalid: UInt64 = 0
+        // Character c is "1" ("0") when ASCII c may (may not) be in an id, 32 to a line:
+        // + - / 0-9 = on the second line, A-Z _ and a-z on the last two. A shift and mask
+        // per byte over two 64-bit words instead vectorizes badly.
+        let allowed: StaticString = """
+            00000000000000000000000000000000\
+            00000000000101011111111111000100\
+            01111111111111111111111111100001\
+            01111111111111111111111111100000
+            """
+        let table = allowed.utf8Start
+        var all: UInt8 = 1
+        var seen: UInt8 = 0
         for byte in bytes {
-            let word = byte & 64 == 0 ? low : high
-            invalid |= UInt64(byte >> 7) | ~(word >> UInt64(byte & 63)) & 1
+            all &= table[Int(byte & 127)]
+            seen |= byte
         }
-        return invalid == 0
+        return all & 1 == 1 && seen < 128
     }
 
     /// Whether `text` is a channel id (`isChannelID(_:)`).
