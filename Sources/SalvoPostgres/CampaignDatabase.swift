@@ -152,6 +152,30 @@ public final class CampaignDatabase: Sendable {
         }
     }
 
+    /// Runs `body` in a transaction (`transaction(_:)`), and again when PostgreSQL aborted
+    /// it to break a deadlock or a serialization conflict (SQLSTATE 40P01, 40001), up to
+    /// `attempts` runs in all: such an abort says nothing about the transaction itself, and
+    /// PostgreSQL asks clients to retry it. Only for a body that does nothing but queries:
+    /// it may run more than once.
+    func transaction<T: Sendable>(retryingConflicts attempts: Int,
+                                  _ body: (CampaignDatabase) async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await transaction(body)
+            } catch where attempt < attempts && Self.isConflict(error) {
+                attempt += 1
+            }
+        }
+    }
+
+    /// Whether `error` is PostgreSQL aborting a transaction to let a concurrent one go on.
+    static func isConflict(_ error: any Error) -> Bool {
+        // 40P01 deadlock_detected, 40001 serialization_failure.
+        guard let state = (error as? PSQLError)?.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
+    }
+
     /// `error` from a query, as a message naming the database and what was being done.
     func describe(_ error: any Error, while doing: String) -> CampaignStoreError {
         if let error = error as? CampaignStoreError { return error }

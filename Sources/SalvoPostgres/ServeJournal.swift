@@ -115,7 +115,8 @@ public struct ServeJournal: Sendable {
                        registry: Registry? = nil) async throws(CampaignStoreError) {
         let dead = refused.filter { $0.status.tokenProblem == true }
         do {
-            try await database.transaction { database in
+            // Another instance's write-back can lock the same device rows in another order.
+            try await database.transaction(retryingConflicts: 3) { database in
                 if !refused.isEmpty {
                     try await database.query("""
                         UPDATE serve_notifications s SET state = f.state, status_code = NULLIF(f.code, -1),
