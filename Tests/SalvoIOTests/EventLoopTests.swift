@@ -92,8 +92,8 @@ import Testing
 ///
 /// The exit test's child is reaped only once the test's task runs again after spawning it,
 /// on the cooperative pool (as many threads as cores). In the full suite, synchronous tests
-/// hold that pool for tens of seconds: the child stayed a zombie for 20–30 s and the test
-/// took 75–117 s of wall time for well under a second of work. Hence the limit.
+/// can hold that pool for tens of seconds, and the child stays a zombie meanwhile: well over
+/// a minute of wall time for under a second of work. Hence the limit.
 @Suite(.timeLimit(.minutes(3))) struct LoopOwnershipTests {
     @Test func onlyTheThreadRunningALoopMayTouchItWhileItRuns() throws {
         #expect(try EventLoop().isInLoopOrIdle, "a loop that does not run yet may be set up from any thread")
