@@ -348,7 +348,8 @@ public struct CampaignStore: Sendable {
         let o = outcome
         let rejections = o.rejections
         do {
-            return try await database.transaction { database in
+            // Other workers' write-backs invalidate the same device rows in another order.
+            return try await database.transaction(retryingConflicts: 3) { database in
                 let updated = try await database.query("""
                     UPDATE campaign_chunks SET
                         completed_through = \(o.completedThrough), done = \(o.isDone),
