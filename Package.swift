@@ -244,7 +244,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SalvoMockTests",
-            dependencies: ["SalvoMock", "SalvoIO", "SalvoWire", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["SalvoMock", "SalvoIO", "SalvoWire", "SalvoTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "SalvoEngineTests",

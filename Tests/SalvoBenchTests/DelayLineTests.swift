@@ -44,7 +44,7 @@ struct DelayLineTests {
             mock.kill(SIGKILL)
             _ = try? mock.exitStatus(within: .seconds(10))
         }
-        let first = try mock.firstLine(within: .seconds(20))
+        let first = try await mock.firstLine(within: .seconds(20))
         let port = try #require(first.split(separator: " ").first { $0.hasPrefix("gateway=") }.flatMap { Int($0.dropFirst(8)) },
                                 "the mock said: \(first)")
 
@@ -62,7 +62,7 @@ struct DelayLineTests {
         let result = await sender.finish()
 
         mock.kill(SIGTERM)
-        #expect(try mock.exitStatus(within: .seconds(20)) == 0)
+        #expect(try await mock.exitStatus(within: .seconds(20)) == 0)
         let statistics = try JSONDecoder().decode(MockStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: report)))
         #expect(result.isComplete && result.failed == 0)
         #expect(result.rejected > 0 && result.rejected == statistics.rejected && rejected.count == result.rejected)

@@ -45,14 +45,14 @@ extension LegacyClientTests {
 
         @Test(.disabled(if: clientsMissing != nil, Comment(rawValue: clientsMissing ?? "")))
         func aioapnsAtItsDefaultsGetsEveryAnswer() async throws {
-            let statistics = try await withTaskExecutorPreference(Self.waitingThread) { try Self.send(with: "aioapns-sender.py") }
+            let statistics = try await withTaskExecutorPreference(Self.waitingThread) { try await Self.send(with: "aioapns-sender.py") }
             #expect(statistics.withoutALPN == statistics.connections, "aioapns offers no ALPN")
             #expect(statistics.refusedWithoutPreface == 0 && statistics.handshakeFailures == 0)
         }
 
         @Test(.disabled(if: clientsMissing != nil, Comment(rawValue: clientsMissing ?? "")))
         func pyapnsClientAtItsDefaultsGetsEveryAnswer() async throws {
-            let statistics = try await withTaskExecutorPreference(Self.waitingThread) { try Self.send(with: "pyapns-client-sender.py") }
+            let statistics = try await withTaskExecutorPreference(Self.waitingThread) { try await Self.send(with: "pyapns-client-sender.py") }
             #expect(statistics.withoutALPN == 0, "httpx offers h2 in ALPN")
             #expect(statistics.handshakeFailures == 0)
         }
@@ -63,7 +63,7 @@ extension LegacyClientTests {
         /// `count` notifications of which every `deadEvery`th goes to a token the mock answers
         /// 410 Unregistered; checks the client's answer to each against what it should be and
         /// its counts against the mock's, and returns the mock's statistics.
-        static func send(with script: String, count: Int = 2000, deadEvery: Int = 50) throws -> H2Statistics {
+        static func send(with script: String, count: Int = 2000, deadEvery: Int = 50) async throws -> H2Statistics {
             let directory = NSTemporaryDirectory() + "salvo-h2-clients-\(UUID().uuidString)"
             try DevelopmentPKI.Bundle().write(to: directory)
             defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -76,7 +76,7 @@ extension LegacyClientTests {
                 "--report", report,
             ])
             defer { mock.kill(SIGKILL) }
-            let listening = try mock.firstLine(within: .seconds(30))
+            let listening = try await mock.firstLine(within: .seconds(30))
             let port = try #require(listening.split(separator: " ").first { $0.hasPrefix("gateway=") }?.dropFirst("gateway=".count),
                                     "salvo mock said '\(listening)'")
 
@@ -84,11 +84,11 @@ extension LegacyClientTests {
                 "-W", "ignore::DeprecationWarning", LegacyClientTests.repository + "/scripts/" + script,
                 "127.0.0.1", String(port), directory + "/ca.pem", authKey, keyID, teamID, String(count), String(deadEvery),
             ])
-            let status = try client.exitStatus(within: .seconds(150))
+            let status = try await client.exitStatus(within: .seconds(150))
             #expect(status == 0, "\(script): \(client.errors.suffix(2000))")
             // Every answer the client got was counted before it went out: the report is complete.
             mock.kill(SIGINT)
-            #expect(try mock.exitStatus(within: .seconds(15)) == 0, "salvo mock: \(mock.errors.suffix(2000))")
+            #expect(try await mock.exitStatus(within: .seconds(15)) == 0, "salvo mock: \(mock.errors.suffix(2000))")
             let statistics = try JSONDecoder().decode(H2Statistics.self, from: Data(contentsOf: URL(fileURLWithPath: report)))
 
             let line = client.output.split(separator: "\n").last { $0.hasPrefix("{") }

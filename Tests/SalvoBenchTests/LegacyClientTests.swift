@@ -1,6 +1,7 @@
 import Foundation
 import SalvoIO
 import SalvoMock
+import SalvoTestSupport
 import SalvoWire
 import Testing
 @testable import SalvoBench
@@ -28,10 +29,10 @@ struct LegacyClientTests {
     }()
 
     @Test(.disabled(if: phpMissing != nil, Comment(rawValue: phpMissing ?? "")))
-    func theClassicPHPSenderDeliversEveryNotification() throws {
+    func theClassicPHPSenderDeliversEveryNotification() async throws {
         let count = 200_000
-        let statistics = try Self.withMock { mock, certificates in
-            let (status, output) = try Self.run(Self.php!, [
+        let statistics = try await Self.withMock { mock, certificates in
+            let (status, output) = try await Self.run(Self.php!, [
                 Self.repository + "/scripts/php-baseline.php", "127.0.0.1", String(mock.gatewayPort),
                 certificates.path("ca.pem"), certificates.path("client.pem"), certificates.path("client.key"), String(count),
             ])
@@ -53,11 +54,11 @@ struct LegacyClientTests {
     }
 
     @Test(.disabled(if: pyapnsMissing != nil, Comment(rawValue: pyapnsMissing ?? "")))
-    func pyAPNsGetsItsErrorResponsesAndEverythingElseArrives() throws {
+    func pyAPNsGetsItsErrorResponsesAndEverythingElseArrives() async throws {
         let (count, deadEvery) = (100_000, 10_000)
         var outcome: PyAPNsOutcome?
-        let statistics = try Self.withMock(["--invalid-token-suffix", "dead"]) { mock, certificates in
-            let (status, output) = try Self.run(Self.pyapns + "/venv/bin/python", [
+        let statistics = try await Self.withMock(["--invalid-token-suffix", "dead"]) { mock, certificates in
+            let (status, output) = try await Self.run(Self.pyapns + "/venv/bin/python", [
                 "-W", "ignore::DeprecationWarning", Self.repository + "/scripts/pyapns-sender.py", "127.0.0.1",
                 String(mock.gatewayPort), certificates.path("client.pem"), certificates.path("client.key"),
                 String(count), String(deadEvery),
@@ -88,7 +89,7 @@ struct LegacyClientTests {
     /// every accepted notification recorded) and returns the mock's statistics once it has
     /// read everything the client wrote.
     static func withMock(_ flags: [String] = [],
-                         _ body: (BenchMockProcess, BenchCertificates) throws -> Void) throws -> MockStatistics {
+                         _ body: (BenchMockProcess, BenchCertificates) async throws -> Void) async throws -> MockStatistics {
         let directory = NSTemporaryDirectory() + "salvo-legacy-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -96,17 +97,26 @@ struct LegacyClientTests {
         let mock = try BenchMockProcess(executable: DelayLineTests.salvo, certificates: certificates,
                                         failurePlan: flags + ["--record-accepted"], core: nil, namespace: nil,
                                         workDirectory: directory, name: "mock")
-        do { try body(mock, certificates) } catch {
+        do { try await body(mock, certificates) } catch {
             mock.abandon()
             throw error
         }
-        return try mock.stopBinary()
+        // Waits for the mock to read everything, then for its exit: on a thread of its own.
+        nonisolated(unsafe) let stopping = mock
+        return try await onOwnThread { try stopping.stopBinary() }
     }
 
     /// Runs a client to its end, or kills it after `timeout`; standard output and error go
-    /// through one pipe, read to its end.
+    /// through one pipe, read to its end (on a thread of its own, off the cooperative pool).
     static func run(_ executable: String, _ arguments: [String],
-                    timeout: Duration = .seconds(120)) throws -> (status: Int32, output: String) {
+                    timeout: Duration = .seconds(120)) async throws -> (status: Int32, output: String) {
+        let (status, exited, text) = try await onOwnThread { try blockingRun(executable, arguments, timeout: timeout) }
+        #expect(exited, "\(executable) did not finish within \(timeout): \(text.suffix(2000))")
+        return (status, text)
+    }
+
+    private static func blockingRun(_ executable: String, _ arguments: [String],
+                                    timeout: Duration) throws -> (status: Int32, exited: Bool, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -120,8 +130,6 @@ struct LegacyClientTests {
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         watchdog.cancel()
-        let text = String(decoding: data, as: UTF8.self)
-        #expect(process.terminationReason == .exit, "\(executable) did not finish within \(timeout): \(text.suffix(2000))")
-        return (process.terminationStatus, text)
+        return (process.terminationStatus, process.terminationReason == .exit, String(decoding: data, as: UTF8.self))
     }
 }

@@ -8,7 +8,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(3))) struct BlackBerryRegistryTests {
     static let app = "com.example.bb"
 
-    @Test func theCampaignsDeadTokensAreInvalidatedInTheRegistryAndNothingElse() throws {
+    @Test func theCampaignsDeadTokensAreInvalidatedInTheRegistryAndNothingElse() async throws {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
         let rig = try NOCRig()
@@ -16,7 +16,7 @@ import Testing
         // The registry's tables, made by salvo itself (an import of no token).
         let empty = rig.path("empty.txt")
         try "".write(toFile: empty, atomically: true, encoding: .utf8)
-        let (imported, _, importErrors) = try BlackBerryCommandTests.run(
+        let (imported, _, importErrors) = try await BlackBerryCommandTests.run(
             ["registry", "import", "--db", cluster.url(), "--tokens", empty, "--topic", Self.app])
         try #require(imported == 0, "\(importErrors)")
         try cluster.psql("""
@@ -29,7 +29,7 @@ import Testing
             """)
         let before = try cluster.psql("SELECT token, topic, environment, registered_at, last_seen_at FROM devices ORDER BY 1, 2, 3")
 
-        let (status, output, errors) = try BlackBerryCommandTests.run(BlackBerryCommandTests.send(rig, [
+        let (status, output, errors) = try await BlackBerryCommandTests.run(BlackBerryCommandTests.send(rig, [
             "--input", file, "--db", cluster.url(), "--app-id", Self.app,
         ]))
         #expect(status == 0, "stderr: \(errors)")
@@ -55,11 +55,11 @@ import Testing
         #expect(after == before)
     }
 
-    @Test func anUnreachableRegistryOrAMissingAppIdStopsTheRunBeforeAnythingIsSent() throws {
+    @Test func anUnreachableRegistryOrAMissingAppIdStopsTheRunBeforeAnythingIsSent() async throws {
         let rig = try NOCRig()
         let file = try rig.writeCampaign(lines: 10, deadEvery: 5)
         let nobody = try PostgresCluster.freePort()
-        let (unreachable, _, unreachableErrors) = try BlackBerryCommandTests.run(BlackBerryCommandTests.send(rig, [
+        let (unreachable, _, unreachableErrors) = try await BlackBerryCommandTests.run(BlackBerryCommandTests.send(rig, [
             "--input", file, "--db", "postgres://salvo:secret@127.0.0.1:\(nobody)/postgres", "--app-id", Self.app,
         ]))
         #expect(unreachable == 2)
@@ -67,7 +67,7 @@ import Testing
                 "stderr: \(unreachableErrors)")
         #expect(!unreachableErrors.contains("secret"), "the password is never printed")
 
-        let (noApp, _, noAppErrors) = try BlackBerryCommandTests.run(BlackBerryCommandTests.send(rig, [
+        let (noApp, _, noAppErrors) = try await BlackBerryCommandTests.run(BlackBerryCommandTests.send(rig, [
             "--input", file, "--db", "postgres://salvo@127.0.0.1:\(nobody)/postgres",
         ]))
         #expect(noApp == 2 && noAppErrors.contains("--db needs the tokens' --app-id"), "stderr: \(noAppErrors)")

@@ -9,7 +9,7 @@ extension BlackBerryCommandTests {
     /// Two lines fail for good (code 409, which no sender knows) among lines that are
     /// accepted. The checkpoint lists them apart from the final lines; a resume sends those
     /// two and not one line more.
-    @Test func aResumeAfterPermanentFailuresSendsOnlyTheLinesThatFailed() throws {
+    @Test func aResumeAfterPermanentFailuresSendsOnlyTheLinesThatFailed() async throws {
         var plan = GNPFailurePlan()
         plan.unknownCodeEvery = 25
         let rig = try NOCRig(plan)
@@ -17,7 +17,7 @@ extension BlackBerryCommandTests {
         let checkpoint = rig.path("checkpoint")
         // One connection: the NOC counts notifications in line order.
         let arguments = Self.send(rig, ["--input", file, "--checkpoint", checkpoint, "--noc-connections", "1"])
-        let (failed, output, errors) = try Self.run(arguments)
+        let (failed, output, errors) = try await Self.run(arguments)
         #expect(failed == 1, "stderr: \(errors)")
         #expect(output.contains("failed    2  (gnp_409: 2)") || output.contains("failed    2"), "\(output)")
         #expect(errors.contains("lines 1–60 are final, 2 of them failed (lines 25, 50); the same command with --resume sends "
@@ -27,7 +27,7 @@ extension BlackBerryCommandTests {
         let before = rig.noc.statistics()
         #expect(before.accepted == 58 && before.otherAnswers == 2)
 
-        let (resumed, resumedOutput, resumeErrors) = try Self.run(arguments + ["--resume"])
+        let (resumed, resumedOutput, resumeErrors) = try await Self.run(arguments + ["--resume"])
         #expect(resumed == 0, "stderr: \(resumeErrors)")
         #expect(resumeErrors.contains("first sending again the 2 lines that failed: 25, 50"), "stderr: \(resumeErrors)")
         #expect(resumedOutput.contains("accepted  2"), "\(resumedOutput)")

@@ -14,7 +14,7 @@ import Testing
         ["channel", operation, "--bundle-id", "com.example.scores", "--gateway", "127.0.0.1:\(port)"] + workspace.tlsArguments() + more
     }
 
-    @Test func usageErrorsExitTwoAndSayWhatToGive() throws {
+    @Test func usageErrorsExitTwoAndSayWhatToGive() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let cases: [([String], String)] = [
@@ -30,14 +30,14 @@ import Testing
             (Self.channel("list", port: 2196, workspace, ["--auth-key", "k.p8", "--key-id", "K", "--team-id", "T"]), "not both"),
         ]
         for (arguments, hint) in cases {
-            let (status, output, errors) = try SendCommandTests.run(arguments)
+            let (status, output, errors) = try await SendCommandTests.run(arguments)
             #expect(status == 2, "\(arguments): stdout \(output) stderr \(errors)")
             #expect(errors.contains(hint), "\(arguments): \(errors)")
             #expect(output.isEmpty)
         }
     }
 
-    @Test func anUnreachableGatewayExitsOneNamingTheGatewayAndTheRequest() throws {
+    @Test func anUnreachableGatewayExitsOneNamingTheGatewayAndTheRequest() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         // A port nothing listens on: bound, never listened.
@@ -50,19 +50,19 @@ import Testing
         _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) } }
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) } }
         let port = Int(UInt16(bigEndian: address.sin_port))
-        let (status, output, errors) = try SendCommandTests.run(Self.channel("list", port: port, workspace, []))
+        let (status, output, errors) = try await SendCommandTests.run(Self.channel("list", port: port, workspace, []))
         #expect(status == 1, "stdout \(output) stderr \(errors)")
         #expect(errors.hasPrefix("salvo channel list: channel list at 127.0.0.1:\(port): no answer: cannot connect"), "\(errors)")
         #expect(errors.contains("apns-request-id"), "\(errors)")
     }
 
-    @Test func helpNamesTheOperationsAndTheGateways() throws {
-        let (status, output, _) = try SendCommandTests.run(["channel", "--help"])
+    @Test func helpNamesTheOperationsAndTheGateways() async throws {
+        let (status, output, _) = try await SendCommandTests.run(["channel", "--help"])
         #expect(status == 0)
         for word in ["create", "read", "delete", "list", "api-manage-broadcast.push.apple.com:2196", "--auth-key"] {
             #expect(output.contains(word), "\(word): \(output)")
         }
-        let (createStatus, createHelp, _) = try SendCommandTests.run(["channel", "create", "--help"])
+        let (createStatus, createHelp, _) = try await SendCommandTests.run(["channel", "create", "--help"])
         #expect(createStatus == 0 && createHelp.contains("most-recent") && createHelp.contains("--token-cache"), "\(createHelp)")
     }
 
@@ -95,12 +95,12 @@ import Testing
         }, uniquingKeysWith: { first, _ in first })
     }
 
-    @Test func aChannelIsCreatedReadListedDeletedAndThenUnknownWithExitOne() throws {
+    @Test func aChannelIsCreatedReadListedDeletedAndThenUnknownWithExitOne() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, _) = try Self.managementRig(workspace)
         defer { rig.gateway.stop() }
-        let (created, createOutput, createErrors) = try SendCommandTests.run(
+        let (created, createOutput, createErrors) = try await SendCommandTests.run(
             Self.channel("create", rig, workspace, ["--storage-policy", "most-recent"]))
         #expect(created == 0, "\(createErrors)")
         let channel = Self.fields(createOutput)
@@ -108,14 +108,14 @@ import Testing
         #expect(channel["storage-policy"] == "most-recent" && channel["apns-request-id"]?.count == 36, "\(createOutput)")
         #expect(rig.gateway.channels.list(bundleID: "com.example.scores") == [id])
 
-        let (read, readOutput, _) = try SendCommandTests.run(Self.channel("read", rig, workspace, ["--channel-id", id]))
+        let (read, readOutput, _) = try await SendCommandTests.run(Self.channel("read", rig, workspace, ["--channel-id", id]))
         #expect(read == 0 && Self.fields(readOutput)["channel-id"] == id && Self.fields(readOutput)["storage-policy"] == "most-recent")
-        let (listed, listOutput, listErrors) = try SendCommandTests.run(Self.channel("list", rig, workspace, []))
+        let (listed, listOutput, listErrors) = try await SendCommandTests.run(Self.channel("list", rig, workspace, []))
         #expect(listed == 0 && listOutput == id + "\n" && listErrors.contains("1 channel of com.example.scores"), "\(listErrors)")
-        let (deleted, deleteOutput, _) = try SendCommandTests.run(Self.channel("delete", rig, workspace, ["--channel-id", id]))
+        let (deleted, deleteOutput, _) = try await SendCommandTests.run(Self.channel("delete", rig, workspace, ["--channel-id", id]))
         #expect(deleted == 0 && deleteOutput == "deleted \(id)\n")
 
-        let (gone, goneOutput, goneErrors) = try SendCommandTests.run(Self.channel("read", rig, workspace, ["--channel-id", id]))
+        let (gone, goneOutput, goneErrors) = try await SendCommandTests.run(Self.channel("read", rig, workspace, ["--channel-id", id]))
         #expect(gone == 1 && goneOutput.isEmpty)
         #expect(goneErrors.hasPrefix("salvo channel read: channel read of \(id) at 127.0.0.1:\(rig.gateway.channelsPort!): "
                                      + "refused, 400 ChannelNotRegistered"), "\(goneErrors)")
@@ -123,12 +123,12 @@ import Testing
         #expect(rig.gateway.statistics().channelOperations == ["create": 1, "read": 1, "list": 1, "delete": 1])
     }
 
-    @Test func createCountPrintsOneIdALineAndJSONParses() throws {
+    @Test func createCountPrintsOneIdALineAndJSONParses() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, _) = try Self.managementRig(workspace)
         defer { rig.gateway.stop() }
-        let (status, output, errors) = try SendCommandTests.run(Self.channel("create", rig, workspace, ["--count", "5"]))
+        let (status, output, errors) = try await SendCommandTests.run(Self.channel("create", rig, workspace, ["--count", "5"]))
         #expect(status == 0, "\(errors)")
         let ids = output.split(separator: "\n").map(String.init)
         #expect(ids.count == 5 && Set(ids) == Set(rig.gateway.channels.list(bundleID: "com.example.scores")), "\(output)")
@@ -141,20 +141,20 @@ import Testing
             }
         }
         struct Channels: Decodable { var channels: [String] }
-        let (_, created, _) = try SendCommandTests.run(Self.channel("create", rig, workspace, ["--json"]))
+        let (_, created, _) = try await SendCommandTests.run(Self.channel("create", rig, workspace, ["--json"]))
         let channel = try JSONDecoder().decode(Channel.self, from: Data(created.utf8))
         #expect(channel.storagePolicy == "no-storage" && channel.messageStoragePolicy == 0 && channel.requestID.count == 36)
-        let (_, read, _) = try SendCommandTests.run(Self.channel("read", rig, workspace, ["--json", "--channel-id", channel.channelID]))
+        let (_, read, _) = try await SendCommandTests.run(Self.channel("read", rig, workspace, ["--json", "--channel-id", channel.channelID]))
         #expect(try JSONDecoder().decode(Channel.self, from: Data(read.utf8)).channelID == channel.channelID)
-        let (_, listed, _) = try SendCommandTests.run(Self.channel("list", rig, workspace, ["--json"]))
+        let (_, listed, _) = try await SendCommandTests.run(Self.channel("list", rig, workspace, ["--json"]))
         #expect(Set(try JSONDecoder().decode(Channels.self, from: Data(listed.utf8)).channels) == Set(ids + [channel.channelID]))
-        let (_, batch, _) = try SendCommandTests.run(Self.channel("create", rig, workspace, ["--json", "--count", "2"]))
+        let (_, batch, _) = try await SendCommandTests.run(Self.channel("create", rig, workspace, ["--json", "--count", "2"]))
         #expect(try JSONDecoder().decode(Channels.self, from: Data(batch.utf8)).channels.count == 2, "\(batch)")
     }
 
     /// The app's limit reached in the middle of a batch: the ids made are printed (they
     /// exist now), and the command exits 1 with Apple's reason.
-    @Test func aBatchStoppedByTheLimitPrintsWhatItMadeAndExitsOne() throws {
+    @Test func aBatchStoppedByTheLimitPrintsWhatItMadeAndExitsOne() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try H2LoopbackRig {
@@ -162,7 +162,7 @@ import Testing
             $0.channelLimit = 3
         }
         defer { rig.gateway.stop() }
-        let (status, output, errors) = try SendCommandTests.run(Self.channel("create", rig, workspace, ["--count", "5"]))
+        let (status, output, errors) = try await SendCommandTests.run(Self.channel("create", rig, workspace, ["--count", "5"]))
         #expect(status == 1)
         #expect(Set(output.split(separator: "\n").map(String.init)) == Set(rig.gateway.channels.list(bundleID: "com.example.scores")))
         #expect(output.split(separator: "\n").count == 3, "\(output)")
@@ -171,14 +171,14 @@ import Testing
 
     /// Against `salvo mock --protocol h2` as a process: its first line names the channels
     /// port, and create --count 5 there makes five, as the mock's report counts them.
-    @Test func createCountAgainstTheMockCommandsChannelsPort() throws {
+    @Test func createCountAgainstTheMockCommandsChannelsPort() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         var made: [String] = []
-        let report = try MockH2CommandTests.runMock([]) { _, _, first in
+        let report = try await MockH2CommandTests.runMock([]) { _, _, first in
             let port = try #require(first.split(separator: " ").first { $0.hasPrefix("channels=") }.flatMap { Int($0.dropFirst(9)) },
                                     "first line: \(first)")
-            let (status, output, errors) = try SendCommandTests.run(Self.channel("create", port: port, workspace, ["--count", "5"]))
+            let (status, output, errors) = try await SendCommandTests.run(Self.channel("create", port: port, workspace, ["--count", "5"]))
             #expect(status == 0, "\(errors)")
             made = output.split(separator: "\n").map(String.init)
         }
@@ -186,7 +186,7 @@ import Testing
         #expect(report?["channelOperations"] as? [String: Int] == ["create": 5])
     }
 
-    @Test func anAppWithoutTheBroadcastCapabilityIsToldWhereToTurnItOn() throws {
+    @Test func anAppWithoutTheBroadcastCapabilityIsToldWhereToTurnItOn() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try H2LoopbackRig {
@@ -194,28 +194,28 @@ import Testing
             $0.broadcastsEnabled = false
         }
         defer { rig.gateway.stop() }
-        let (status, _, errors) = try SendCommandTests.run(Self.channel("create", rig, workspace, []))
+        let (status, _, errors) = try await SendCommandTests.run(Self.channel("create", rig, workspace, []))
         #expect(status == 1 && errors.contains("400 FeatureNotEnabled: turn on the Broadcast Capability"), "\(errors)")
     }
 
     /// `salvo send` and then two `salvo channel` commands of one team: all three send the
     /// token the first signed (the mock, as APNs, refuses a second one within 20 minutes).
-    @Test func aSendAndTwoChannelCommandsShareTheTeamsTokenThroughTheCache() throws {
+    @Test func aSendAndTwoChannelCommandsShareTheTeamsTokenThroughTheCache() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, key) = try Self.managementRig(workspace, tokens: true)
         defer { rig.gateway.stop() }
         let cache = ["--token-cache", workspace.path("tokens")]
         try workspace.writeCampaign(lines: 10)
-        let (sent, _, sendErrors) = try SendCommandTests.run(
+        let (sent, _, sendErrors) = try await SendCommandTests.run(
             SendCommandHTTP2Tests.ProviderTokenSharingTests.arguments(workspace, port: rig.gateway.port, key: key!, cache))
         #expect(sent == 0, "\(sendErrors)")
         let token = ["--auth-key", key!, "--key-id", SendCommandHTTP2Tests.keyID, "--team-id", SendCommandHTTP2Tests.teamID,
                      "--ca", workspace.path("ca.pem")] + cache
         let base = ["--bundle-id", "com.example.scores", "--gateway", "127.0.0.1:\(rig.gateway.channelsPort!)"] + token
-        let (created, output, errors) = try SendCommandTests.run(["channel", "create"] + base)
+        let (created, output, errors) = try await SendCommandTests.run(["channel", "create"] + base)
         #expect(created == 0, "\(errors)")
-        let (listed, listOutput, listErrors) = try SendCommandTests.run(["channel", "list"] + base)
+        let (listed, listOutput, listErrors) = try await SendCommandTests.run(["channel", "list"] + base)
         #expect(listed == 0 && listOutput == output.split(separator: "\n")[0].dropFirst("channel-id: ".count) + "\n", "\(listErrors)")
         let mock = rig.gateway.statistics()
         #expect(mock.providerTokensTaken == 1 && mock.rejected(.tooManyProviderTokenUpdates) == 0)
@@ -223,11 +223,11 @@ import Testing
         for text in [output, errors, listOutput, listErrors] { #expect(!text.contains("eyJ"), "no token is printed") }
 
         // Without the cache, a second token for the team: refused, exit 1, with the reason.
-        let (refused, _, refusal) = try SendCommandTests.run(["channel", "list", "--no-token-cache"] + base.filter { !cache.contains($0) })
+        let (refused, _, refusal) = try await SendCommandTests.run(["channel", "list", "--no-token-cache"] + base.filter { !cache.contains($0) })
         #expect(refused == 1 && refusal.contains("429 TooManyProviderTokenUpdates") && refusal.contains("token cache"), "\(refusal)")
     }
 
-    @Test func aGatewayWhoseCertificateDoesNotNameItIsRefused() throws {
+    @Test func aGatewayWhoseCertificateDoesNotNameItIsRefused() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try H2LoopbackRig {
@@ -235,7 +235,7 @@ import Testing
             $0.server.host = "127.0.0.2"
         }
         defer { rig.gateway.stop() }
-        let (status, output, errors) = try SendCommandTests.run(
+        let (status, output, errors) = try await SendCommandTests.run(
             ["channel", "list", "--bundle-id", "com.example.scores", "--gateway", "127.0.0.2:\(rig.gateway.channelsPort!)"]
                 + workspace.tlsArguments())
         #expect(status == 1 && output.isEmpty)

@@ -41,19 +41,19 @@ extension SendCommandHTTP2Tests {
 
         /// 100 lines are all handed over before the signal, 5000 are not: a stop either way.
         @Test(arguments: [100, 5000])
-        func sigtermDrainsForAtMostTheDrainTimeoutThenExitsThree(lines: Int) throws {
+        func sigtermDrainsForAtMostTheDrainTimeoutThenExitsThree(lines: Int) async throws {
             let workspace = try Workspace()
             defer { workspace.remove() }
             let (send, rig) = try Self.sendToEndlessAnswers(workspace, lines: lines, drainTimeout: "1")
             defer { rig.gateway.stop() }
             send.kill(SIGTERM)
             // The drain's second, then the report: the bound is a hang guard, far above both.
-            #expect(try send.exitStatus(within: .seconds(60)) == 3, "stderr: \(send.errors)")
+            #expect(try await send.exitStatus(within: .seconds(60)) == 3, "stderr: \(send.errors)")
             #expect(send.errors.contains("stopped by a signal"), "stderr: \(send.errors)")
             try Self.expectAccountedFor(workspace)
         }
 
-        @Test func aSecondSignalEndsTheDrainAtOnce() throws {
+        @Test func aSecondSignalEndsTheDrainAtOnce() async throws {
             let workspace = try Workspace()
             defer { workspace.remove() }
             let (send, rig) = try Self.sendToEndlessAnswers(workspace, lines: 5000, drainTimeout: "600")
@@ -62,7 +62,7 @@ extension SendCommandHTTP2Tests {
             _ = eventually({ send.errors }, until: { $0.contains("finishing what is in flight") || !send.isRunning })
             send.kill(SIGINT)
             // Ten minutes of drain unless the second signal ends it.
-            #expect(try send.exitStatus(within: .seconds(60)) == 3, "stderr: \(send.errors)")
+            #expect(try await send.exitStatus(within: .seconds(60)) == 3, "stderr: \(send.errors)")
             #expect(send.errors.contains("a second signal"), "stderr: \(send.errors)")
             try Self.expectAccountedFor(workspace)
         }

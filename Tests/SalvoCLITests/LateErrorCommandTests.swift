@@ -50,13 +50,13 @@ import Testing
     /// is exactly what the mock discarded (it judges nothing after a rejection), so the
     /// sender's accepted equals the mock's. (It is conservative in general, failing up to
     /// the released count when it cannot tell; here it can.)
-    @Test func anErrorOlderThanEveryRecordFailsWhatItCoversAsDeliveryUnknown() throws {
+    @Test func anErrorOlderThanEveryRecordFailsWhatItCoversAsDeliveryUnknown() async throws {
         let workspace = try SendCommandTests.Workspace()
         defer { workspace.remove() }
         let lines = 30_000
         let campaign = try workspace.writeCampaign(lines: lines)
         let mockReport = workspace.path("mock.json")
-        let (mock, port, _) = try MockCommandTests.start([
+        let (mock, port, _) = try await MockCommandTests.start([
             "--cert", workspace.path("server.pem"), "--key", workspace.path("server.key"), "--ca", workspace.path("ca.pem"),
             "--require-client-cert", "--reject-every", "5000", "--error-delay-ms", "225", "--record-accepted",
             "--report", mockReport,
@@ -65,12 +65,12 @@ import Testing
             mock.kill(SIGKILL)
             _ = try? mock.exitStatus(within: .seconds(10))
         }
-        let (status, output, errors) = try SendCommandTests.run([
+        let (status, output, errors) = try await SendCommandTests.run([
             "send", "--gateway", "127.0.0.1:\(port)", "--input", campaign, "--error-wait-ms", "20", "--retention-ms", "150",
             "--report", workspace.path("report.json"),
         ] + workspace.tlsArguments())
         mock.kill(SIGTERM)
-        #expect(try MockCommandTests.waitForExit(mock) == 0)
+        #expect(try await MockCommandTests.waitForExit(mock) == 0)
         let statistics = try JSONDecoder().decode(MockStatistics.self, from: Data(contentsOf: URL(fileURLWithPath: mockReport)))
         let report = try Self.decodeReport(workspace.path("report.json"))
         let unknown = report.failedByReason[FailureReason.deliveryUnknown.rawValue] ?? 0
@@ -113,7 +113,7 @@ import Testing
     /// kill -9 while errors come late, then --resume: every line not rejected reaches the
     /// gateway, and the checkpoint never passed a line that was not final (its record
     /// released, or a later error response proving it processed).
-    @Test func killedUnderLateErrorsAndResumedNothingIsLost() throws {
+    @Test func killedUnderLateErrorsAndResumedNothingIsLost() async throws {
         let workspace = try SendCommandTests.Workspace()
         defer { workspace.remove() }
         // Errors answered 150 ms late, past the sender's 50 ms error wait and within its
@@ -140,7 +140,7 @@ import Testing
             usleep(5_000)
         }
         first.kill(SIGKILL)
-        try first.exitStatus(within: .seconds(10))
+        try await first.exitStatus(within: .seconds(10))
         #expect(recorded > 0, "the checkpoint never advanced")
         // The checkpoint may have moved between the last look and the kill.
         let resumeAfter = try #require(try Checkpoint(path: checkpoint).load()).line
@@ -155,7 +155,7 @@ import Testing
         let notYetAccepted = settled.subtracting(atKill.acceptedDigestSet).count
         #expect(notYetAccepted == 0, "\(notYetAccepted) lines up to the checkpoint (\(resumeAfter)) were not accepted by the mock")
 
-        let (status, output, errors) = try SendCommandTests.run(
+        let (status, output, errors) = try await SendCommandTests.run(
             arguments + ["--resume", "--rejected", workspace.path("rejected-2.csv"), "--report", workspace.path("report.json")])
         #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
         #expect(errors.contains("resuming after line \(resumeAfter)"), "stderr: \(errors)")

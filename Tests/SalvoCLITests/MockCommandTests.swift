@@ -7,9 +7,9 @@ import Testing
 /// signal or after --duration.
 @Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("mock-command-tests")) struct MockCommandTests {
     /// Starts `salvo mock` and returns it with its parsed first line (bounded wait).
-    static func start(_ arguments: [String]) throws -> (ChildProcess, gateway: Int, feedback: Int) {
+    static func start(_ arguments: [String]) async throws -> (ChildProcess, gateway: Int, feedback: Int) {
         let process = try SendCommandTests.launch(["mock", "--port", "0", "--feedback-port", "0"] + arguments)
-        let first = try process.firstLine(within: .seconds(20))
+        let first = try await process.firstLine(within: .seconds(20))
         let parts = first.split(separator: " ")
         #expect(parts.first == "listening", "first line: \(first)")
         let ports = parts.dropFirst().compactMap { Int($0.split(separator: "=").last ?? "") }
@@ -23,14 +23,14 @@ import Testing
     }
 
     /// Its exit status, once it exits (bounded: killed after 20 s).
-    static func waitForExit(_ process: ChildProcess) throws -> Int32 {
-        try process.exitStatus(within: .seconds(20))
+    static func waitForExit(_ process: ChildProcess) async throws -> Int32 {
+        try await process.exitStatus(within: .seconds(20))
     }
 
-    @Test func sigtermWritesTheReportAndExitsZero() throws {
+    @Test func sigtermWritesTheReportAndExitsZero() async throws {
         let report = NSTemporaryDirectory() + "salvo-mock-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: report) }
-        let (process, gateway, feedback) = try Self.start(["--report", report])
+        let (process, gateway, feedback) = try await Self.start(["--report", report])
         #expect(gateway > 0 && feedback > 0 && gateway != feedback)
         // The gateway answers TLS on its port (throwaway certificates: verification off here).
         var insecure = TLSConfiguration.client()
@@ -38,33 +38,33 @@ import Testing
         let stream = try TLSStream.connect(host: "127.0.0.1", port: gateway, context: TLSContext(insecure, role: .client))
         stream.shutdown()
         process.kill(SIGTERM)
-        #expect(try Self.waitForExit(process) == 0)
+        #expect(try await Self.waitForExit(process) == 0)
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
         #expect(json?["accepted"] as? Int == 0)
         #expect((json?["connections"] as? Int ?? 0) >= 1)
     }
 
-    @Test func durationStopsItOnItsOwn() throws {
+    @Test func durationStopsItOnItsOwn() async throws {
         let report = NSTemporaryDirectory() + "salvo-mock-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: report) }
-        let (process, _, _) = try Self.start(["--duration", "1", "--report", report])
-        #expect(try Self.waitForExit(process) == 0)
+        let (process, _, _) = try await Self.start(["--duration", "1", "--report", report])
+        #expect(try await Self.waitForExit(process) == 0)
         #expect(FileManager.default.fileExists(atPath: report))
     }
 
-    @Test func errorDelayOutOfRangeExitsWithTwo() throws {
+    @Test func errorDelayOutOfRangeExitsWithTwo() async throws {
         for value in ["-1", "600001"] {
-            let (status, _, errors) = try SendCommandTests.run(["mock", "--error-delay-ms", value])
+            let (status, _, errors) = try await SendCommandTests.run(["mock", "--error-delay-ms", value])
             #expect(status == 2, "--error-delay-ms \(value)")
             #expect(errors.contains("--error-delay-ms must be 0...600000"), "stderr: \(errors)")
             #expect(errors.contains("got \(value)"), "stderr: \(errors)")
         }
     }
 
-    @Test func aDelayedAnswerIsCountedInTheReport() throws {
+    @Test func aDelayedAnswerIsCountedInTheReport() async throws {
         let report = NSTemporaryDirectory() + "salvo-mock-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: report) }
-        let (process, gateway, _) = try Self.start(["--reject-every", "1", "--error-delay-ms", "100", "--report", report])
+        let (process, gateway, _) = try await Self.start(["--reject-every", "1", "--error-delay-ms", "100", "--report", report])
         var insecure = TLSConfiguration.client()
         insecure.verifyPeer = false
         let stream = try TLSStream.connect(host: "127.0.0.1", port: gateway, context: TLSContext(insecure, role: .client))
@@ -74,14 +74,14 @@ import Testing
         let answer = try stream.readToEnd(timeout: .seconds(10))
         #expect(answer == [8, 8, 0, 0, 0, 0], "status 8, identifier 0 (command 0 has none)")
         process.kill(SIGTERM)
-        #expect(try Self.waitForExit(process) == 0)
+        #expect(try await Self.waitForExit(process) == 0)
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
         #expect(json?["delayedResponses"] as? Int == 1)
         #expect(json?["rejected"] as? Int == 1)
     }
 
-    @Test func badFlagsExitWithTwo() throws {
-        let (status, _, errors) = try SendCommandTests.run(["mock", "--reject-every", "0"])
+    @Test func badFlagsExitWithTwo() async throws {
+        let (status, _, errors) = try await SendCommandTests.run(["mock", "--reject-every", "0"])
         #expect(status == 2)
         #expect(errors.contains("reject-every"))
     }

@@ -6,9 +6,9 @@ import SalvoTestSupport
 /// `salvo mock --protocol h2` as a process: the same first line as the binary mock, the
 /// report on a signal, exit 2 on bad flags.
 @Suite(.serialized, .timeLimit(.minutes(2)), .ownThread("mock-h2-command-tests")) struct MockH2CommandTests {
-    @Test func itAnnouncesItsPortAnswersCurlAndReportsOnSIGTERM() throws {
-        let json = try Self.runMock([]) { post in
-            let (status, output, errors) = try post(String(repeating: "ab", count: 32))
+    @Test func itAnnouncesItsPortAnswersCurlAndReportsOnSIGTERM() async throws {
+        let json = try await Self.runMock([]) { post in
+            let (status, output, errors) = try await post(String(repeating: "ab", count: 32))
             #expect(status == 0 && output == "200", "curl: \(errors)")
         }
         #expect(json?["accepted"] as? Int == 1)
@@ -16,11 +16,14 @@ import SalvoTestSupport
         #expect(json?["connections"] as? Int == 1)
     }
 
-    @Test func theNewRulesAndTheRequestRecordReachTheReport() throws {
-        let json = try Self.runMock(["--internal-error-every", "2", "--response-delay-ms", "20:10", "--error-delay-ms", "0",
-                                     "--record-requests"]) { post in
-            let statuses = try [String(repeating: "ab", count: 32), String(repeating: "ab", count: 32),
-                                String(repeating: "ab", count: 30) + "fade"].map { try post($0).1 }
+    @Test func theNewRulesAndTheRequestRecordReachTheReport() async throws {
+        let json = try await Self.runMock(["--internal-error-every", "2", "--response-delay-ms", "20:10", "--error-delay-ms", "0",
+                                           "--record-requests"]) { post in
+            var statuses: [String] = []
+            for token in [String(repeating: "ab", count: 32), String(repeating: "ab", count: 32),
+                          String(repeating: "ab", count: 30) + "fade"] {
+                statuses.append(try await post(token).1)
+            }
             #expect(statuses == ["200", "500", "410"])
         }
         #expect(json?["accepted"] as? Int == 1)
@@ -31,8 +34,8 @@ import SalvoTestSupport
 
     /// The channel management port is announced on the first line, after the gateway's,
     /// and serves a create; a broadcast to the new channel is counted by channel.
-    @Test func itAnnouncesTheChannelsPortAndACreateWorksThere() throws {
-        let json = try Self.runMock(["--channel-limit", "1"]) { post, curl, first in
+    @Test func itAnnouncesTheChannelsPortAndACreateWorksThere() async throws {
+        let json = try await Self.runMock(["--channel-limit", "1"]) { post, curl, first in
             let fields = first.split(separator: " ")
             #expect(fields.count == 3 && fields[1].hasPrefix("gateway=") && fields[2].hasPrefix("channels="), "first line: \(first)")
             let channels = try #require(fields.last.flatMap { Int($0.dropFirst("channels=".count)) })
@@ -40,14 +43,14 @@ import SalvoTestSupport
             #expect(channels > 0 && channels != gateway)
             let create = ["--dump-header", "-", "--data-binary", #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#,
                           "https://127.0.0.1:\(channels)/1/apps/com.example.app/channels"]
-            let (status, head, errors) = try curl(create)
+            let (status, head, errors) = try await curl(create)
             #expect(status == 0 && head.hasPrefix("HTTP/2 201"), "curl: \(head) \(errors)")
             let id = try #require(head.split(separator: "\r\n").first { $0.hasPrefix("apns-channel-id: ") }?.dropFirst(17))
-            #expect(try curl(create).1.contains(#"{"reason":"CannotCreateChannelConfig"}"#), "--channel-limit 1")
-            let (_, answer, _) = try curl(["--write-out", "%{http_code}", "--output", "/dev/null", "--header", "apns-channel-id: \(id)",
-                                           "--header", "apns-push-type: liveactivity", "--header", "apns-expiration: 0",
-                                           "--data-binary", #"{"aps":{"event":"update"}}"#,
-                                           "https://127.0.0.1:\(gateway)/4/broadcasts/apps/com.example.app"])
+            #expect(try await curl(create).1.contains(#"{"reason":"CannotCreateChannelConfig"}"#), "--channel-limit 1")
+            let (_, answer, _) = try await curl(["--write-out", "%{http_code}", "--output", "/dev/null", "--header", "apns-channel-id: \(id)",
+                                                 "--header", "apns-push-type: liveactivity", "--header", "apns-expiration: 0",
+                                                 "--data-binary", #"{"aps":{"event":"update"}}"#,
+                                                 "https://127.0.0.1:\(gateway)/4/broadcasts/apps/com.example.app"])
             #expect(answer == "200")
             _ = post
         }
@@ -61,16 +64,16 @@ import SalvoTestSupport
     /// `exercise` post to it (a well-formed alert to the token given: curl's exit status,
     /// the HTTP status, its errors), stops it with SIGTERM and returns its JSON report.
     static func runMock(_ arguments: [String],
-                        _ exercise: (_ post: (String) throws -> (Int32, String, String)) throws -> Void) throws -> [String: Any]? {
-        try runMock(arguments) { post, _, _ in try exercise(post) }
+                        _ exercise: (_ post: (String) async throws -> (Int32, String, String)) async throws -> Void) async throws -> [String: Any]? {
+        try await runMock(arguments) { post, _, _ in try await exercise(post) }
     }
 
     /// `runMock`, with `exercise` given as well curl with the test CA trusted (its
     /// arguments after those) and the mock's first line.
     static func runMock(_ arguments: [String],
-                        _ exercise: (_ post: @escaping (String) throws -> (Int32, String, String),
-                                     _ curl: @escaping ([String]) throws -> (Int32, String, String), _ first: String) throws -> Void)
-        throws -> [String: Any]? {
+                        _ exercise: (_ post: @escaping (String) async throws -> (Int32, String, String),
+                                     _ curl: @escaping ([String]) async throws -> (Int32, String, String), _ first: String) async throws -> Void)
+        async throws -> [String: Any]? {
         let workspace = try SendCommandTests.Workspace()
         defer { workspace.remove() }
         let report = workspace.path("report.json")
@@ -78,19 +81,19 @@ import SalvoTestSupport
             ["mock", "--protocol", "h2", "--port", "0", "--cert", workspace.path("server.pem"),
              "--key", workspace.path("server.key"), "--report", report] + arguments)
         defer { process.kill(SIGKILL) }
-        let first = try process.firstLine(within: .seconds(20)).trimmingCharacters(in: .whitespacesAndNewlines)
+        let first = try await process.firstLine(within: .seconds(20)).trimmingCharacters(in: .whitespacesAndNewlines)
         let port = try #require(first.split(separator: " ").first { $0.hasPrefix("gateway=") }.flatMap { Int($0.dropFirst(8)) },
                                 "first line: \(first)")
         let curl = { (arguments: [String]) in
-            try Self.curl(["--silent", "--show-error", "--http2", "--cacert", workspace.path("ca.pem")] + arguments)
+            try await Self.curl(["--silent", "--show-error", "--http2", "--cacert", workspace.path("ca.pem")] + arguments)
         }
-        try exercise({ token in
-            try curl(["--write-out", "%{http_code}",
-                      "--output", "/dev/null", "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
-                      "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://127.0.0.1:\(port)/3/device/\(token)"])
+        try await exercise({ token in
+            try await curl(["--write-out", "%{http_code}",
+                            "--output", "/dev/null", "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
+                            "--data-binary", #"{"aps":{"alert":"hi"}}"#, "https://127.0.0.1:\(port)/3/device/\(token)"])
         }, curl, first)
         process.kill(SIGTERM)
-        #expect(try MockCommandTests.waitForExit(process) == 0)
+        #expect(try await MockCommandTests.waitForExit(process) == 0)
         return try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any]
     }
 
@@ -114,14 +117,19 @@ import SalvoTestSupport
         (["--protocol", "h2", "--error-delay-ms", "600001"], "--error-delay-ms must be 0...600000"),
         (["--protocol", "h3"], "h3"),
     ])
-    func badFlagsExitWithTwo(_ arguments: [String], _ message: String) throws {
-        let (status, _, errors) = try SendCommandTests.run(["mock"] + arguments)
+    func badFlagsExitWithTwo(_ arguments: [String], _ message: String) async throws {
+        let (status, _, errors) = try await SendCommandTests.run(["mock"] + arguments)
         #expect(status == 2, "\(arguments)")
         #expect(errors.contains(message), "stderr: \(errors)")
     }
 
-    /// Runs curl to completion (its --max-time bounds it), both pipes drained at once.
-    static func curl(_ arguments: [String]) throws -> (Int32, String, String) {
+    /// Runs curl to completion (its --max-time bounds it), both pipes drained at once; the
+    /// waits are on a thread of their own, off the cooperative pool.
+    static func curl(_ arguments: [String]) async throws -> (Int32, String, String) {
+        try await onOwnThread { try blockingCurl(arguments) }
+    }
+
+    private static func blockingCurl(_ arguments: [String]) throws -> (Int32, String, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = ["--max-time", "10"] + arguments

@@ -10,11 +10,11 @@ import Testing
     typealias Workspace = SendCommandTests.Workspace
 
     /// `salvo mock` with `arguments`, its gateway port and its metrics port.
-    static func startMock(_ workspace: Workspace, _ arguments: [String]) throws -> (ChildProcess, gateway: Int, metrics: Int) {
+    static func startMock(_ workspace: Workspace, _ arguments: [String]) async throws -> (ChildProcess, gateway: Int, metrics: Int) {
         let process = try SendCommandTests.launch(
             ["mock", "--port", "0", "--cert", workspace.path("server.pem"), "--key", workspace.path("server.key"),
              "--loops", "1", "--metrics-port", "0"] + arguments)
-        let first = try process.firstLine(within: .seconds(20))
+        let first = try await process.firstLine(within: .seconds(20))
         let gateway = try #require(first.split(separator: " ").first { $0.hasPrefix("gateway=") }.flatMap { Int($0.dropFirst(8)) },
                                    "first line: \(first)")
         return (process, gateway, try metricsPort(of: process))
@@ -31,8 +31,8 @@ import Testing
     }
 
     /// One scrape of `http://127.0.0.1:port/metrics` with curl.
-    static func scrape(_ port: Int) throws -> PrometheusText {
-        let (status, body, errors) = try MockH2CommandTests.curl(["--silent", "--show-error", "--fail", "http://127.0.0.1:\(port)/metrics"])
+    static func scrape(_ port: Int) async throws -> PrometheusText {
+        let (status, body, errors) = try await MockH2CommandTests.curl(["--silent", "--show-error", "--fail", "http://127.0.0.1:\(port)/metrics"])
         #expect(status == 0, "curl: \(errors)")
         return PrometheusText(body)
     }
@@ -53,7 +53,7 @@ import Testing
     }
 
     @Test(arguments: ["binary", "h2"])
-    func theSendersAndTheMocksCountersAgreeWithTheReportDuringAndAtTheEndOfARun(wireProtocol: String) throws {
+    func theSendersAndTheMocksCountersAgreeWithTheReportDuringAndAtTheEndOfARun(wireProtocol: String) async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let h2 = wireProtocol == "h2"
@@ -70,7 +70,7 @@ import Testing
             mockArguments += ["--feedback-port", "0", "--require-client-cert", "--ca", workspace.path("ca.pem")]
             senderArguments += workspace.tlsArguments() + ["--error-wait-ms", "200"]
         }
-        let (mock, gatewayPort, mockMetrics) = try Self.startMock(workspace, mockArguments)
+        let (mock, gatewayPort, mockMetrics) = try await Self.startMock(workspace, mockArguments)
         defer { mock.kill(SIGKILL) }
         let campaign = try workspace.writeCampaign(lines: 20_000)
         let reportPath = workspace.path("report.json")
@@ -80,48 +80,48 @@ import Testing
         defer { sender.kill(SIGKILL) }
         // During the run: the endpoint answers before the report exists (the sender's
         // metrics start with its first flush; the mock's are up from the start).
-        let early = try Self.scrape(try Self.metricsPort(of: sender))
+        let early = try await Self.scrape(try Self.metricsPort(of: sender))
         #expect(early.value("salvo_sender_submitted_total") != nil || !FileManager.default.fileExists(atPath: reportPath))
-        #expect(try Self.scrape(mockMetrics).value("salvo_mock_received_total") != nil)
+        #expect(try await Self.scrape(mockMetrics).value("salvo_mock_received_total") != nil)
         // At the end: the report is written, the sender holds its endpoint open for us.
         let written = eventually({ FileManager.default.fileExists(atPath: reportPath) && sender.errors.contains("serving the final") },
                                  within: .seconds(120), until: { $0 })
         #expect(written, "stderr: \(sender.errors)")
         let report = try SendCommandTests.report(reportPath)
         #expect(report.submitted == 20_000 && report.isComplete && report.rejected > 0)
-        let final = try Self.scrape(try Self.metricsPort(of: sender))
+        let final = try await Self.scrape(try Self.metricsPort(of: sender))
         Self.expectMetrics(final, agreeWith: report)
         // One transport's histograms only: an HTTP/2 run has no error-response latencies.
         #expect((final.value("salvo_sender_error_response_latency_seconds_count") != nil) == !h2)
         #expect((final.value("salvo_sender_response_latency_seconds_count") != nil) == h2)
         // SIGTERM ends the hold at once, with the run's exit status.
         sender.kill(SIGTERM)
-        #expect(try sender.exitStatus(within: .seconds(20)) == 0)
+        #expect(try await sender.exitStatus(within: .seconds(20)) == 0)
         // The mock counted what the sender reports (binary: a resent notification counts again).
-        let mockAccepted = eventually({ (try? Self.scrape(mockMetrics))?.value("salvo_mock_accepted_total") ?? 0 },
+        let mockAccepted = await eventuallyYielding({ (try? await Self.scrape(mockMetrics))?.value("salvo_mock_accepted_total") ?? 0 },
                                       until: { $0 >= Double(report.accepted) })
         #expect(mockAccepted == Double(report.accepted))
-        let mockRejected = try Self.scrape(mockMetrics).values("salvo_mock_rejected_total", by: "reason")
+        let mockRejected = try await Self.scrape(mockMetrics).values("salvo_mock_rejected_total", by: "reason")
         #expect(mockRejected.values.reduce(0, +) == report.rejected)
         mock.kill(SIGTERM)
-        #expect(try mock.exitStatus(within: .seconds(20)) == 0)
+        #expect(try await mock.exitStatus(within: .seconds(20)) == 0)
     }
 
     /// Every metric has its `# HELP`, and the series a dashboard watches are there from the
     /// first scrape: the rejection reasons and failure reasons at 0 before any happens.
     @Test(arguments: ["binary", "h2"])
-    func everyMetricIsDescribedAndTheRejectedAndFailedSeriesStartAtZero(wireProtocol: String) throws {
+    func everyMetricIsDescribedAndTheRejectedAndFailedSeriesStartAtZero(wireProtocol: String) async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let h2 = wireProtocol == "h2"
         // Answers held 20 ms on one stream: the run lasts long enough to scrape it midway.
-        let (mock, gatewayPort, mockMetrics) = try Self.startMock(
+        let (mock, gatewayPort, mockMetrics) = try await Self.startMock(
             workspace, h2 ? ["--protocol", "h2", "--response-delay-ms", "20", "--max-streams", "1", "--require-client-cert",
                              "--ca", workspace.path("ca.pem")]
                           : ["--feedback-port", "0", "--require-client-cert", "--ca", workspace.path("ca.pem")])
         defer { mock.kill(SIGKILL) }
         // Until the series asserted below is there (a scrape may come while a report is fed).
-        let mockEarly = eventually({ (try? Self.scrapeText(mockMetrics)) ?? "" }, until: {
+        let mockEarly = await eventuallyYielding({ (try? await Self.scrapeText(mockMetrics)) ?? "" }, until: {
             $0.contains(#"salvo_mock_rejected_total{reason="\#(h2 ? "BadDeviceToken" : "invalid_token")"}"#)
         })
         let campaign = try workspace.writeCampaign(lines: h2 ? 300 : 2000)
@@ -133,12 +133,12 @@ import Testing
         let port = try Self.metricsPort(of: sender)
         // The first report whole: a scrape may come while it is being fed, and its last
         // series is the connections gauge.
-        let during = eventually({ (try? Self.scrapeText(port)) ?? "" },
+        let during = await eventuallyYielding({ (try? await Self.scrapeText(port)) ?? "" },
                                 until: { $0.contains("salvo_sender_submitted_total ") && $0.contains("salvo_sender_connections ") })
-        let final = eventually({ sender.errors.contains("serving the final") ? (try? Self.scrapeText(port)) : nil },
+        let final = await eventuallyYielding({ sender.errors.contains("serving the final") ? (try? await Self.scrapeText(port)) : nil },
                                within: .seconds(120), until: { $0 != nil }) ?? ""
         sender.kill(SIGTERM)
-        #expect(try sender.exitStatus(within: .seconds(20)) == 0, "stderr: \(sender.errors)")
+        #expect(try await sender.exitStatus(within: .seconds(20)) == 0, "stderr: \(sender.errors)")
         for text in [during, final, mockEarly] {
             let described = Set(text.split(separator: "\n").filter { $0.hasPrefix("# HELP ") }.map { $0.split(separator: " ")[2] })
             let reported = Set(text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map { line in
@@ -160,23 +160,23 @@ import Testing
         #expect(PrometheusText(mockEarly).value("salvo_mock_rejected_total", ["reason": h2 ? "BadDeviceToken" : "invalid_token"]) == 0)
         #expect(final.contains("salvo_sender_error_response_latency_seconds") == !h2)
         mock.kill(SIGTERM)
-        #expect(try mock.exitStatus(within: .seconds(20)) == 0)
+        #expect(try await mock.exitStatus(within: .seconds(20)) == 0)
     }
 
     /// The text of one scrape of `http://127.0.0.1:port/metrics` with curl.
-    static func scrapeText(_ port: Int) throws -> String {
-        let (status, body, errors) = try MockH2CommandTests.curl(["--silent", "--show-error", "--fail", "http://127.0.0.1:\(port)/metrics"])
+    static func scrapeText(_ port: Int) async throws -> String {
+        let (status, body, errors) = try await MockH2CommandTests.curl(["--silent", "--show-error", "--fail", "http://127.0.0.1:\(port)/metrics"])
         #expect(status == 0, "curl: \(errors)")
         return body
     }
 
-    @Test func sigtermStopsTakingNotificationsFinishesWhatWasSentAndSavesTheCheckpointForAResume() throws {
+    @Test func sigtermStopsTakingNotificationsFinishesWhatWasSentAndSavesTheCheckpointForAResume() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         // Certificates, not provider tokens: the mock, like APNs, refuses a second token for the
         // team within 20 minutes, and the resume is a second sender.
         // 20 ms answers, 50 streams, one connection: 2,500/s, so 20,000 lines take 8 s.
-        let (mock, gatewayPort, mockMetrics) = try Self.startMock(
+        let (mock, gatewayPort, mockMetrics) = try await Self.startMock(
             workspace, ["--protocol", "h2", "--response-delay-ms", "20", "--max-streams", "50", "--record-accepted",
                         "--require-client-cert", "--ca", workspace.path("ca.pem")])
         defer { mock.kill(SIGKILL) }
@@ -189,11 +189,11 @@ import Testing
         let sender = try SendCommandTests.launch(sendArguments + ["--metrics-port", "0"])
         defer { sender.kill(SIGKILL) }
         let senderMetrics = try Self.metricsPort(of: sender)
-        let accepted = eventually({ (try? Self.scrape(senderMetrics))?.value("salvo_sender_accepted_total") ?? 0 },
+        let accepted = await eventuallyYielding({ (try? await Self.scrape(senderMetrics))?.value("salvo_sender_accepted_total") ?? 0 },
                                   until: { $0 >= 1000 })
         #expect(accepted >= 1000, "the campaign got going")
         sender.kill(SIGTERM)
-        #expect(try sender.exitStatus(within: .seconds(60)) == 3, "stderr: \(sender.errors)")
+        #expect(try await sender.exitStatus(within: .seconds(60)) == 3, "stderr: \(sender.errors)")
         #expect(sender.errors.contains("stopped by a signal"))
         let report = try SendCommandTests.report(workspace.path("report.json"))
         #expect(report.isComplete && report.failed == 0 && report.submitted < 20_000)
@@ -201,18 +201,18 @@ import Testing
         let saved = try String(contentsOfFile: checkpoint, encoding: .utf8)
         #expect(saved.contains("\nline \(report.submitted)\n"), "checkpoint: \(saved)")
         // The resume sends exactly the rest: the mock accepts each line once.
-        let (status, _, errors) = try SendCommandTests.run(sendArguments + ["--resume"])
+        let (status, _, errors) = try await SendCommandTests.run(sendArguments + ["--resume"])
         #expect(status == 0, "stderr: \(errors)")
-        let mockAccepted = eventually({ (try? Self.scrape(mockMetrics))?.value("salvo_mock_accepted_total") ?? 0 },
+        let mockAccepted = await eventuallyYielding({ (try? await Self.scrape(mockMetrics))?.value("salvo_mock_accepted_total") ?? 0 },
                                       until: { $0 >= 20_000 })
         #expect(mockAccepted == 20_000)
         mock.kill(SIGTERM)
-        #expect(try mock.exitStatus(within: .seconds(20)) == 0)
+        #expect(try await mock.exitStatus(within: .seconds(20)) == 0)
         let statistics = try JSONSerialization.jsonObject(with: Data(mock.output.split(separator: "\n", maxSplits: 1)[1].utf8))
         #expect((statistics as? [String: Any])?["duplicates"] as? Int == 0)
     }
 
-    @Test func logsNeverShowThePrivateKeyThePassphraseOrTheProviderToken() throws {
+    @Test func logsNeverShowThePrivateKeyThePassphraseOrTheProviderToken() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         // Token authentication over HTTP/2, everything logged.
@@ -220,10 +220,10 @@ import Testing
         try signingKey.write(toFile: workspace.path("AuthKey.p8"), atomically: true, encoding: .utf8)
         chmod(workspace.path("AuthKey.p8"), 0o600)
         let auth = ["--auth-key", workspace.path("AuthKey.p8"), "--key-id", "KEY0000001", "--team-id", "TEAM000001"]
-        let (h2Mock, h2Port, _) = try Self.startMock(workspace, ["--protocol", "h2", "--reject-every", "50", "--log-level", "trace"] + auth)
+        let (h2Mock, h2Port, _) = try await Self.startMock(workspace, ["--protocol", "h2", "--reject-every", "50", "--log-level", "trace"] + auth)
         defer { h2Mock.kill(SIGKILL) }
         let campaign = try workspace.writeCampaign(lines: 2000)
-        let (h2Status, _, h2Logs) = try SendCommandTests.run(
+        let (h2Status, _, h2Logs) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(h2Port)", "--input", campaign, "--topic", "com.example.app",
              "--ca", workspace.path("ca.pem"), "--log-level", "trace", "--log-format", "json"] + auth)
         #expect(h2Status == 0, "stderr: \(h2Logs)")
@@ -235,13 +235,13 @@ import Testing
             "pkey", "-in", workspace.path("client.key"), "-aes256", "-passout", "file:" + workspace.path("passphrase.txt"),
             "-out", workspace.path("client-encrypted.key"),
         ])
-        #expect(try encrypt.exitStatus(within: .seconds(20)) == 0, "openssl: \(encrypt.errors)")
+        #expect(try await encrypt.exitStatus(within: .seconds(20)) == 0, "openssl: \(encrypt.errors)")
         chmod(workspace.path("client-encrypted.key"), 0o600)
-        let (binaryMock, binaryPort, _) = try Self.startMock(
+        let (binaryMock, binaryPort, _) = try await Self.startMock(
             workspace, ["--feedback-port", "0", "--require-client-cert", "--ca", workspace.path("ca.pem"), "--reject-every", "50",
                         "--log-level", "trace"])
         defer { binaryMock.kill(SIGKILL) }
-        let (binaryStatus, _, binaryLogs) = try SendCommandTests.run(
+        let (binaryStatus, _, binaryLogs) = try await SendCommandTests.run(
             ["send", "--gateway", "127.0.0.1:\(binaryPort)", "--input", campaign, "--error-wait-ms", "200",
              "--cert", workspace.path("client.pem"), "--key", workspace.path("client-encrypted.key"),
              "--passphrase-file", workspace.path("passphrase.txt"), "--ca", workspace.path("ca.pem"), "--log-level", "trace"])

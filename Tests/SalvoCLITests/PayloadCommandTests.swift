@@ -7,8 +7,8 @@ import Testing
     static let liveActivity = ["payload", "--protocol", "h2", "--push-type", "liveactivity", "--timestamp", "1767225600"]
 
     /// Runs `salvo payload`, expecting success; returns stdout.
-    static func output(_ arguments: [String]) throws -> String {
-        let (status, output, errors) = try SendCommandTests.run(arguments, timeout: .seconds(30))
+    static func output(_ arguments: [String]) async throws -> String {
+        let (status, output, errors) = try await SendCommandTests.run(arguments, timeout: .seconds(30))
         #expect(status == 0, "stderr: \(errors)")
         return output
     }
@@ -20,8 +20,8 @@ import Testing
         return Array(lines[(start + 1)...].prefix { !$0.isEmpty })
     }
 
-    @Test func anHTTP2RequestShowsItsHeaderFieldsWithThePushTypesTopic() throws {
-        let output = try Self.output(
+    @Test func anHTTP2RequestShowsItsHeaderFieldsWithThePushTypesTopic() async throws {
+        let output = try await Self.output(
             ["payload", "--protocol", "h2", "--push-type", "voip", "--topic", "com.example.app", "--token", Self.token,
              "--priority", "10", "--expiry", "1767225600", "--collapse-id", "call-7",
              "--apns-id", "123E4567-E89B-12D3-A456-426614174000", "--body", "Ring"])
@@ -41,8 +41,8 @@ import Testing
         #expect(!output.contains("Frame"))
     }
 
-    @Test func aBackgroundPushGoesAtPriorityFiveAndABareTopicStaysBare() throws {
-        let output = try Self.output(
+    @Test func aBackgroundPushGoesAtPriorityFiveAndABareTopicStaysBare() async throws {
+        let output = try await Self.output(
             ["payload", "--protocol", "h2", "--push-type", "background", "--topic", "com.example.app",
              "--custom", #"sync={"since":42}"#])
         let fields = Self.section("Request header fields", of: output)
@@ -52,15 +52,15 @@ import Testing
         #expect(Self.section("Body", of: output) == [#"{"aps":{},"sync":{"since":42}}"#])
     }
 
-    @Test func theBinaryFrameStaysTheDefault() throws {
-        let output = try Self.output(["payload", "--body", "Hi"])
+    @Test func theBinaryFrameStaysTheDefault() async throws {
+        let output = try await Self.output(["payload", "--body", "Hi"])
         #expect(output.contains("Payload, 22 bytes (limit 2048):"))
         #expect(output.contains("command 2 (frame)"))
         #expect(!output.contains("Request header fields"))
     }
 
-    @Test func aLiveActivityStartUpdateAndEnd() throws {
-        let start = try Self.output(Self.liveActivity + [
+    @Test func aLiveActivityStartUpdateAndEnd() async throws {
+        let start = try await Self.output(Self.liveActivity + [
             "--event", "start", "--content-state", #"{"home":1,"away":0}"#, "--attributes-type", "MatchAttributes",
             "--attributes", #"{"teams":["A","B"]}"#, "--input-push-token", "--topic", "com.example.app"])
         #expect(Self.section("Body", of: start) == [
@@ -69,34 +69,34 @@ import Testing
         ])
         #expect(Self.section("Request header fields", of: start).contains("apns-topic: com.example.app.push-type.liveactivity"))
 
-        let update = try Self.output(Self.liveActivity + [
+        let update = try await Self.output(Self.liveActivity + [
             "--event", "update", "--content-state", #"{"home":2,"away":0}"#, "--stale-date", "1767229200",
             "--relevance-score", "0.5"])
         #expect(Self.section("Body", of: update) == [
             #"{"aps":{"relevance-score":0.5,"timestamp":1767225600,"event":"update","content-state":{"home":2,"away":0},"stale-date":1767229200}}"#,
         ])
 
-        let end = try Self.output(Self.liveActivity + ["--event", "end", "--dismissal-date", "1767236400"])
+        let end = try await Self.output(Self.liveActivity + ["--event", "end", "--dismissal-date", "1767236400"])
         #expect(Self.section("Body", of: end) == [#"{"aps":{"timestamp":1767225600,"event":"end","dismissal-date":1767236400}}"#])
     }
 
     @Test(arguments: [(APNsPushType.voip, 5120), (.alert, 4096), (.liveactivity, 4096)])
-    func theBodyIsShortenedToThePushTypesLimit(_ pushType: APNsPushType, _ limit: Int) throws {
+    func theBodyIsShortenedToThePushTypesLimit(_ pushType: APNsPushType, _ limit: Int) async throws {
         var arguments = ["payload", "--protocol", "h2", "--push-type", pushType.name,
                          "--body", String(repeating: "a", count: 6000)]
         if pushType == .liveactivity {
             arguments += ["--timestamp", "1", "--event", "update", "--content-state", "{}"]
         }
-        let output = try Self.output(arguments)
+        let output = try await Self.output(arguments)
         #expect(Self.section("Request header fields", of: output).last == "content-length: \(limit)")
         let body = Self.section("Body, \(limit) bytes (\(pushType) limit \(limit))", of: output)
         #expect(body.first?.utf8.count == limit)
         #expect(body.first?.contains("a…\"") == true)
     }
 
-    @Test func maxLengthShortensBelowThePushTypesLimit() throws {
-        let output = try Self.output(["payload", "--protocol", "h2", "--max-length", "3000",
-                                      "--body", String(repeating: "a", count: 6000)])
+    @Test func maxLengthShortensBelowThePushTypesLimit() async throws {
+        let output = try await Self.output(["payload", "--protocol", "h2", "--max-length", "3000",
+                                            "--body", String(repeating: "a", count: 6000)])
         #expect(Self.section("Body, 3000 bytes (alert limit 4096, shortened to --max-length 3000)", of: output).count == 1)
     }
 
@@ -135,8 +135,8 @@ import Testing
         (liveActivity + ["--event", "update", "--content-state", "[1]"], #"--content-state must be a JSON object, e.g. --content-state '{"score":2}'"#),
         (liveActivity + ["--event", "update", "--content-state", "{nope"], "--content-state: the value is not JSON"),
     ])
-    func aRefusedFlagIsNamed(_ arguments: [String], _ message: String) throws {
-        let (status, output, errors) = try SendCommandTests.run(arguments, timeout: .seconds(30))
+    func aRefusedFlagIsNamed(_ arguments: [String], _ message: String) async throws {
+        let (status, output, errors) = try await SendCommandTests.run(arguments, timeout: .seconds(30))
         #expect(status == 2, "stdout: \(output)")
         #expect(errors.contains("salvo payload: \(message)"), "stderr: \(errors)")
     }

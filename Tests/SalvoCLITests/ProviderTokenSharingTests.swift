@@ -10,8 +10,7 @@ extension SendCommandHTTP2Tests {
     /// Real use of one Apple key, as `salvo send` processes meet it: a second run, and a
     /// resume right after an interruption, send the team's token from the cache instead of
     /// signing one the gateway would refuse for 20 minutes (the mock refuses as APNs does).
-    /// Nested in the serialized suite: its processes run one at a time, each test blocking one
-    /// of the cooperative pool's threads while it waits.
+    /// Nested in the serialized suite: its processes run one at a time.
     @Suite struct ProviderTokenSharingTests {
         typealias Workspace = SendCommandTests.Workspace
 
@@ -20,7 +19,7 @@ extension SendCommandHTTP2Tests {
                 + SendCommandHTTP2Tests.tokenArguments(workspace, key: key) + more
         }
 
-        @Test func twoSendsInARowShareTheTeamsToken() throws {
+        @Test func twoSendsInARowShareTheTeamsToken() async throws {
             let workspace = try Workspace()
             defer { workspace.remove() }
             let (rig, key) = try SendCommandHTTP2Tests.tokenRig(workspace)
@@ -28,7 +27,7 @@ extension SendCommandHTTP2Tests {
             try workspace.writeCampaign(lines: 500)
             let cache = ["--token-cache", workspace.path("tokens")]
             for run in 1...2 {
-                let (status, output, errors) = try SendCommandTests.run(Self.arguments(workspace, port: rig.gateway.port, key: key, cache))
+                let (status, output, errors) = try await SendCommandTests.run(Self.arguments(workspace, port: rig.gateway.port, key: key, cache))
                 #expect(status == 0, "run \(run): stdout: \(output)\nstderr: \(errors)")
                 #expect(rig.statistics { $0.accepted >= 500 * run }.accepted == 500 * run)
             }
@@ -40,7 +39,7 @@ extension SendCommandHTTP2Tests {
 
         /// SIGINT, then `--resume` within a second: the resume sends the same token, and every
         /// line is accepted once the two runs are put together.
-        @Test func aResumeRightAfterAnInterruptionSendsTheSameToken() throws {
+        @Test func aResumeRightAfterAnInterruptionSendsTheSameToken() async throws {
             let workspace = try Workspace()
             defer { workspace.remove() }
             // Held answers keep the first run going long enough to be interrupted.
@@ -53,8 +52,8 @@ extension SendCommandHTTP2Tests {
             let first = try SendCommandTests.launch(arguments)
             _ = rig.statistics { $0.accepted >= 1000 }
             first.kill(SIGINT)
-            #expect(try first.exitStatus(within: .seconds(60)) == 3, "stderr: \(first.errors)")
-            let (status, output, errors) = try SendCommandTests.run(arguments + ["--resume"])
+            #expect(try await first.exitStatus(within: .seconds(60)) == 3, "stderr: \(first.errors)")
+            let (status, output, errors) = try await SendCommandTests.run(arguments + ["--resume"])
             #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
             let mock = rig.statistics { $0.accepted - $0.duplicates >= lines }
             #expect(mock.providerTokensTaken == 1 && mock.rejected(.tooManyProviderTokenUpdates) == 0)
@@ -65,20 +64,20 @@ extension SendCommandHTTP2Tests {
         /// A token for the team was taken from another process a moment ago, and this run may
         /// not share it: refused before anything was accepted, the run stops at once instead of
         /// retrying, and says what to do.
-        @Test func aTokenRefusedBeforeAnyAcceptanceStopsTheRunAtOnce() throws {
+        @Test func aTokenRefusedBeforeAnyAcceptanceStopsTheRunAtOnce() async throws {
             let workspace = try Workspace()
             defer { workspace.remove() }
             let (rig, key) = try SendCommandHTTP2Tests.tokenRig(workspace)
             defer { rig.gateway.stop() }
             try workspace.writeCampaign(lines: 50_000)
-            let first = try SendCommandTests.run(Self.arguments(workspace, port: rig.gateway.port, key: key, ["--no-token-cache"]))
+            let first = try await SendCommandTests.run(Self.arguments(workspace, port: rig.gateway.port, key: key, ["--no-token-cache"]))
             #expect(first.0 == 0, "stderr: \(first.2)")
             // Tokens are told apart by their `iat`, in seconds: the next run's must differ.
             let signed = Int64(time(nil))
             _ = eventually({ Int64(time(nil)) }, until: { $0 > signed })
             let requestsBefore = rig.gateway.statistics().requests
             let started = ContinuousClock.now
-            let (status, output, errors) = try SendCommandTests.run(
+            let (status, output, errors) = try await SendCommandTests.run(
                 Self.arguments(workspace, port: rig.gateway.port, key: key, ["--no-token-cache", "--report", workspace.path("report.json")]))
             let elapsed = ContinuousClock.now - started
             #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
@@ -93,7 +92,7 @@ extension SendCommandHTTP2Tests {
             #expect(elapsed < .seconds(20), "a hang guard; scripts/h2-token-sharing.sh measures the stop: \(elapsed)")
         }
 
-        @Test func aTokenCacheEveryUserMayReadIsRefusedBeforeAnythingIsSent() throws {
+        @Test func aTokenCacheEveryUserMayReadIsRefusedBeforeAnythingIsSent() async throws {
             let workspace = try Workspace()
             defer { workspace.remove() }
             let (rig, key) = try SendCommandHTTP2Tests.tokenRig(workspace)
@@ -102,7 +101,7 @@ extension SendCommandHTTP2Tests {
             let cache = workspace.path("tokens")
             try "salvo-provider-tokens v1\n".write(toFile: cache, atomically: true, encoding: .utf8)
             chmod(cache, 0o644)
-            let (status, _, errors) = try SendCommandTests.run(Self.arguments(workspace, port: rig.gateway.port, key: key,
+            let (status, _, errors) = try await SendCommandTests.run(Self.arguments(workspace, port: rig.gateway.port, key: key,
                                                                                ["--token-cache", cache]))
             #expect(status == 2 && errors.contains("chmod 600 \(cache)"), "stderr: \(errors)")
             #expect(rig.gateway.statistics().requests == 0)

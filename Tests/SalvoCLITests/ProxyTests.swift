@@ -16,12 +16,12 @@ import Testing
 
     /// `salvo send` with extra environment variables (the parent's proxy variables are
     /// cleared unless given, so the tests do not depend on the machine's).
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String, String) {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (Int32, String, String) {
         var variables = ["XDG_STATE_HOME": SendCommandTests.stateHome]
         for name in ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] { variables[name] = "" }
         variables.merge(environment) { $1 }
         let process = try ChildProcess(SendCommandTests.salvo, arguments, environment: variables)
-        let status = try process.exitStatus(within: .seconds(100))
+        let status = try await process.exitStatus(within: .seconds(100))
         return (status, process.output, process.errors)
     }
 
@@ -51,22 +51,22 @@ import Testing
     }
 
     /// A workspace and an HTTP/2 mock for `body`, removed and stopped after it.
-    static func withH2Mock(_ body: (Workspace, H2LoopbackRig) throws -> Void) throws {
+    static func withH2Mock(_ body: (Workspace, H2LoopbackRig) async throws -> Void) async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try H2LoopbackRig()
         defer { rig.gateway.stop() }
-        try body(workspace, rig)
+        try await body(workspace, rig)
     }
 
     @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
-    func http2ThroughTinyproxyWithBasicAuthIsExactAgainstTheMock() throws {
-        try Self.withH2Mock { workspace, rig in
+    func http2ThroughTinyproxyWithBasicAuthIsExactAgainstTheMock() async throws {
+        try await Self.withH2Mock { workspace, rig in
             let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
                                                 connectPort: rig.gateway.port)
             defer { proxy.stop() }
             let lines = 5000
-            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+            let (status, output, errors) = try await Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
                 "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
             #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
             try Self.expectExact(workspace, lines: lines, rig)
@@ -78,12 +78,12 @@ import Testing
 
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"),
           arguments: ["socks5", "socks5h"])
-    func http2ThroughMicrosocksWithAUserAndPasswordIsExactAgainstTheMock(scheme: String) throws {
-        try Self.withH2Mock { workspace, rig in
+    func http2ThroughMicrosocksWithAUserAndPasswordIsExactAgainstTheMock(scheme: String) async throws {
+        try await Self.withH2Mock { workspace, rig in
             let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
             defer { proxy.stop() }
             let lines = 5000
-            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
+            let (status, output, errors) = try await Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [
                 "--proxy", "\(scheme)://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)", "--connections", "2"]))
             #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
             try Self.expectExact(workspace, lines: lines, rig)
@@ -92,12 +92,12 @@ import Testing
     }
 
     @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
-    func aWrongPasswordForTinyproxyEndsTheRunNamingTheProxyAnd407() throws {
-        try Self.withH2Mock { workspace, rig in
+    func aWrongPasswordForTinyproxyEndsTheRunNamingTheProxyAnd407() async throws {
+        try await Self.withH2Mock { workspace, rig in
             let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
                                                 connectPort: rig.gateway.port)
             defer { proxy.stop() }
-            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
+            let (status, output, errors) = try await Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
                 "--proxy", "http://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
             #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
             // tinyproxy answers a CONNECT with refused credentials 401, not 407.
@@ -112,11 +112,11 @@ import Testing
     }
 
     @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
-    func aPortTinyproxyDoesNotAllowIsA403() throws {
-        try Self.withH2Mock { workspace, rig in
+    func aPortTinyproxyDoesNotAllowIsA403() async throws {
+        try await Self.withH2Mock { workspace, rig in
             let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password, connectPort: 443)
             defer { proxy.stop() }
-            let (status, _, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 10, [
+            let (status, _, errors) = try await Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 10, [
                 "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]))
             #expect(status == 1, "stderr: \(errors)")
             #expect(errors.contains("the proxy 127.0.0.1:\(proxy.port) answered 403"), "stderr: \(errors)")
@@ -124,11 +124,11 @@ import Testing
     }
 
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
-    func aWrongPasswordForMicrosocksEndsTheRunNamingTheSOCKSRefusal() throws {
-        try Self.withH2Mock { workspace, rig in
+    func aWrongPasswordForMicrosocksEndsTheRunNamingTheSOCKSRefusal() async throws {
+        try await Self.withH2Mock { workspace, rig in
             let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
             defer { proxy.stop() }
-            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
+            let (status, output, errors) = try await Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 300, [
                 "--proxy", "socks5://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
             #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
             #expect(errors.contains("the SOCKS5 proxy 127.0.0.1:\(proxy.port) refused the user and password"), "stderr: \(errors)")
@@ -139,10 +139,10 @@ import Testing
 
     /// Nothing listens where the proxy should be: exit 1, the proxy named, everything
     /// accounted for as unreachable.
-    @Test func aProxyThatIsDownEndsTheRunNamingIt() throws {
-        try Self.withH2Mock { workspace, rig in
+    @Test func aProxyThatIsDownEndsTheRunNamingIt() async throws {
+        try await Self.withH2Mock { workspace, rig in
             let port = try TestProxy.freePort()
-            let (status, output, errors) = try Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 200, [
+            let (status, output, errors) = try await Self.run(Self.h2Send(workspace, port: rig.gateway.port, lines: 200, [
                 "--proxy", "http://127.0.0.1:\(port)"]))
             #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
             #expect(errors.contains("cannot reach the proxy 127.0.0.1:\(port)"), "stderr: \(errors)")
@@ -152,24 +152,24 @@ import Testing
     }
 
     /// HTTPS_PROXY names a proxy that is down, NO_PROXY the gateway: the run connects directly.
-    @Test func noProxyMatchingTheGatewayConnectsDirectly() throws {
-        try Self.withH2Mock { workspace, rig in
+    @Test func noProxyMatchingTheGatewayConnectsDirectly() async throws {
+        try await Self.withH2Mock { workspace, rig in
             let dead = "http://127.0.0.1:\(try TestProxy.freePort())"
             let lines = 500
             let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, [])
-            let (status, output, errors) = try Self.run(arguments, environment: ["HTTPS_PROXY": dead, "NO_PROXY": "localhost,127.0.0.1"])
+            let (status, output, errors) = try await Self.run(arguments, environment: ["HTTPS_PROXY": dead, "NO_PROXY": "localhost,127.0.0.1"])
             #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
             try Self.expectExact(workspace, lines: lines, rig)
             // --no-proxy ignores the environment; without either, its proxy is used (and found down).
-            let (direct, _, directErrors) = try Self.run(arguments + ["--no-proxy"], environment: ["https_proxy": dead])
+            let (direct, _, directErrors) = try await Self.run(arguments + ["--no-proxy"], environment: ["https_proxy": dead])
             #expect(direct == 0, "stderr: \(directErrors)")
-            let (viaProxy, _, proxyErrors) = try Self.run(arguments, environment: ["https_proxy": dead])
+            let (viaProxy, _, proxyErrors) = try await Self.run(arguments, environment: ["https_proxy": dead])
             #expect(viaProxy == 1 && proxyErrors.contains("cannot reach the proxy"), "stderr: \(proxyErrors)")
         }
     }
 
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
-    func theBinaryProtocolGoesThroughAProxyToo() throws {
+    func theBinaryProtocolGoesThroughAProxyToo() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try LoopbackRig()
@@ -178,7 +178,7 @@ import Testing
         defer { proxy.stop() }
         let lines = 5000
         let campaign = try workspace.writeCampaign(lines: lines)
-        let (status, output, errors) = try Self.run(
+        let (status, output, errors) = try await Self.run(
             ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "100",
              "--report", workspace.path("report.json"), "--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]
                 + workspace.tlsArguments())
@@ -189,36 +189,36 @@ import Testing
         }
     }
 
-    @Test func proxyFlagsAreCheckedBeforeAnythingIsSent() throws {
+    @Test func proxyFlagsAreCheckedBeforeAnythingIsSent() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let campaign = try workspace.writeCampaign(lines: 1)
         let base = ["send", "--protocol", "h2", "--gateway", "127.0.0.1:9", "--input", campaign, "--topic", "t"] + workspace.tlsArguments()
-        let (both, _, bothErrors) = try Self.run(base + ["--proxy", "http://h:1", "--no-proxy"])
+        let (both, _, bothErrors) = try await Self.run(base + ["--proxy", "http://h:1", "--no-proxy"])
         #expect(both == 2 && bothErrors.contains("give --proxy or --no-proxy, not both"), "\(bothErrors)")
-        let (bad, _, badErrors) = try Self.run(base + ["--proxy", "ftp://user:hidden@h:1"])
+        let (bad, _, badErrors) = try await Self.run(base + ["--proxy", "ftp://user:hidden@h:1"])
         #expect(bad == 2 && badErrors.contains("--proxy: the proxy URL's scheme ftp://"), "\(badErrors)")
         #expect(!badErrors.contains("hidden"))
-        let (environment, _, environmentErrors) = try Self.run(base, environment: ["ALL_PROXY": "socks4://h:1"])
+        let (environment, _, environmentErrors) = try await Self.run(base, environment: ["ALL_PROXY": "socks4://h:1"])
         #expect(environment == 2 && environmentErrors.contains("the environment's proxy"), "\(environmentErrors)")
-        let (tls, _, tlsErrors) = try Self.run(base + ["--proxy", "http://h:1", "--proxy-tls"])
+        let (tls, _, tlsErrors) = try await Self.run(base + ["--proxy", "http://h:1", "--proxy-tls"])
         #expect(tls == 2 && tlsErrors.contains("--proxy-tls is for --target blackberry"), "\(tlsErrors)")
     }
 
     /// `--target blackberry` still reads `--proxy` as its BlackBerry Proxy (HOST:PORT).
-    @Test func theBlackBerryTargetStillReadsProxyAsItsBlackBerryProxy() throws {
+    @Test func theBlackBerryTargetStillReadsProxyAsItsBlackBerryProxy() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let campaign = try workspace.writeCampaign(lines: 1)
         let blackberry = ["send", "--target", "blackberry", "--input", campaign]
-        let (both, _, bothErrors) = try Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy", "127.0.0.1:17080"])
+        let (both, _, bothErrors) = try await Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy", "127.0.0.1:17080"])
         #expect(both == 2 && bothErrors.contains("give --noc or --proxy, not both"), "\(bothErrors)")
-        let (tls, _, tlsErrors) = try Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy-tls"])
+        let (tls, _, tlsErrors) = try await Self.run(blackberry + ["--noc", "127.0.0.1:9", "--proxy-tls"])
         #expect(tls == 2 && tlsErrors.contains("--proxy-tls goes with --proxy"), "\(tlsErrors)")
     }
 
     @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
-    func theFeedbackServiceIsReadThroughAProxy() throws {
+    func theFeedbackServiceIsReadThroughAProxy() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let pki = LoopbackRig.pki
@@ -231,7 +231,7 @@ import Testing
         let proxy = try TestProxy.tinyproxy(in: workspace.directory, user: Self.user, password: Self.password,
                                             connectPort: feedback.port)
         defer { proxy.stop() }
-        let (status, output, errors) = try Self.run(
+        let (status, output, errors) = try await Self.run(
             ["feedback", "--host", "127.0.0.1:\(feedback.port)", "--proxy", "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"]
                 + workspace.tlsArguments())
         #expect(status == 0, "stderr: \(errors)")
@@ -244,7 +244,7 @@ import Testing
     /// mock's management port, through a CONNECT; a wrong password and a proxy that is down
     /// exit 1 naming the proxy; SOCKS5 with credentials is refused before anything is sent.
     @Test(.enabled(if: TestProxy.hasTinyproxy, "tinyproxy is not installed (make test installs it)"))
-    func channelManagementGoesThroughAnHTTPProxy() throws {
+    func channelManagementGoesThroughAnHTTPProxy() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, _) = try ChannelCommandTests.managementRig(workspace)
@@ -253,22 +253,22 @@ import Testing
                                             connectPort: rig.gateway.channelsPort!)
         defer { proxy.stop() }
         let through = "http://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"
-        let (created, output, errors) = try Self.run(ChannelCommandTests.channel("create", rig, workspace, ["--proxy", through]))
+        let (created, output, errors) = try await Self.run(ChannelCommandTests.channel("create", rig, workspace, ["--proxy", through]))
         #expect(created == 0, "stdout: \(output)\nstderr: \(errors)")
         let id = try #require(ChannelCommandTests.fields(output)["channel-id"])
         #expect(rig.gateway.channels.list(bundleID: "com.example.scores") == [id])
         let log = proxy.process.output + proxy.process.errors
         #expect(log.contains("CONNECT"), "through tinyproxy: \(log)")
 
-        let (refused, _, refusedErrors) = try Self.run(ChannelCommandTests.channel(
+        let (refused, _, refusedErrors) = try await Self.run(ChannelCommandTests.channel(
             "list", rig, workspace, ["--proxy", "http://\(Self.user):wrong-secret@127.0.0.1:\(proxy.port)"]))
         #expect(refused == 1 && refusedErrors.contains("the proxy 127.0.0.1:\(proxy.port)"), "stderr: \(refusedErrors)")
         #expect(!refusedErrors.contains("wrong-secret"))
         let down = try TestProxy.freePort()
-        let (unreachable, _, downErrors) = try Self.run(ChannelCommandTests.channel(
+        let (unreachable, _, downErrors) = try await Self.run(ChannelCommandTests.channel(
             "list", rig, workspace, ["--proxy", "http://127.0.0.1:\(down)"]))
         #expect(unreachable == 1 && downErrors.contains("cannot reach the proxy 127.0.0.1:\(down)"), "stderr: \(downErrors)")
-        let (socks, _, socksErrors) = try Self.run(ChannelCommandTests.channel(
+        let (socks, _, socksErrors) = try await Self.run(ChannelCommandTests.channel(
             "list", rig, workspace, ["--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(down)"]))
         #expect(socks == 2 && socksErrors.contains("give an HTTP proxy"), "stderr: \(socksErrors)")
         #expect(!socksErrors.contains(Self.password))
@@ -279,8 +279,8 @@ import Testing
     /// through it, the run ends exit 0, and every line is accepted (what was in flight at the
     /// drop may go twice, and is counted).
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
-    func aProxyThatDiesMidCampaignIsReconnectedThroughWhenItIsBack() throws {
-        try Self.withH2Mock { workspace, rig in
+    func aProxyThatDiesMidCampaignIsReconnectedThroughWhenItIsBack() async throws {
+        try await Self.withH2Mock { workspace, rig in
             var proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
             defer { proxy.stop() }
             let lines = 50_000  // token 57005 (…dead) is one the mock rejects
@@ -292,9 +292,9 @@ import Testing
             try #require(before >= 2000 && before < lines, "the run was under way when the proxy died (\(before) accepted)")
             let port = proxy.port
             proxy.process.kill(SIGKILL)
-            _ = try? proxy.process.exitStatus(within: .seconds(10))
+            _ = try? await proxy.process.exitStatus(within: .seconds(10))
             proxy = try TestProxy.microsocks(user: Self.user, password: Self.password, port: port)
-            let status = try sender.exitStatus(within: .seconds(120))
+            let status = try await sender.exitStatus(within: .seconds(120))
             #expect(status == 0, "stderr: \(sender.errors)")
             let report = try SendCommandTests.report(workspace.path("report.json"))
             #expect(report.isComplete && report.accepted == lines && report.failed == 0,
@@ -309,15 +309,15 @@ import Testing
     /// A refused proxy password loses nothing: the checkpoint records no line as done, and
     /// the same command with the right password and --resume sends every line, once.
     @Test(.enabled(if: TestProxy.hasMicrosocks, "microsocks is not installed (make test installs it)"))
-    func afterARefusedProxyPasswordTheResumeSendsEverything() throws {
-        try Self.withH2Mock { workspace, rig in
+    func afterARefusedProxyPasswordTheResumeSendsEverything() async throws {
+        try await Self.withH2Mock { workspace, rig in
             let proxy = try TestProxy.microsocks(user: Self.user, password: Self.password)
             defer { proxy.stop() }
             let lines = 2000
             let arguments = try Self.h2Send(workspace, port: rig.gateway.port, lines: lines, ["--checkpoint", workspace.path("c.ckpt")])
-            let (refused, _, errors) = try Self.run(arguments + ["--proxy", "socks5://\(Self.user):wrong@127.0.0.1:\(proxy.port)"])
+            let (refused, _, errors) = try await Self.run(arguments + ["--proxy", "socks5://\(Self.user):wrong@127.0.0.1:\(proxy.port)"])
             #expect(refused == 1 && errors.contains("the same command with --resume continues with line 1"), "stderr: \(errors)")
-            let (resumed, _, resumeErrors) = try Self.run(
+            let (resumed, _, resumeErrors) = try await Self.run(
                 arguments + ["--resume", "--proxy", "socks5://\(Self.user):\(Self.password)@127.0.0.1:\(proxy.port)"])
             #expect(resumed == 0, "stderr: \(resumeErrors)")
             try Self.expectExact(workspace, lines: lines, rig)

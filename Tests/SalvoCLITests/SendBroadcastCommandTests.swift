@@ -11,7 +11,7 @@ import Testing
     typealias Workspace = SendCommandTests.Workspace
     static let update = #"{"aps": {"event": "update", "timestamp": 1767225600, "content-state": {"score": "2-1"}}}"#
 
-    @Test func broadcastsToChannelsAreSentAndAnUnknownChannelIsARowOfTheRejectedList() throws {
+    @Test func broadcastsToChannelsAreSentAndAnUnknownChannelIsARowOfTheRejectedList() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, key) = try SendCommandHTTP2Tests.tokenRig(workspace)
@@ -22,7 +22,7 @@ import Testing
         let payload = workspace.path("update.json")
         try Self.update.write(toFile: payload, atomically: true, encoding: .utf8)
 
-        let (status, output, errors) = try SendCommandTests.run(
+        let (status, output, errors) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--broadcast", "--channel", live[0],
              "--channel", deleted, "--channel", live[1], "--payload", payload, "--report", workspace.path("report.json"),
              "--rejected", workspace.path("rejected.csv")] + SendCommandHTTP2Tests.tokenArguments(workspace, key: key))
@@ -40,7 +40,7 @@ import Testing
 
     /// One campaign of device pushes and broadcasts: both accounted for, each rejection
     /// named by its target in the CSV.
-    @Test func aCampaignMixesDevicesAndChannels() throws {
+    @Test func aCampaignMixesDevicesAndChannels() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, key) = try SendCommandHTTP2Tests.tokenRig(workspace)
@@ -56,7 +56,7 @@ import Testing
         let campaign = workspace.path("campaign.jsonl")
         try (lines.joined(separator: "\n") + "\n").write(toFile: campaign, atomically: true, encoding: .utf8)
 
-        let (status, _, errors) = try SendCommandTests.run(
+        let (status, _, errors) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign,
              "--report", workspace.path("report.json"), "--rejected", workspace.path("rejected.csv")]
                 + SendCommandHTTP2Tests.tokenArguments(workspace, key: key))
@@ -76,17 +76,17 @@ import Testing
         (["--broadcast", "--channel", "not base64!", "--payload", "p.json"], "is not a channel id"),
         (["--broadcast", "--channel", "Y2hhbm5lbA==", "--input", "c.jsonl"], "give no --input or --tokens"),
     ])
-    func badBroadcastFlagsExitWithTwo(_ flags: [String], _ message: String) throws {
-        let (status, _, errors) = try SendCommandTests.run(
+    func badBroadcastFlagsExitWithTwo(_ flags: [String], _ message: String) async throws {
+        let (status, _, errors) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:1", "--cert", "c.pem", "--topic", "com.example.app"] + flags)
         #expect(status == 2 && errors.contains(message), "stderr: \(errors)")
     }
 
-    @Test func aBroadcastOverTheBinaryProtocolOrWithoutABundleIDIsRefused() throws {
-        let (binary, _, binaryErrors) = try SendCommandTests.run(
+    @Test func aBroadcastOverTheBinaryProtocolOrWithoutABundleIDIsRefused() async throws {
+        let (binary, _, binaryErrors) = try await SendCommandTests.run(
             ["send", "--gateway", "127.0.0.1:1", "--broadcast", "--channel", "Y2hhbm5lbA==", "--payload", "p.json"])
         #expect(binary == 2 && binaryErrors.contains("the binary protocol has no broadcasts"), "stderr: \(binaryErrors)")
-        let (noBundle, _, noBundleErrors) = try SendCommandTests.run(
+        let (noBundle, _, noBundleErrors) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:1", "--cert", "c.pem", "--broadcast", "--channel", "Y2hhbm5lbA==",
              "--payload", "p.json"])
         #expect(noBundle == 2 && noBundleErrors.contains("--broadcast needs --bundle-id"), "stderr: \(noBundleErrors)")

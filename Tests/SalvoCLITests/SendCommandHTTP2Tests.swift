@@ -34,7 +34,7 @@ import Testing
         ["--auth-key", key, "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.app", "--ca", workspace.path("ca.pem")]
     }
 
-    @Test func aCampaignIsSentWithTokenAuthenticationAndEveryLinesHeadersReachTheGateway() throws {
+    @Test func aCampaignIsSentWithTokenAuthenticationAndEveryLinesHeadersReachTheGateway() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, key) = try Self.tokenRig(workspace)
@@ -52,7 +52,7 @@ import Testing
         }
         let campaign = workspace.path("campaign.jsonl")
         try (lines.joined(separator: "\n") + "\n").write(toFile: campaign, atomically: true, encoding: .utf8)
-        let (status, output, errors) = try SendCommandTests.run(
+        let (status, output, errors) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign,
              "--collapse-id", "weekly", "--expiration", "1800000000", "--report", workspace.path("report.json"),
              "--rejected", workspace.path("rejected.csv")] + Self.tokenArguments(workspace, key: key))
@@ -82,14 +82,14 @@ import Testing
 
     /// A key the gateway does not know: the run stops with an error that names the key id
     /// and team, exits 1, and fails only what it had taken — not the whole campaign row by row.
-    @Test func aRefusedProviderTokenStopsTheRunNamingTheKeyAndTeam() throws {
+    @Test func aRefusedProviderTokenStopsTheRunNamingTheKeyAndTeam() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, key) = try Self.tokenRig(workspace, keyID: "OTHERKEY01")
         defer { rig.gateway.stop() }
         let lines = 200_000
         try workspace.writeCampaign(lines: lines)
-        let (status, output, errors) = try SendCommandTests.run(
+        let (status, output, errors) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", workspace.path("campaign.jsonl"),
              "--report", workspace.path("report.json")] + Self.tokenArguments(workspace, key: key))
         #expect(status == 1, "stdout: \(output)\nstderr: \(errors)")
@@ -102,7 +102,7 @@ import Testing
         #expect(rig.gateway.statistics().requests <= 2 * 8, "a request or so per connection, no more")
     }
 
-    @Test func aKeyFileOthersCanReadIsRefusedUnlessAllowed() throws {
+    @Test func aKeyFileOthersCanReadIsRefusedUnlessAllowed() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (rig, key) = try Self.tokenRig(workspace)
@@ -111,20 +111,20 @@ import Testing
         try workspace.writeCampaign(lines: 10)
         let arguments = ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(rig.gateway.port)",
                          "--input", workspace.path("campaign.jsonl")] + Self.tokenArguments(workspace, key: key)
-        let (refused, _, errors) = try SendCommandTests.run(arguments)
+        let (refused, _, errors) = try await SendCommandTests.run(arguments)
         #expect(refused == 2)
         #expect(errors.contains(key) && errors.contains("--allow-world-readable-key"), "stderr: \(errors)")
         #expect(!errors.contains("PRIVATE KEY"), "the key never appears in output")
         #expect(rig.gateway.statistics().requests == 0)
 
-        let (allowed, _, allowedErrors) = try SendCommandTests.run(arguments + ["--allow-world-readable-key"])
+        let (allowed, _, allowedErrors) = try await SendCommandTests.run(arguments + ["--allow-world-readable-key"])
         #expect(allowed == 0, "stderr: \(allowedErrors)")
         #expect(rig.statistics { $0.accepted >= 10 }.accepted == 10)
     }
 
     /// Certificate authentication, 8 connections, every kind of failure the mock plans at
     /// once: the mock's accepted set is the campaign, and the report adds up.
-    @Test func eightConnectionsUnderMixedFailuresAccountExactly() throws {
+    @Test func eightConnectionsUnderMixedFailuresAccountExactly() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try H2LoopbackRig(plan: H2FailurePlan(
@@ -132,7 +132,7 @@ import Testing
         defer { rig.gateway.stop() }
         let lines = 20_000
         try workspace.writeCampaign(lines: lines)
-        let (status, output, errors) = try SendCommandTests.run(
+        let (status, output, errors) = try await SendCommandTests.run(
             ["send", "--protocol", "h2", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", workspace.path("campaign.jsonl"),
              "--shards", "2", "--connections", "4", "--max-connections", "4", "--topic", "com.example.app",
              "--report", workspace.path("report.json")] + workspace.tlsArguments())
@@ -151,7 +151,7 @@ import Testing
     /// kill -9 while answers come slowly, then --resume: nothing is lost, and the checkpoint
     /// stood right before the lowest unanswered line, so what is sent twice is only what was
     /// answered after the last checkpoint save.
-    @Test func killedMidCampaignAndResumedOverHTTP2NothingIsLost() throws {
+    @Test func killedMidCampaignAndResumedOverHTTP2NothingIsLost() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         // 20 streams per connection answered after 20 ms: about 1,000 a second.
@@ -170,12 +170,12 @@ import Testing
         let started = rig.statistics { $0.accepted >= 2000 }
         #expect(started.accepted >= 2000 && started.accepted < lines, "the kill must land mid-campaign")
         first.kill(SIGKILL)
-        try first.exitStatus(within: .seconds(10))
+        try await first.exitStatus(within: .seconds(10))
         let resumeAfter = try #require(try Checkpoint(path: checkpoint).load()).line
         let acceptedByTheFirstRun = rig.gateway.statistics().accepted
         #expect(resumeAfter > 0 && resumeAfter <= acceptedByTheFirstRun)
 
-        let (status, output, errors) = try SendCommandTests.run(arguments + ["--resume"])
+        let (status, output, errors) = try await SendCommandTests.run(arguments + ["--resume"])
         #expect(status == 0, "stderr: \(errors)")
         #expect(errors.contains("resuming after line \(resumeAfter)"), "stderr: \(errors)")
         #expect(output.contains("accounting: complete"))
@@ -185,20 +185,20 @@ import Testing
         #expect(mock.duplicates <= acceptedByTheFirstRun - resumeAfter)
     }
 
-    @Test func theProtocolFollowsTheGatewayAndHTTP2FlagsNeedIt() throws {
+    @Test func theProtocolFollowsTheGatewayAndHTTP2FlagsNeedIt() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         try workspace.writeCampaign(lines: 3)
         let input = ["--input", workspace.path("campaign.jsonl")]
-        let (binaryPreset, _, presetErrors) = try SendCommandTests.run(
+        let (binaryPreset, _, presetErrors) = try await SendCommandTests.run(
             ["send", "--gateway", "sandbox", "--protocol", "binary"] + input + workspace.tlsArguments())
         #expect(binaryPreset == 2 && presetErrors.contains("retired its binary gateways"), "stderr: \(presetErrors)")
-        let (topicOnBinary, _, topicErrors) = try SendCommandTests.run(
+        let (topicOnBinary, _, topicErrors) = try await SendCommandTests.run(
             ["send", "--gateway", "127.0.0.1:9", "--topic", "com.example.app"] + input + workspace.tlsArguments())
         #expect(topicOnBinary == 2 && topicErrors.contains("--topic is for the HTTP/2 provider API"), "stderr: \(topicErrors)")
-        let (noCredentials, _, credentialErrors) = try SendCommandTests.run(["send", "--gateway", "sandbox"] + input)
+        let (noCredentials, _, credentialErrors) = try await SendCommandTests.run(["send", "--gateway", "sandbox"] + input)
         #expect(noCredentials == 2 && credentialErrors.contains("HTTP/2 needs credentials"), "stderr: \(credentialErrors)")
-        let (noTopic, _, noTopicErrors) = try SendCommandTests.run(
+        let (noTopic, _, noTopicErrors) = try await SendCommandTests.run(
             ["send", "--gateway", "sandbox", "--auth-key", "k.p8", "--key-id", Self.keyID, "--team-id", Self.teamID] + input)
         #expect(noTopic == 2 && noTopicErrors.contains("needs --topic"), "stderr: \(noTopicErrors)")
     }

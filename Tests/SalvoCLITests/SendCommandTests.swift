@@ -76,9 +76,9 @@ import Testing
     }()
 
     /// Runs to completion (bounded: killed after `timeout`); returns exit status, stdout and stderr.
-    static func run(_ arguments: [String], timeout: Duration = .seconds(100)) throws -> (Int32, String, String) {
+    static func run(_ arguments: [String], timeout: Duration = .seconds(100)) async throws -> (Int32, String, String) {
         let process = try launch(arguments)
-        let status = try process.exitStatus(within: timeout)
+        let status = try await process.exitStatus(within: timeout)
         return (status, process.output, process.errors)
     }
 
@@ -86,13 +86,13 @@ import Testing
         try JSONDecoder().decode(SenderReport.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
-    @Test func aCampaignIsSentWithAReportAndARejectedList() throws {
+    @Test func aCampaignIsSentWithAReportAndARejectedList() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try LoopbackRig(plan: FailurePlan(invalidTokenSuffix: [0x07]))
         defer { rig.gateway.stop() }
         let campaign = try workspace.writeCampaign(lines: 3000)
-        let (status, output, errors) = try Self.run(
+        let (status, output, errors) = try await Self.run(
             ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "200",
              "--report", workspace.path("report.json"), "--rejected", workspace.path("rejected.csv")] + workspace.tlsArguments())
         #expect(status == 0, "stderr: \(errors)")
@@ -112,7 +112,7 @@ import Testing
         #expect(rig.statistics { $0.accepted >= 3000 - invalid.count }.accepted == 3000 - invalid.count)
     }
 
-    @Test func aBadLineAbortsWithItsNumberOrIsSkippedAndListed() throws {
+    @Test func aBadLineAbortsWithItsNumberOrIsSkippedAndListed() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try LoopbackRig()
@@ -121,12 +121,12 @@ import Testing
         let base = ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "50"]
             + workspace.tlsArguments()
 
-        let (aborted, _, abortErrors) = try Self.run(base)
+        let (aborted, _, abortErrors) = try await Self.run(base)
         #expect(aborted == 2)
         #expect(abortErrors.contains("line 40"))
         #expect(rig.statistics { $0.accepted >= 39 }.accepted == 39, "the lines before the bad one are sent, none after")
 
-        let (skipped, _, skipErrors) = try Self.run(base + ["--on-bad-line", "skip", "--report", workspace.path("r.json")])
+        let (skipped, _, skipErrors) = try await Self.run(base + ["--on-bad-line", "skip", "--report", workspace.path("r.json")])
         #expect(skipped == 0, "stderr: \(skipErrors)")
         let report = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: workspace.path("r.json")))) as! [String: Any]
         #expect(report["accepted"] as? Int == 98)
@@ -143,7 +143,7 @@ import Testing
     /// What is sent twice is what the gateway accepted after that: in that last stretch,
     /// and from the socket buffers after the kill (the sender's fixed at 64 KiB here, so
     /// that they hold a small part of the campaign).
-    @Test func killedMidCampaignAndResumedNothingIsLostAndOnlyTheLastStretchRepeats() throws {
+    @Test func killedMidCampaignAndResumedNothingIsLostAndOnlyTheLastStretchRepeats() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         // Stalls of 100 ms every 100 notifications (and the rest of the TLS record being read)
@@ -171,14 +171,14 @@ import Testing
         }
         let killedAt = Instant.now()
         first.kill(SIGKILL)
-        try first.exitStatus(within: .seconds(10))
+        try await first.exitStatus(within: .seconds(10))
         // The checkpoint as the kill left it.
         let resumeAfter = try #require(try Checkpoint(path: checkpoint).load()).line
         let acceptedBeforeTheLastStretch = samples.last(where: { killedAt.since($0.at) >= .milliseconds(2900) })?.accepted ?? 0
         #expect(acceptedBeforeTheLastStretch > 0, "the gateway accepted nothing in time")
         #expect(rig.gateway.accepted < lines, "the campaign finished before the kill; nothing was tested")
 
-        let (status, output, errors) = try Self.run(arguments + ["--resume"])
+        let (status, output, errors) = try await Self.run(arguments + ["--resume"])
         #expect(status == 0, "stderr: \(errors)")
         #expect(errors.contains("resuming after line \(resumeAfter)"), "stderr: \(errors)")
         #expect(output.contains("accounting: complete"))
@@ -195,7 +195,7 @@ import Testing
 
     /// A bad line stops the run; the checkpoint stops before it. Fixed and resumed, every
     /// line arrives exactly once: the stop waited for everything before the bad line.
-    @Test func aRunStoppedAtABadLineResumesAfterTheFixWithNothingLostOrRepeated() throws {
+    @Test func aRunStoppedAtABadLineResumesAfterTheFixWithNothingLostOrRepeated() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try LoopbackRig()
@@ -204,7 +204,7 @@ import Testing
         let (arguments, checkpoint) = try workspace.checkpointedSend(
             port: rig.gateway.port, lines: lines, badLines: [2000: #"{"token":"abc","payload":{}}"#], ["--error-wait-ms", "50"])
 
-        let (stopped, _, stopErrors) = try Self.run(arguments)
+        let (stopped, _, stopErrors) = try await Self.run(arguments)
         #expect(stopped == 2)
         #expect(stopErrors.contains("line 2000: device token"), "stderr: \(stopErrors)")
         #expect(stopErrors.contains("lines 1–1999 are done; the same command with --resume continues with line 2000"),
@@ -213,7 +213,7 @@ import Testing
         #expect(rig.statistics { $0.accepted >= 1999 }.accepted == 1999)
 
         try workspace.writeCampaign(lines: lines)
-        let (resumed, output, errors) = try Self.run(arguments + ["--resume"])
+        let (resumed, output, errors) = try await Self.run(arguments + ["--resume"])
         #expect(resumed == 0, "stderr: \(errors)")
         #expect(errors.contains("resuming after line 1999"))
         #expect(output.contains("accounting: complete"))
@@ -225,7 +225,7 @@ import Testing
 
     /// Nothing listens: every notification fails (exit 1), the checkpoint records none as
     /// done, and once the gateway is there a resume sends them all, once.
-    @Test func anUnreachableGatewayFailsWithExitOneAndTheResumeSendsEverything() throws {
+    @Test func anUnreachableGatewayFailsWithExitOneAndTheResumeSendsEverything() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let port = try #require(try Socket.listen(host: "127.0.0.1", port: 0).localAddress).port
@@ -233,7 +233,7 @@ import Testing
         let (arguments, checkpoint) = try workspace.checkpointedSend(
             port: port, lines: lines, ["--error-wait-ms", "50", "--report", workspace.path("report.json")])
 
-        let (failed, output, errors) = try Self.run(arguments)
+        let (failed, output, errors) = try await Self.run(arguments)
         #expect(failed == 1, "stdout: \(output)\nstderr: \(errors)")
         #expect(errors.contains("gave up on the gateway: connect to 127.0.0.1"), "stderr: \(errors)")
         #expect(errors.contains("no line is done; the same command with --resume continues with line 1"), "stderr: \(errors)")
@@ -244,7 +244,7 @@ import Testing
 
         let rig = try LoopbackRig(port: port)
         defer { rig.gateway.stop() }
-        let (resumed, _, resumeErrors) = try Self.run(arguments + ["--resume"])
+        let (resumed, _, resumeErrors) = try await Self.run(arguments + ["--resume"])
         #expect(resumed == 0, "stderr: \(resumeErrors)")
         #expect(try Self.report(workspace.path("report.json")).accepted == lines)
         let mock = rig.statistics { $0.accepted >= lines }
@@ -252,12 +252,12 @@ import Testing
         #expect(mock.duplicates == 0)
     }
 
-    @Test func resumeWithoutACheckpointIsAUsageError() throws {
+    @Test func resumeWithoutACheckpointIsAUsageError() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let campaign = try workspace.writeCampaign(lines: 3)
-        let (status, _, errors) = try Self.run(["send", "--gateway", "127.0.0.1:9", "--input", campaign, "--resume"]
-                                               + workspace.tlsArguments())
+        let (status, _, errors) = try await Self.run(["send", "--gateway", "127.0.0.1:9", "--input", campaign, "--resume"]
+                                                     + workspace.tlsArguments())
         #expect(status == 2)
         #expect(errors.contains("--resume needs --checkpoint FILE"), "stderr: \(errors)")
     }
@@ -265,7 +265,7 @@ import Testing
     /// A checkpoint written for one campaign is refused for another, and for the same one
     /// cut short; the refusal sends nothing and leaves the checkpoint as it was. Lines
     /// appended to the campaign are fine.
-    @Test func aCheckpointIsRefusedForAnotherOrAShorterFile() throws {
+    @Test func aCheckpointIsRefusedForAnotherOrAShorterFile() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try LoopbackRig()
@@ -274,21 +274,21 @@ import Testing
         let checkpoint = workspace.path("campaign.ckpt")
         try CampaignCheckpoint(Checkpoint(path: checkpoint), campaign: campaign).save(completedThroughLine: 150)
         let saved = try Checkpoint(path: checkpoint).load()
-        func resume(_ input: String) throws -> (Int32, String) {
-            let (status, _, errors) = try Self.run(["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", input,
-                                                    "--error-wait-ms", "50", "--checkpoint", checkpoint, "--resume"]
-                                                   + workspace.tlsArguments())
+        func resume(_ input: String) async throws -> (Int32, String) {
+            let (status, _, errors) = try await Self.run(["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", input,
+                                                          "--error-wait-ms", "50", "--checkpoint", checkpoint, "--resume"]
+                                                         + workspace.tlsArguments())
             return (status, errors)
         }
 
         let other = try workspace.writeCampaign(lines: 200, first: 1001, name: "other.jsonl")
-        let (otherStatus, otherErrors) = try resume(other)
+        let (otherStatus, otherErrors) = try await resume(other)
         #expect(otherStatus == 2)
         #expect(otherErrors.contains("checkpoint \(checkpoint) does not belong to \(other): its lines 1…150"), "\(otherErrors)")
         #expect(otherErrors.contains("it is refused"))
 
         let shorter = try workspace.writeCampaign(lines: 100, name: "shorter.jsonl")
-        let (shorterStatus, shorterErrors) = try resume(shorter)
+        let (shorterStatus, shorterErrors) = try await resume(shorter)
         #expect(shorterStatus == 2)
         #expect(shorterErrors.contains("it has 100 lines, fewer than the 150 the checkpoint covers"), "\(shorterErrors)")
 
@@ -296,13 +296,13 @@ import Testing
         #expect(try Checkpoint(path: checkpoint).load() == saved, "and leaves the checkpoint alone")
 
         try workspace.writeCampaign(lines: 260)
-        let (appendedStatus, appendedErrors) = try resume(campaign)
+        let (appendedStatus, appendedErrors) = try await resume(campaign)
         #expect(appendedStatus == 0, "\(appendedErrors)")
         let mock = rig.statistics { $0.accepted >= 110 }
         expectSameAcceptedSet(mock.acceptedDigestSet, LoopbackRig.digests(count: 261, excluding: Set((0...150).map(UInt64.init))))
     }
 
-    @Test func theReportCarriesTheErrorLatencies() throws {
+    @Test func theReportCarriesTheErrorLatencies() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         // Answered at once: every error response arrives within the error wait.
@@ -310,7 +310,7 @@ import Testing
         defer { rig.gateway.stop() }
         let lines = 5000
         let campaign = try workspace.writeCampaign(lines: lines)
-        let (status, output, errors) = try Self.run(
+        let (status, output, errors) = try await Self.run(
             ["send", "--gateway", "127.0.0.1:\(rig.gateway.port)", "--input", campaign, "--error-wait-ms", "400",
              "--report", workspace.path("report.json")] + workspace.tlsArguments())
         #expect(status == 0, "stderr: \(errors)")

@@ -85,7 +85,7 @@ import Testing
         try text.write(toFile: workspace.path("campaign.jsonl"), atomically: true, encoding: .utf8)
     }
 
-    @Test func oneCampaignOfThreeAppsFromTwoTeamsAndOneByCertificateIsExactPerTopic() throws {
+    @Test func oneCampaignOfThreeAppsFromTwoTeamsAndOneByCertificateIsExactPerTopic() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try Self.rig(workspace)
@@ -94,7 +94,7 @@ import Testing
         try Self.writeCampaign(workspace, lines: lines)
         let checkpoint = workspace.path("campaign.ckpt")
         let arguments = Self.arguments(workspace, port: rig.gateway.port) + ["--checkpoint", checkpoint]
-        let (status, output, errors) = try SendCommandTests.run(arguments)
+        let (status, output, errors) = try await SendCommandTests.run(arguments)
         #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
 
         var expected: [String: TopicCounts] = [:]
@@ -124,25 +124,25 @@ import Testing
         }
 
         // The checkpoint records every line: a resume has nothing left to send.
-        let (again, resumed, _) = try SendCommandTests.run(arguments + ["--resume"])
+        let (again, resumed, _) = try await SendCommandTests.run(arguments + ["--resume"])
         #expect(again == 0 && resumed.contains("nothing left to send"), "stdout: \(resumed)")
         #expect(rig.gateway.statistics().accepted == live.count)
     }
 
-    @Test func aLineWhoseTopicNoEntryServesStopsTheRunBeforeAnythingIsSentOrIsSkipped() throws {
+    @Test func aLineWhoseTopicNoEntryServesStopsTheRunBeforeAnythingIsSentOrIsSkipped() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try Self.rig(workspace)
         defer { rig.gateway.stop() }
         try Self.writeCampaign(workspace, lines: 300, overrides: [250: "com.example.unknown"])
         let arguments = Self.arguments(workspace, port: rig.gateway.port)
-        let (refused, _, errors) = try SendCommandTests.run(arguments)
+        let (refused, _, errors) = try await SendCommandTests.run(arguments)
         #expect(refused == 2, "stderr: \(errors)")
         #expect(errors.contains("line 250") && errors.contains("com.example.unknown") && errors.contains("nothing was sent"),
                 "stderr: \(errors)")
         #expect(rig.gateway.statistics().requests == 0, "nothing was sent")
 
-        let (status, output, skipErrors) = try SendCommandTests.run(arguments + ["--on-bad-line", "skip"])
+        let (status, output, skipErrors) = try await SendCommandTests.run(arguments + ["--on-bad-line", "skip"])
         #expect(status == 0, "stdout: \(output)\nstderr: \(skipErrors)")
         let report = try SendCommandTests.report(workspace.path("report.json"))
         #expect(report.submitted == 299 && report.isComplete)
@@ -150,7 +150,7 @@ import Testing
         #expect(json.contains(#""line" : 250"#) && json.contains("com.example.unknown"), "\(json)")
     }
 
-    @Test func aBadKeyFileInTheCredentialsIsRefusedNamingTheFileAndTheEntry() throws {
+    @Test func aBadKeyFileInTheCredentialsIsRefusedNamingTheFileAndTheEntry() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try Self.rig(workspace)
@@ -160,11 +160,11 @@ import Testing
 
         // Team B's key readable by every user: refused, unless allowed.
         chmod(workspace.path("AuthKey_\(Self.keyB).p8"), 0o644)
-        let (readable, _, readableErrors) = try SendCommandTests.run(arguments)
+        let (readable, _, readableErrors) = try await SendCommandTests.run(arguments)
         #expect(readable == 2)
         #expect(readableErrors.contains("entry 2 (team \(Self.teamB))") && readableErrors.contains("AuthKey_\(Self.keyB).p8")
                     && readableErrors.contains("--allow-world-readable-key"), "stderr: \(readableErrors)")
-        let (allowed, _, allowedErrors) = try SendCommandTests.run(arguments + ["--allow-world-readable-key"])
+        let (allowed, _, allowedErrors) = try await SendCommandTests.run(arguments + ["--allow-world-readable-key"])
         #expect(allowed == 0, "stderr: \(allowedErrors)")
         let accepted = rig.gateway.statistics().accepted
 
@@ -172,13 +172,13 @@ import Testing
         try "not a key\n".write(toFile: workspace.path("broken.p8"), atomically: true, encoding: .utf8)
         chmod(workspace.path("broken.p8"), 0o600)
         try Self.writeCredentials(workspace, keyB: "broken.p8")
-        let (broken, _, brokenErrors) = try SendCommandTests.run(arguments)
+        let (broken, _, brokenErrors) = try await SendCommandTests.run(arguments)
         #expect(broken == 2)
         #expect(brokenErrors.contains("entry 2 (team \(Self.teamB))") && brokenErrors.contains("broken.p8"), "stderr: \(brokenErrors)")
 
         // A key file that is not there.
         try Self.writeCredentials(workspace, keyB: "missing.p8")
-        let (missing, _, missingErrors) = try SendCommandTests.run(arguments)
+        let (missing, _, missingErrors) = try await SendCommandTests.run(arguments)
         #expect(missing == 2)
         #expect(missingErrors.contains("entry 2 (team \(Self.teamB))") && missingErrors.contains("missing.p8"), "stderr: \(missingErrors)")
         #expect(rig.gateway.statistics().accepted == accepted, "the refused runs sent nothing")
@@ -188,7 +188,7 @@ import Testing
     /// certificate's lines until then, and its checkpoint holds. The resume, against a
     /// gateway that knows both keys, sends the rest: every line is accepted, and none the
     /// checkpoint records as done goes twice.
-    @Test func aRunStoppedByOneTeamsRefusedKeyResumesWithNothingLostAndNothingDoneSentTwice() throws {
+    @Test func aRunStoppedByOneTeamsRefusedKeyResumesWithNothingLostAndNothingDoneSentTwice() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let (pemA, pemB) = try Self.writeKeys(workspace)
@@ -202,7 +202,7 @@ import Testing
 
         let first = try Self.gateway(pemA, nil)
         defer { first.gateway.stop() }
-        let (stopped, _, stoppedErrors) = try SendCommandTests.run(
+        let (stopped, _, stoppedErrors) = try await SendCommandTests.run(
             Self.arguments(workspace, port: first.gateway.port) + ["--checkpoint", checkpoint])
         #expect(stopped == 1, "stderr: \(stoppedErrors)")
         #expect(stoppedErrors.contains(Self.teamB) && stoppedErrors.contains("InvalidProviderToken"), "stderr: \(stoppedErrors)")
@@ -213,7 +213,7 @@ import Testing
 
         let second = try Self.gateway(pemA, pemB)
         defer { second.gateway.stop() }
-        let (resumed, output, resumedErrors) = try SendCommandTests.run(
+        let (resumed, output, resumedErrors) = try await SendCommandTests.run(
             Self.arguments(workspace, port: second.gateway.port) + ["--checkpoint", checkpoint, "--resume"])
         #expect(resumed == 0, "stdout: \(output)\nstderr: \(resumedErrors)")
         let report = try SendCommandTests.report(workspace.path("report.json"))
@@ -239,7 +239,7 @@ import Testing
     /// Both teams' tokens go to the token cache and the next run takes them from there: the
     /// gateway sees one token per team over both runs (a second token of a team within 20
     /// minutes would be refused).
-    @Test func eachTeamsTokenIsSharedWithTheNextRunThroughTheTokenCache() throws {
+    @Test func eachTeamsTokenIsSharedWithTheNextRunThroughTheTokenCache() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let rig = try Self.rig(workspace)
@@ -248,7 +248,7 @@ import Testing
         let cache = workspace.path("provider-tokens")
         let arguments = Self.arguments(workspace, port: rig.gateway.port).filter { $0 != "--no-token-cache" } + ["--token-cache", cache]
         for run in 1...2 {
-            let (status, _, errors) = try SendCommandTests.run(arguments)
+            let (status, _, errors) = try await SendCommandTests.run(arguments)
             #expect(status == 0, "run \(run): \(errors)")
         }
         let lines = try String(contentsOfFile: cache, encoding: .utf8).split(separator: "\n")

@@ -4,6 +4,7 @@ import SalvoWire
 import Testing
 @testable import SalvoEngine
 import SalvoMock
+import SalvoTestSupport
 
 /// A feedback service for one client: accepts, handshakes, writes `bytes`, and closes.
 final class OneShotFeedbackServer: Sendable {
@@ -28,6 +29,9 @@ final class OneShotFeedbackServer: Sendable {
 
     /// Waits until the server thread has finished (the connection is closed once the stream is gone).
     func wait() { _ = finished.wait(timeout: .now() + 10) }
+
+    /// `wait()` on a thread of its own, off the cooperative pool.
+    func finish() async { await onOwnThread { self.wait() } }
 }
 
 @Suite(.timeLimit(.minutes(2))) struct FeedbackClientTests {
@@ -51,24 +55,32 @@ final class OneShotFeedbackServer: Sendable {
         }
     }
 
-    func fetch(serving bytes: [UInt8], timeout: Duration = .seconds(10)) throws(FeedbackError) -> [FeedbackTuple] {
+    /// `FeedbackClient.fetch` from a one-shot server of `bytes`; the client (which blocks
+    /// until the server closes) and the wait for the server run off the cooperative pool.
+    func fetch(serving bytes: [UInt8], timeout: Duration = .seconds(10)) async throws(FeedbackError) -> [FeedbackTuple] {
         let server = try! OneShotFeedbackServer(context: serverContext, sending: bytes)
-        defer { server.wait() }
-        return try FeedbackClient.fetch(host: "127.0.0.1", port: server.port, context: clientContext, timeout: timeout)
+        let context = clientContext
+        let result = await onOwnThread {
+            Result { () throws(FeedbackError) in
+                try FeedbackClient.fetch(host: "127.0.0.1", port: server.port, context: context, timeout: timeout)
+            }
+        }
+        await server.finish()
+        return try result.get()
     }
 
     @Test(arguments: [0, 1, 3, 5000])
-    func tuplesArriveByteExact(count: Int) throws {
+    func tuplesArriveByteExact(count: Int) async throws {
         let sent = try tuples(count)
-        let received = try fetch(serving: sent.flatMap(\.bytes))
+        let received = try await fetch(serving: sent.flatMap(\.bytes))
         #expect(received == sent)
         #expect(received.flatMap(\.bytes) == sent.flatMap(\.bytes))
     }
 
-    @Test func aStreamCutMidTupleKeepsWhatArrived() throws {
+    @Test func aStreamCutMidTupleKeepsWhatArrived() async throws {
         let sent = try tuples(3)
         do {
-            _ = try fetch(serving: sent.flatMap(\.bytes) + sent[0].bytes.prefix(10))
+            _ = try await fetch(serving: sent.flatMap(\.bytes) + sent[0].bytes.prefix(10))
             Issue.record("expected an error")
         } catch {
             #expect(error.problem == .truncated(pendingBytes: 10))
@@ -79,12 +91,12 @@ final class OneShotFeedbackServer: Sendable {
         }
     }
 
-    @Test func aWrongTokenLengthIsCorruption() throws {
+    @Test func aWrongTokenLengthIsCorruption() async throws {
         let sent = try tuples(2)
         var broken = sent[1].bytes
         broken[5] = 31
         do {
-            _ = try fetch(serving: sent[0].bytes + broken)
+            _ = try await fetch(serving: sent[0].bytes + broken)
             Issue.record("expected an error")
         } catch {
             #expect(error.problem == .corrupt(FeedbackDecodingError.invalidTokenLength(31).description))
@@ -108,15 +120,18 @@ final class OneShotFeedbackServer: Sendable {
         }
     }
 
-    @Test func anUntrustedServerIsAConnectError() throws {
+    @Test func anUntrustedServerIsAConnectError() async throws {
         let other = try DevelopmentPKI.Bundle()
         let stranger = try TLSContext(
             .client(certificateChain: pki.client.certificate, privateKey: pki.client.privateKey,
                     trustRoots: .certificates(other.authority.certificate)), role: .client)
         let server = try OneShotFeedbackServer(context: serverContext, sending: [])
-        defer { server.wait() }
+        let result = await onOwnThread {
+            Result { () throws(FeedbackError) in try FeedbackClient.fetch(host: "127.0.0.1", port: server.port, context: stranger) }
+        }
+        await server.finish()
         do {
-            _ = try FeedbackClient.fetch(host: "127.0.0.1", port: server.port, context: stranger)
+            _ = try result.get()
             Issue.record("expected an error")
         } catch {
             #expect(error.description.contains("certificate verify failed"))

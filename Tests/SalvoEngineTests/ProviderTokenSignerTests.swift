@@ -281,10 +281,10 @@ extension ProviderTokenSignerTests {
         }
 
         /// A key made by the openssl command line, as PEM text.
-        func openssl(_ arguments: [String]) throws -> String {
+        func openssl(_ arguments: [String]) async throws -> String {
             let out = "\(directory.path)/openssl-\(UUID().uuidString).pem"
             let child = try ChildProcess("/usr/bin/env", ["openssl"] + arguments + ["-out", out])
-            let status = try child.exitStatus(within: .seconds(60))
+            let status = try await child.exitStatus(within: .seconds(60))
             #expect(status == 0, "openssl \(arguments): \(child.errors)")
             return try String(contentsOfFile: out, encoding: .utf8)
         }
@@ -398,16 +398,16 @@ extension ProviderTokenSignerTests {
             (["genpkey", "-algorithm", "ED25519"], "an Ed25519 key"),
             (["ecparam", "-genkey", "-noout", "-name", "secp384r1"], "an EC P-384 key"),
         ])
-        func keysOfOtherKindsFromOpenSSLAreRefusedAsNotP256(_ command: [String], _ kind: String) throws {
-            let pem = try openssl(command)
+        func keysOfOtherKindsFromOpenSSLAreRefusedAsNotP256(_ command: [String], _ kind: String) async throws {
+            let pem = try await openssl(command)
             let error = try #require(failure(try keyFile(pem)))
             #expect(error.problem == .notP256(kind))
             #expect(error.description.contains("\(kind), not a P-256 (ES256) key"))
             expectNoKeyMaterial(error.description, from: pem)
         }
 
-        @Test func aP256KeyInSEC1FormIsAccepted() throws {
-            let pem = try openssl(["ecparam", "-genkey", "-noout", "-name", "prime256v1"])
+        @Test func aP256KeyInSEC1FormIsAccepted() async throws {
+            let pem = try await openssl(["ecparam", "-genkey", "-noout", "-name", "prime256v1"])
             #expect(pem.hasPrefix("-----BEGIN EC PRIVATE KEY-----"))
             let credentials = try ProviderCredentials(keyFile: try keyFile(pem), keyID: AuthKey.keyID, teamID: AuthKey.teamID)
             let verifier = try ProviderTokenVerifier(authKeyPEM: pem, keyID: AuthKey.keyID, teamID: AuthKey.teamID)

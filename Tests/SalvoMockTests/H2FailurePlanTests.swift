@@ -10,12 +10,12 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct H2FailurePlanTests {
     // MARK: 500 InternalServerError
 
-    @Test func everyNthValidRequestGatewayWideIsAnInternalServerError() throws {
+    @Test func everyNthValidRequestGatewayWideIsAnInternalServerError() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(internalErrorEvery: 2) }
-        #expect(try rig.curl().status == 200, "the first valid request")
-        let second = try rig.curl()
+        #expect(try await rig.curl().status == 200, "the first valid request")
+        let second = try await rig.curl()
         #expect(second.status == 500 && second.reason == "InternalServerError", "the second, on another connection")
-        let load = try rig.h2load(requests: 98, clients: 2, streams: 5)
+        let load = try await rig.h2load(requests: 98, clients: 2, streams: 5)
         #expect(load.statusCodes == [49, 0, 0, 49], "h2load: \(load.output)")
         let statistics = rig.gateway.statistics()
         #expect(statistics.accepted == 50 && statistics.requests == 100)
@@ -25,9 +25,9 @@ import Testing
 
     // MARK: GOAWAY at every multiple
 
-    @Test func goawayFiresAtEveryMultipleOfNAndTheClientReconnects() throws {
+    @Test func goawayFiresAtEveryMultipleOfNAndTheClientReconnects() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(goawayEvery: 5) }
-        let answers = try rig.curlInSequence(20)
+        let answers = try await rig.curlInSequence(20)
         #expect(answers.map(\.status) == Array(repeating: 200, count: 20))
         // A new connection for the first request and after each of the first three GOAWAYs.
         #expect(answers.map(\.connects) == (0..<20).map { $0 % 5 == 0 ? 1 : 0 })
@@ -36,12 +36,12 @@ import Testing
         #expect(statistics.accepted == 20 && statistics.requests == 20)
     }
 
-    @Test func goawayCountsValidRequestsAcrossConnections() throws {
+    @Test func goawayCountsValidRequestsAcrossConnections() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(goawayEvery: 5) }
-        let first = try rig.curlInSequence(3)
+        let first = try await rig.curlInSequence(3)
         // Requests 4 and 5 gateway-wide: the second run's connection goes away after its
         // second request, and its third goes on a new connection.
-        let second = try rig.curlInSequence(3)
+        let second = try await rig.curlInSequence(3)
         #expect((first + second).map(\.status) == Array(repeating: 200, count: 6))
         #expect(second.map(\.connects) == [1, 0, 1])
         let statistics = rig.gateway.statistics()
@@ -50,15 +50,15 @@ import Testing
 
     // MARK: Recorded requests
 
-    @Test func acceptedRequestsAreRecordedWithTheirTokenAndHeaders() throws {
+    @Test func acceptedRequestsAreRecordedWithTheirTokenAndHeaders() async throws {
         let rig = try H2Rig { $0.recordRequests = true }
         let id = "0f9a3c8e-1b2d-4e5f-8a9b-0c1d2e3f4a5b"
-        let full = try rig.curl(headers: ["apns-topic: com.example.app.voip", "apns-push-type: voip", "apns-id: \(id)",
-                                          "apns-expiration: 1700000000", "apns-priority: 5", "apns-collapse-id: sale"])
+        let full = try await rig.curl(headers: ["apns-topic: com.example.app.voip", "apns-push-type: voip", "apns-id: \(id)",
+                                                "apns-expiration: 1700000000", "apns-priority: 5", "apns-collapse-id: sale"])
         #expect(full.status == 200, "curl: \(full.errors)")
         let shouting = String(repeating: "AB", count: 32)
-        #expect(try rig.curl("/3/device/\(shouting)", headers: ["apns-topic: com.example.app"]).status == 200)
-        #expect(try rig.curl(headers: standardHeaders + ["apns-priority: 7"]).status == 400, "rejected: not recorded")
+        #expect(try await rig.curl("/3/device/\(shouting)", headers: ["apns-topic: com.example.app"]).status == 200)
+        #expect(try await rig.curl(headers: standardHeaders + ["apns-priority: 7"]).status == 400, "rejected: not recorded")
 
         let recorded = rig.gateway.statistics().acceptedRequests
         #expect(recorded == [

@@ -9,10 +9,10 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct H2MockGatewayTests {
     // MARK: Connection
 
-    @Test func aWellFormedRequestIsAcceptedWithItsApnsIdEchoed() throws {
+    @Test func aWellFormedRequestIsAcceptedWithItsApnsIdEchoed() async throws {
         let rig = try H2Rig()
         let id = "0f9a3c8e-1b2d-4e5f-8a9b-0c1d2e3f4a5b"
-        let response = try rig.curl(headers: standardHeaders + ["apns-id: \(id)", "apns-priority: 10",
+        let response = try await rig.curl(headers: standardHeaders + ["apns-id: \(id)", "apns-priority: 10",
                                                                  "apns-expiration: 0", "apns-collapse-id: sale"])
         #expect(response.status == 200, "curl: \(response.errors)")
         #expect(response.headers["apns-id"] == id)
@@ -22,9 +22,9 @@ import Testing
         #expect(statistics.accepted == 1 && statistics.requests == 1 && statistics.rejected == 0)
     }
 
-    @Test func withoutAnApnsIdTheGatewayMakesOneAndDevelopmentAddsAUniqueId() throws {
+    @Test func withoutAnApnsIdTheGatewayMakesOneAndDevelopmentAddsAUniqueId() async throws {
         let rig = try H2Rig { $0.environment = .development }
-        let response = try rig.curl()
+        let response = try await rig.curl()
         #expect(response.status == 200, "curl: \(response.errors)")
         let made = try #require(response.headers["apns-id"])
         #expect(MessageID(UnsafeRawBufferPointer(made.utf8.withContiguousStorageIfAvailable { UnsafeRawBufferPointer($0) }!)) != nil,
@@ -33,11 +33,11 @@ import Testing
         #expect(unique.count == 36 && unique != made)
     }
 
-    @Test func aClientOfferingOnlyOtherProtocolsIsRefused() throws {
+    @Test func aClientOfferingOnlyOtherProtocolsIsRefused() async throws {
         let rig = try H2Rig()
         // curl offering only http/1.1 in ALPN: the handshake fails (no_application_protocol).
-        let http1 = try runTool("curl", ["--silent", "--http1.1", "--cacert", rig.caFile, "--max-time", "10",
-                                         rig.url("/3/device/\(h2Token)")])
+        let http1 = try await runTool("curl", ["--silent", "--http1.1", "--cacert", rig.caFile, "--max-time", "10",
+                                               rig.url("/3/device/\(h2Token)")])
         #expect(http1.status == 35, "curl exits 35 on a failed TLS handshake, got \(http1.status)")
         let statistics = rig.gateway.statistics()
         #expect(statistics.handshakeFailures == 1)
@@ -110,13 +110,13 @@ import Testing
         ValidationCase(200, nil, headers: ["apns-topic: com.example.app.push-type.liveactivity", "apns-push-type: liveactivity"]),
         ValidationCase(200, nil, headers: ["apns-topic: com.example.app", "apns-push-type: background", "apns-priority: 5"]),
     ])
-    func eachValidationAnswersWithItsStatusAndReason(_ check: ValidationCase) throws {
+    func eachValidationAnswersWithItsStatusAndReason(_ check: ValidationCase) async throws {
         let rig = try H2Rig { $0.allowedTopics = ["com.example.app"] }
         let payload = check.payloadLength.map { length in
             let open = Array(#"{"aps":{},"pad":""#.utf8), close = Array(#""}"#.utf8)
             return open + [UInt8](repeating: 0x61, count: length - open.count - close.count) + close
         } ?? (check.hasPayload ? Array(#"{"aps":{"alert":"hi"}}"#.utf8) : nil)
-        let response = try rig.curl(check.path, method: check.method, headers: check.headers, payload: payload)
+        let response = try await rig.curl(check.path, method: check.method, headers: check.headers, payload: payload)
         #expect(response.status == check.status, "\(check): curl \(response.errors)")
         #expect(response.reason == check.reason, "\(check): body \(response.body)")
         let statistics = rig.gateway.statistics()
@@ -131,60 +131,60 @@ import Testing
 
     // MARK: Token authentication
 
-    @Test func tokensAreVerifiedAndTheirFaultsNamed() throws {
+    @Test func tokensAreVerifiedAndTheirFaultsNamed() async throws {
         let rig = try H2Rig(tokenAuthentication: true)
         let valid = try mintToken(issuedAt: unixNow - 60)
-        func post(_ authorization: String?) throws -> CurlResponse {
-            try rig.curl(headers: standardHeaders + (authorization.map { ["authorization: \($0)"] } ?? []))
+        func post(_ authorization: String?) async throws -> CurlResponse {
+            try await rig.curl(headers: standardHeaders + (authorization.map { ["authorization: \($0)"] } ?? []))
         }
-        #expect(try post(nil).reason == "MissingProviderToken")
-        let noTopic = try rig.curl(headers: ["apns-push-type: alert", "authorization: bearer \(valid)"])
+        #expect(try await post(nil).reason == "MissingProviderToken")
+        let noTopic = try await rig.curl(headers: ["apns-push-type: alert", "authorization: bearer \(valid)"])
         #expect(noTopic.status == 400 && noTopic.reason == "MissingTopic", "a token names no topic")
-        #expect(try post("bearer \(valid)").status == 200)
-        #expect(try post("Bearer \(valid)").status == 200, "the scheme is case-insensitive")
+        #expect(try await post("bearer \(valid)").status == 200)
+        #expect(try await post("Bearer \(valid)").status == 200, "the scheme is case-insensitive")
         let stranger = try mintToken(key: .init(), issuedAt: unixNow - 60)
-        let invalid = try post("bearer \(stranger)")
+        let invalid = try await post("bearer \(stranger)")
         #expect(invalid.status == 403 && invalid.reason == "InvalidProviderToken")
-        #expect(try post("bearer \(try mintToken(keyID: "OTHERKEY01", issuedAt: unixNow - 60))").reason == "InvalidProviderToken")
-        #expect(try post("bearer \(try mintToken(teamID: "OTHERTEAM1", issuedAt: unixNow - 60))").reason == "InvalidProviderToken")
-        #expect(try post("bearer not.a.token").reason == "InvalidProviderToken")
+        #expect(try await post("bearer \(try mintToken(keyID: "OTHERKEY01", issuedAt: unixNow - 60))").reason == "InvalidProviderToken")
+        #expect(try await post("bearer \(try mintToken(teamID: "OTHERTEAM1", issuedAt: unixNow - 60))").reason == "InvalidProviderToken")
+        #expect(try await post("bearer not.a.token").reason == "InvalidProviderToken")
         // A token minted an hour and more ago.
-        let expired = try post("bearer \(try mintToken(issuedAt: unixNow - 3601 - 600))")
+        let expired = try await post("bearer \(try mintToken(issuedAt: unixNow - 3601 - 600))")
         #expect(expired.status == 403 && expired.reason == "ExpiredProviderToken")
         // A new token from the same team five minutes after the current one.
-        let tooSoon = try post("bearer \(try mintToken(issuedAt: unixNow - 60 + 300))")
+        let tooSoon = try await post("bearer \(try mintToken(issuedAt: unixNow - 60 + 300))")
         #expect(tooSoon.status == 429 && tooSoon.reason == "TooManyProviderTokenUpdates")
         // Twenty minutes and more after it, a new token is taken.
-        #expect(try post("bearer \(try mintToken(issuedAt: unixNow - 60 - 1500))").status == 200)
+        #expect(try await post("bearer \(try mintToken(issuedAt: unixNow - 60 - 1500))").status == 200)
         let statistics = rig.gateway.statistics()
         #expect(statistics.accepted == 3)
         #expect(statistics.rejectedByStatus == ["400": 1, "403": 6, "429": 1])
     }
 
-    @Test func aClientCertificateIsRequiredWhenAsked() throws {
+    @Test func aClientCertificateIsRequiredWhenAsked() async throws {
         let rig = try H2Rig {
             $0.tls = .server(certificateChain: H2Rig.pki.server.certificate, privateKey: H2Rig.pki.server.privateKey,
                              clientCertificateRoots: .certificates(H2Rig.pki.authority.certificate))
         }
-        let without = try rig.curl()
+        let without = try await rig.curl()
         #expect(without.status == nil && without.exitCode != 0, "no certificate, no handshake")
-        let with = try rig.curl(extra: ["--cert", "\(rig.directory)/client.pem", "--key", "\(rig.directory)/client.key"])
+        let with = try await rig.curl(extra: ["--cert", "\(rig.directory)/client.pem", "--key", "\(rig.directory)/client.key"])
         #expect(with.status == 200, "curl: \(with.errors)")
         #expect(rig.gateway.statistics().accepted == 1)
     }
 
     // MARK: Stream limit, seen by nghttp
 
-    @Test func oneStreamUntilTheFirstValidTokenThenTheConfiguredLimit() throws {
+    @Test func oneStreamUntilTheFirstValidTokenThenTheConfiguredLimit() async throws {
         let rig = try H2Rig(tokenAuthentication: true) { $0.maximumConcurrentStreams = 500 }
         let body = try rig.file("body.json", Array(#"{"aps":{}}"#.utf8))
-        func nghttp(_ token: String) throws -> ToolResult {
+        func nghttp(_ token: String) async throws -> ToolResult {
             // -M 1: assume one stream until the server's SETTINGS say otherwise; -m 3: three requests.
-            try runTool("nghttp", ["-v", "-n", "-M", "1", "-m", "3", "-d", body, "-t", "10",
-                                   "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
-                                   "-H", "authorization: bearer \(token)", rig.url("/3/device/\(h2Token)")])
+            try await runTool("nghttp", ["-v", "-n", "-M", "1", "-m", "3", "-d", body, "-t", "10",
+                                         "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
+                                         "-H", "authorization: bearer \(token)", rig.url("/3/device/\(h2Token)")])
         }
-        let valid = try nghttp(try mintToken(issuedAt: unixNow))
+        let valid = try await nghttp(try mintToken(issuedAt: unixNow))
         let limits = Self.maxConcurrentStreams(in: valid.output)
         #expect(limits == [1, 500], "the limit before and after the first valid token: \(limits)")
         let firstResponse = try #require(valid.output.range(of: ":status: 200"))
@@ -192,7 +192,7 @@ import Testing
         #expect(raised.lowerBound < firstResponse.lowerBound, "raised with the first valid token, before its answer")
         #expect(valid.output.components(separatedBy: ":status: 200").count - 1 == 3)
 
-        let invalid = try nghttp(try mintToken(key: .init(), issuedAt: unixNow))
+        let invalid = try await nghttp(try mintToken(key: .init(), issuedAt: unixNow))
         #expect(Self.maxConcurrentStreams(in: invalid.output) == [1], "no valid token, no raise")
         #expect(invalid.output.components(separatedBy: ":status: 403").count - 1 == 3)
         #expect(rig.gateway.statistics().requests == 6)
@@ -215,15 +215,15 @@ import Testing
 
     // MARK: Load and failure plans
 
-    @Test func aBoundedH2loadRunIsCountedExactlyUnderTheGatewayWideRules() throws {
+    @Test func aBoundedH2loadRunIsCountedExactlyUnderTheGatewayWideRules() async throws {
         let rig = try H2Rig {
             $0.failurePlan = H2FailurePlan(rejectEvery: 10, throttleEvery: 7, unavailableEvery: 11)
             $0.recordAccepted = true
         }
         let body = try rig.file("body", [UInt8](repeating: 0x20, count: 254) + Array("{}".utf8))
-        let result = try runTool("h2load", ["-n", "1000", "-c", "4", "-m", "20", "-d", body,
-                                            "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
-                                            rig.url("/3/device/\(h2Token)")])
+        let result = try await runTool("h2load", ["-n", "1000", "-c", "4", "-m", "20", "-d", body,
+                                                  "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
+                                                  rig.url("/3/device/\(h2Token)")])
         // Of positions 1...1000: every 10th rejected (100); of the rest, every 7th throttled
         // (142 - 14 = 128); of the rest, every 11th unavailable (90 - 9 - 12 + 1 = 70).
         #expect(result.output.contains("status codes: 702 2xx, 0 3xx, 228 4xx, 70 5xx"), "h2load: \(result.output)")
@@ -235,26 +235,26 @@ import Testing
     }
 
     @Test(arguments: [("DEAD", "Unregistered"), ("fade", "ExpiredToken")])
-    func tokensEndingInDeadOrFadeAreGoneSinceATimestamp(suffix: String, reason: String) throws {
+    func tokensEndingInDeadOrFadeAreGoneSinceATimestamp(suffix: String, reason: String) async throws {
         let rig = try H2Rig()
         let before = unixNow * 1000
-        let response = try rig.curl("/3/device/\(String(h2Token.dropLast(4)))\(suffix)")
+        let response = try await rig.curl("/3/device/\(String(h2Token.dropLast(4)))\(suffix)")
         #expect(response.status == 410 && response.reason == reason)
         let json = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
         let timestamp = try #require(json?["timestamp"] as? Int64)
         #expect(timestamp >= before && timestamp <= unixNow * 1000 + 1000, "milliseconds since 1970: \(timestamp)")
     }
 
-    @Test func goawayNamesTheLastProcessedStreamWithShutdown() throws {
+    @Test func goawayNamesTheLastProcessedStreamWithShutdown() async throws {
         // One stream at a time, so that the second request is the last one taken up.
         let rig = try H2Rig {
             $0.failurePlan = H2FailurePlan(goawayEvery: 2)
             $0.maximumConcurrentStreams = 1
         }
         let body = try rig.file("body.json", Array(#"{"aps":{}}"#.utf8))
-        let result = try runTool("nghttp", ["-v", "-n", "-M", "1", "-m", "4", "-d", body, "-t", "10",
-                                            "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
-                                            rig.url("/3/device/\(h2Token)")])
+        let result = try await runTool("nghttp", ["-v", "-n", "-M", "1", "-m", "4", "-d", body, "-t", "10",
+                                                  "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
+                                                  rig.url("/3/device/\(h2Token)")])
         #expect(result.output.contains("recv GOAWAY frame"), "nghttp: \(result.output)")
         // nghttp's request streams follow its priority anchors; the second answered one is named.
         let answered = result.output.components(separatedBy: "\n").compactMap { line -> Int? in
@@ -268,20 +268,20 @@ import Testing
         #expect(statistics.goaways == 1 && statistics.requests == 2 && statistics.accepted == 2)
     }
 
-    @Test func dropClosesWithoutAnAnswer() throws {
+    @Test func dropClosesWithoutAnAnswer() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(dropEvery: 1) }
-        let response = try rig.curl()
+        let response = try await rig.curl()
         #expect(response.status == nil && response.exitCode != 0, "curl: \(response.errors)")
         let statistics = rig.gateway.statistics()
         #expect(statistics.droppedConnections == 1 && statistics.requests == 1)
         #expect(statistics.accepted == 0 && statistics.rejected == 0)
     }
 
-    @Test func stallsAreCountedAndEveryRequestStillAnswered() throws {
+    @Test func stallsAreCountedAndEveryRequestStillAnswered() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(stallEvery: 5, stallDuration: .milliseconds(20)) }
-        let result = try runTool("h2load", ["-n", "20", "-c", "1", "-m", "1",
-                                            "-d", try rig.file("body", Array(#"{"aps":{}}"#.utf8)),
-                                            "-H", "apns-topic: com.example.app", rig.url("/3/device/\(h2Token)")])
+        let result = try await runTool("h2load", ["-n", "20", "-c", "1", "-m", "1",
+                                                  "-d", try rig.file("body", Array(#"{"aps":{}}"#.utf8)),
+                                                  "-H", "apns-topic: com.example.app", rig.url("/3/device/\(h2Token)")])
         #expect(result.output.contains("status codes: 20 2xx"), "h2load: \(result.output)")
         #expect(rig.gateway.statistics().flowControlStalls == 4)
     }

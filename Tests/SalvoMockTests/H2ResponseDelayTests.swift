@@ -7,20 +7,20 @@ import Testing
 /// per-request times, nghttp's frame log) and by the test's clock. Only lower bounds on
 /// time are asserted: a loaded machine makes everything slower, never faster.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct H2ResponseDelayTests {
-    @Test func heldAnswersHoldUpNeitherOtherStreamsNorReading() throws {
+    @Test func heldAnswersHoldUpNeitherOtherStreamsNorReading() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(responseDelay: .milliseconds(200)) }
         // 100 streams at a time: ten rounds of answers held 200 ms each, where answering one
         // stream at a time would take 1000 × 200 ms.
-        let load = try rig.h2load(requests: 1000, clients: 1, streams: 100)
+        let load = try await rig.h2load(requests: 1000, clients: 1, streams: 100)
         #expect(load.statusCodes == [1000, 0, 0, 0], "h2load: \(load.output)")
         #expect(try #require(load.requestTime).min >= 0.2, "every answer held 200 ms: \(load.output)")
         #expect(load.elapsed >= .seconds(2))
         #expect(rig.gateway.statistics().accepted == 1000)
     }
 
-    @Test func aThousandStreamsPerConnectionAreHeldAtOnce() throws {
+    @Test func aThousandStreamsPerConnectionAreHeldAtOnce() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(responseDelay: .milliseconds(200)) }
-        let load = try rig.h2load(requests: 4000, clients: 2, streams: 1000)
+        let load = try await rig.h2load(requests: 4000, clients: 2, streams: 1000)
         #expect(load.statusCodes == [4000, 0, 0, 0], "h2load: \(load.output)")
         #expect(try #require(load.requestTime).min >= 0.2, "h2load: \(load.output)")
         #expect(load.elapsed >= .milliseconds(400), "two rounds of 1000 on each connection")
@@ -28,11 +28,11 @@ import Testing
         #expect(statistics.accepted == 4000 && statistics.connections == 2)
     }
 
-    @Test func theJitterAddsASeededUniformShareOfItsRange() throws {
+    @Test func theJitterAddsASeededUniformShareOfItsRange() async throws {
         let rig = try H2Rig {
             $0.failurePlan = H2FailurePlan(responseDelay: .milliseconds(100), responseJitter: .milliseconds(200))
         }
-        let load = try rig.h2load(requests: 1000, clients: 1, streams: 100)
+        let load = try await rig.h2load(requests: 1000, clients: 1, streams: 100)
         #expect(load.statusCodes == [1000, 0, 0, 0], "h2load: \(load.output)")
         let time = try #require(load.requestTime)
         #expect(time.min >= 0.1)
@@ -56,12 +56,12 @@ import Testing
     /// Request 1 is accepted, request 2 rejected (`rejectEvery: 2`); whichever answer is
     /// held the longer arrives last, at least its delay after its request went out.
     @Test(arguments: [(1000, 0), (0, 1000)])
-    func errorAnswersAreHeldByTheErrorDelayInsteadOfTheResponseDelay(responseDelay: Int, errorDelay: Int) throws {
+    func errorAnswersAreHeldByTheErrorDelayInsteadOfTheResponseDelay(responseDelay: Int, errorDelay: Int) async throws {
         let rig = try H2Rig {
             $0.failurePlan = H2FailurePlan(rejectEvery: 2, responseDelay: .milliseconds(responseDelay),
                                            errorDelay: .milliseconds(errorDelay))
         }
-        let log = try rig.nghttp(requests: 2)
+        let log = try await rig.nghttp(requests: 2)
         #expect(log.answers.count == 2, "nghttp: \(log.text)")
         let (first, last) = try (#require(log.answers.first), #require(log.answers.last))
         let heldLonger = errorDelay > responseDelay ? 400 : 200
@@ -86,9 +86,9 @@ import Testing
         #expect(statistics.accepted == 1 && statistics.unsentAnswers == 1)
     }
 
-    @Test func anAnswerHeldPastItsClientsPatienceIsCountedAsUnsent() throws {
+    @Test func anAnswerHeldPastItsClientsPatienceIsCountedAsUnsent() async throws {
         let rig = try H2Rig { $0.failurePlan = H2FailurePlan(responseDelay: .seconds(30)) }
-        let response = try rig.curl(extra: ["--max-time", "1"])
+        let response = try await rig.curl(extra: ["--max-time", "1"])
         #expect(response.status == nil && response.exitCode == 28, "curl gave up: \(response.errors)")
         let statistics = try #require(rig.statistics { $0.unsentAnswers == 1 })
         #expect(statistics.requests == 1 && statistics.accepted == 0 && statistics.rejected == 0)

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import SalvoIO
+import SalvoTestSupport
 import SalvoWire
 import Testing
 @testable import SalvoMock
@@ -67,12 +68,12 @@ final class H2Rig {
     /// `port`: another of the gateway's ports (the channel management port); by default its push port.
     func curl(_ path: String = "/3/device/\(h2Token)", method: String = "POST", headers: [String] = standardHeaders,
               payload: [UInt8]? = Array(#"{"aps":{"alert":"hi"}}"#.utf8), extra: [String] = [],
-              port: Int? = nil) throws -> CurlResponse {
+              port: Int? = nil) async throws -> CurlResponse {
         var arguments = ["--silent", "--show-error", "--http2", "--cacert", caFile, "--max-time", "10",
                          "--dump-header", "-", "--request", method]
         for header in headers { arguments += ["--header", header] }
         if let payload { arguments += ["--data-binary", "@" + (try file("payload-\(UUID().uuidString)", payload))] }
-        let result = try runTool("curl", arguments + extra + [url(path, port: port)])
+        let result = try await runTool("curl", arguments + extra + [url(path, port: port)])
         return CurlResponse(result)
     }
 }
@@ -85,23 +86,23 @@ extension H2Rig {
 
     /// h2load: `requests` well-formed requests to one token, over `clients` connections of
     /// up to `streams` concurrent streams each, timed by the caller's clock as well.
-    func h2load(requests: Int, clients: Int = 1, streams: Int = 1) throws -> H2loadRun {
+    func h2load(requests: Int, clients: Int = 1, streams: Int = 1) async throws -> H2loadRun {
         let started = ContinuousClock.now
-        let result = try runTool("h2load", ["-n", String(requests), "-c", String(clients), "-m", String(streams),
-                                            "-d", try payloadFile(), "-H", "apns-topic: com.example.app",
-                                            "-H", "apns-push-type: alert", url("/3/device/\(h2Token)")])
+        let result = try await runTool("h2load", ["-n", String(requests), "-c", String(clients), "-m", String(streams),
+                                                  "-d", try payloadFile(), "-H", "apns-topic: com.example.app",
+                                                  "-H", "apns-push-type: alert", url("/3/device/\(h2Token)")])
         return H2loadRun(output: result.output, elapsed: ContinuousClock.now - started)
     }
 
     /// curl with `count` URLs in one run, each a well-formed request: curl takes them one
     /// after another, on one connection while the gateway keeps it, on a new one after a
     /// GOAWAY. One `(status, new connections)` per request.
-    func curlInSequence(_ count: Int) throws -> [(status: Int, connects: Int)] {
-        let result = try runTool("curl", ["--silent", "--show-error", "--http2", "--cacert", caFile, "--max-time", "20",
-                                          "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
-                                          "--data-binary", "@" + (try payloadFile()), "--output", "/dev/null",
-                                          "--write-out", "%{http_code} %{num_connects}\\n"]
-                                 + Array(repeating: url("/3/device/\(h2Token)"), count: count))
+    func curlInSequence(_ count: Int) async throws -> [(status: Int, connects: Int)] {
+        let result = try await runTool("curl", ["--silent", "--show-error", "--http2", "--cacert", caFile, "--max-time", "20",
+                                                "--header", "apns-topic: com.example.app", "--header", "apns-push-type: alert",
+                                                "--data-binary", "@" + (try payloadFile()), "--output", "/dev/null",
+                                                "--write-out", "%{http_code} %{num_connects}\\n"]
+                                       + Array(repeating: url("/3/device/\(h2Token)"), count: count))
         return result.output.split(separator: "\n").map { line in
             let fields = line.split(separator: " ").map { Int($0) ?? -1 }
             return (fields[0], fields.count > 1 ? fields[1] : -1)
@@ -110,10 +111,10 @@ extension H2Rig {
 
     /// nghttp's frame log (`-v`) of `requests` concurrent well-formed requests on one
     /// connection.
-    func nghttp(requests: Int) throws -> NghttpLog {
-        let result = try runTool("nghttp", ["-v", "-n", "-m", String(requests), "-d", try payloadFile(), "-t", "20",
-                                            "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
-                                            url("/3/device/\(h2Token)")])
+    func nghttp(requests: Int) async throws -> NghttpLog {
+        let result = try await runTool("nghttp", ["-v", "-n", "-m", String(requests), "-d", try payloadFile(), "-t", "20",
+                                                  "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
+                                                  url("/3/device/\(h2Token)")])
         return NghttpLog(result.output)
     }
 }
@@ -249,28 +250,31 @@ struct ToolResult {
 }
 
 /// Runs `name` (found on PATH) to completion, draining both of its pipes at once so that
-/// neither can fill up and block it; gives up (and records an issue) after `timeout`.
-func runTool(_ name: String, _ arguments: [String], timeout: Duration = .seconds(60)) throws -> ToolResult {
+/// neither can fill up and block it; gives up (and records an issue) after `timeout`. The
+/// waits are on a thread of their own, off the cooperative pool.
+func runTool(_ name: String, _ arguments: [String], timeout: Duration = .seconds(60)) async throws -> ToolResult {
     let directories = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
         + ["/usr/bin", "/usr/sbin"]
     guard let path = directories.map({ "\($0)/\(name)" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
         throw MissingTool(name: name)
     }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    let output = Pipe(), errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let outputData = DrainedPipe(output), errorData = DrainedPipe(errors)
-    let seconds = Double(timeout.components.seconds)
-    if !outputData.wait(seconds) || !errorData.wait(seconds) {
-        process.terminate()
-        Issue.record("\(name) did not finish within \(timeout)")
+    let (result, finished) = try await onOwnThread { () throws -> (ToolResult, Bool) in
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let outputData = DrainedPipe(output), errorData = DrainedPipe(errors)
+        let seconds = Double(timeout.components.seconds)
+        let finished = outputData.wait(seconds) && errorData.wait(seconds)
+        if !finished { process.terminate() }
+        process.waitUntilExit()
+        return (ToolResult(status: process.terminationStatus, output: outputData.text, errors: errorData.text), finished)
     }
-    process.waitUntilExit()
-    return ToolResult(status: process.terminationStatus, output: outputData.text, errors: errorData.text)
+    if !finished { Issue.record("\(name) did not finish within \(timeout)") }
+    return result
 }
 
 struct MissingTool: Error, CustomStringConvertible {

@@ -15,7 +15,7 @@ import Testing
     /// are taken over when their leases expire: the mock's accepted set is the campaign's,
     /// and what was sent twice is at most what the database counts as possible duplicates
     /// (the chunks the dead worker held, after their checkpoints).
-    @Test func threeWorkersOneKilledNothingIsLostAndDuplicatesAreCounted() throws {
+    @Test func threeWorkersOneKilledNothingIsLostAndDuplicatesAreCounted() async throws {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
         let count = Self.killTestCount
@@ -24,7 +24,7 @@ import Testing
         let gateway = try CampaignRig.gateway()
         defer { gateway.stop() }
         let db = ["--db", cluster.url(), "--name", "big"]
-        let (created, createOutput, createErrors) = try CampaignRig.run(
+        let (created, createOutput, createErrors) = try await CampaignRig.run(
             ["campaign", "create"] + db + ["--tokens", files.tokens, "--payload", files.payloadFile, "--topic", "com.example.app",
                                           "--chunk-size", "5000"])
         #expect(created == 0, "\(createErrors)")
@@ -42,18 +42,18 @@ import Testing
             """)) ?? "" }, within: .seconds(60)) { $0.hasPrefix("t") }
         #expect(killable.hasPrefix("t"), "w1 never held a chunk mid-campaign")
         workers[0].kill(SIGKILL)
-        #expect(try workers[0].exitStatus(within: .seconds(10)) == SIGKILL + 128 || !workers[0].isRunning)
+        #expect(try await workers[0].exitStatus(within: .seconds(10)) == SIGKILL + 128 || !workers[0].isRunning)
         // What it can have sent twice: the chunks it held when it died (in flight, being
         // read, leased next), read before any of them can expire.
         let held = Int(try cluster.psql("SELECT count(*) FROM campaign_chunks WHERE lease_owner = 'w1' AND NOT done")
             .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(held >= 1)
         for worker in workers.dropFirst() {
-            let status = try worker.exitStatus(within: .seconds(180))
+            let status = try await worker.exitStatus(within: .seconds(180))
             #expect(status == 0, "\(worker.errors)")
         }
 
-        let (statusCode, statusOutput, _) = try CampaignRig.run(["campaign", "status"] + db + ["--report", files.path("report.json")])
+        let (statusCode, statusOutput, _) = try await CampaignRig.run(["campaign", "status"] + db + ["--report", files.path("report.json")])
         #expect(statusCode == 0)
         #expect(statusOutput.contains("(finished, binary protocol)"))
         let report = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: files.path("report.json")))) as! [String: Any]
@@ -74,7 +74,7 @@ import Testing
 
     /// An unreachable database, wrong credentials, a newer schema, a name taken: each a
     /// clear error and exit 2; a name full of SQL is just a name.
-    @Test func badInputIsRefusedClearlyWithExitTwo() throws {
+    @Test func badInputIsRefusedClearlyWithExitTwo() async throws {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
         let files = try CampaignRig.Files(count: 10)
@@ -82,69 +82,69 @@ import Testing
         let create = ["campaign", "create", "--tokens", files.tokens, "--payload", files.payloadFile, "--no-registry"]
 
         let nobody = try PostgresCluster.freePort()
-        let (unreachable, _, unreachableErrors) = try CampaignRig.run(
+        let (unreachable, _, unreachableErrors) = try await CampaignRig.run(
             create + ["--db", "postgres://salvo:x@127.0.0.1:\(nobody)/postgres", "--name", "n"])
         #expect(unreachable == 2)
         #expect(unreachableErrors.contains("cannot reach the database postgres://salvo:***@127.0.0.1:\(nobody)/postgres: nothing "
                                            + "listens on 127.0.0.1 port \(nobody) (connection refused); is PostgreSQL running there"),
                 "\(unreachableErrors)")
 
-        let (refused, _, refusedErrors) = try CampaignRig.run(create + ["--db", cluster.url(password: "wrong"), "--name", "n"])
+        let (refused, _, refusedErrors) = try await CampaignRig.run(create + ["--db", cluster.url(password: "wrong"), "--name", "n"])
         #expect(refused == 2)
         #expect(refusedErrors.contains("refused the credentials of user salvo"), "\(refusedErrors)")
         #expect(!refusedErrors.contains("wrong"), "the password is never printed")
 
         let sneaky = "x'); DROP TABLE campaigns; --"
-        let (first, _, firstErrors) = try CampaignRig.run(create + ["--db", cluster.url(), "--name", sneaky])
+        let (first, _, firstErrors) = try await CampaignRig.run(create + ["--db", cluster.url(), "--name", sneaky])
         #expect(first == 0, "\(firstErrors)")
         #expect(try cluster.psql("SELECT name FROM campaigns").contains(sneaky))
-        let (again, _, againErrors) = try CampaignRig.run(create + ["--db", cluster.url(), "--name", sneaky])
+        let (again, _, againErrors) = try await CampaignRig.run(create + ["--db", cluster.url(), "--name", sneaky])
         #expect(again == 2)
         #expect(againErrors.contains("exists already: give --replace"))
-        let (replaced, _, _) = try CampaignRig.run(create + ["--db", cluster.url(), "--name", sneaky, "--replace"])
+        let (replaced, _, _) = try await CampaignRig.run(create + ["--db", cluster.url(), "--name", sneaky, "--replace"])
         #expect(replaced == 0)
 
-        let (badToken, _, badTokenErrors) = try CampaignRig.run(
+        let (badToken, _, badTokenErrors) = try await CampaignRig.run(
             ["campaign", "create", "--db", cluster.url(), "--name", "bad", "--input", files.tokens, "--no-registry"])
         #expect(badToken == 2)
         #expect(badTokenErrors.contains("line 1"), "\(badTokenErrors)")
         #expect(try cluster.psql("SELECT count(*) FROM campaigns WHERE name = 'bad'").hasPrefix("0"), "nothing is left behind")
 
         try cluster.psql("UPDATE salvo_schema_version SET version = 99")
-        let (newer, _, newerErrors) = try CampaignRig.run(["campaign", "status", "--db", cluster.url(), "--name", sneaky])
+        let (newer, _, newerErrors) = try await CampaignRig.run(["campaign", "status", "--db", cluster.url(), "--name", sneaky])
         #expect(newer == 2)
         #expect(newerErrors.contains("schema version 99"))
     }
 
     /// `salvo registry serve`: a POST registers a token, again is idempotent, bad requests
     /// get 400 with the reason; `registry import` loads a file.
-    @Test func theRegistrationEndpointValidatesAndIsIdempotent() throws {
+    @Test func theRegistrationEndpointValidatesAndIsIdempotent() async throws {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
         let files = try CampaignRig.Files(count: 100)
         defer { files.remove() }
         let server = try ChildProcess(CampaignRig.salvo, ["registry", "serve", "--db", cluster.url(), "--port", "0"])
         defer { server.kill(SIGTERM) }
-        let line = try server.firstLine(within: .seconds(30))
+        let line = try await server.firstLine(within: .seconds(30))
         let port = try #require(line.split(separator: ":").last.map(String.init))
-        func post(_ body: String, path: String = "/devices") throws -> String {
+        func post(_ body: String, path: String = "/devices") async throws -> String {
             let curl = try ChildProcess("/usr/bin/curl", ["-s", "-o", "/dev/stdout", "-w", " %{http_code}", "-X", "POST",
                                                           "-H", "content-type: application/json", "--data", body,
                                                           "http://127.0.0.1:\(port)\(path)"])
-            _ = try curl.exitStatus(within: .seconds(30))
+            _ = try await curl.exitStatus(within: .seconds(30))
             return curl.output
         }
         let token = CampaignRig.token(1).hex
-        #expect(try post(#"{"token":"\#(token)","topic":"com.example.app"}"#).hasSuffix(" 201"))
-        #expect(try post(#"{"token":"\#(token)","topic":"com.example.app"}"#).hasSuffix(" 200"))
-        let bad = try post(#"{"token":"abc","topic":"com.example.app"}"#)
+        #expect(try await post(#"{"token":"\#(token)","topic":"com.example.app"}"#).hasSuffix(" 201"))
+        #expect(try await post(#"{"token":"\#(token)","topic":"com.example.app"}"#).hasSuffix(" 200"))
+        let bad = try await post(#"{"token":"abc","topic":"com.example.app"}"#)
         #expect(bad.hasSuffix(" 400") && bad.contains("token"))
-        #expect(try post(#"{"token":"\#(token)","topic":"com.example.app","environment":"moon"}"#).hasSuffix(" 400"))
-        #expect(try post(#"{"token":"\#(token)","topic":"x'; DROP TABLE devices; --"}"#).hasSuffix(" 400"))
-        #expect(try post("{}", path: "/elsewhere").hasSuffix(" 404"))
+        #expect(try await post(#"{"token":"\#(token)","topic":"com.example.app","environment":"moon"}"#).hasSuffix(" 400"))
+        #expect(try await post(#"{"token":"\#(token)","topic":"x'; DROP TABLE devices; --"}"#).hasSuffix(" 400"))
+        #expect(try await post("{}", path: "/elsewhere").hasSuffix(" 404"))
         #expect(try cluster.psql("SELECT count(*) FROM devices") == "1\n")
 
-        let (imported, importOutput, importErrors) = try CampaignRig.run(
+        let (imported, importOutput, importErrors) = try await CampaignRig.run(
             ["registry", "import", "--db", cluster.url(), "--tokens", files.tokens, "--topic", "com.example.app"])
         #expect(imported == 0, "\(importErrors)")
         #expect(importOutput.contains("imported 100 tokens"))
@@ -153,12 +153,12 @@ import Testing
 
     /// `salvo feedback --db`: the feedback service's tokens are invalidated in the registry,
     /// except one registered again after the time APNs gave for it.
-    @Test func feedbackInvalidatesTokensNotRegisteredAgainSince() throws {
+    @Test func feedbackInvalidatesTokensNotRegisteredAgainSince() async throws {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
         let files = try CampaignRig.Files(count: 2)
         defer { files.remove() }
-        let (imported, _, importErrors) = try CampaignRig.run(
+        let (imported, _, importErrors) = try await CampaignRig.run(
             ["registry", "import", "--db", cluster.url(), "--tokens", files.tokens, "--topic", "com.example.app"])
         #expect(imported == 0, "\(importErrors)")
         let now = Int(Date().timeIntervalSince1970)
@@ -169,9 +169,9 @@ import Testing
             "--feedback-tuple", "\(now - 3600):\(CampaignRig.token(2).hex)",  // registered after it was gone
         ])
         defer { mock.kill(SIGTERM) }
-        let line = try mock.firstLine(within: .seconds(30))
+        let line = try await mock.firstLine(within: .seconds(30))
         let feedbackPort = try #require(line.split(separator: "=").last.map(String.init))
-        let (status, output, errors) = try CampaignRig.run(
+        let (status, output, errors) = try await CampaignRig.run(
             ["feedback", "--host", "127.0.0.1:\(feedbackPort)", "--db", cluster.url(), "--topic", "com.example.app"]
                 + files.tlsArguments)
         #expect(status == 0, "\(errors)")

@@ -60,7 +60,7 @@ extension CampaignCommandTests {
                                         "--shards", "1", "--credentials", files.path("credentials.json"), "--topic", topics[0]]
         }
 
-        @Test func aCampaignOfThreeAppsFromTwoTeamsAndACertificateIsSentByOneWorker() throws {
+        @Test func aCampaignOfThreeAppsFromTwoTeamsAndACertificateIsSentByOneWorker() async throws {
             let cluster = try PostgresCluster()
             defer { cluster.stop() }
             let count = 2000
@@ -69,11 +69,11 @@ extension CampaignCommandTests {
             let gateway = try Self.gateway(files)
             defer { gateway.stop() }
             let db = ["--db", cluster.url(), "--name", "apps"]
-            let (created, _, createErrors) = try CampaignRig.run(
+            let (created, _, createErrors) = try await CampaignRig.run(
                 ["campaign", "create"] + db + ["--input", try Self.campaign(files, count: count), "--no-registry", "--chunk-size", "300"])
             #expect(created == 0, "\(createErrors)")
 
-            let (status, output, errors) = try CampaignRig.run(Self.run(files, db, port: gateway.port))
+            let (status, output, errors) = try await CampaignRig.run(Self.run(files, db, port: gateway.port))
             #expect(status == 0, "stdout: \(output)\nstderr: \(errors)")
             for topic in Self.topics {
                 let expected = (1...count).filter { Self.topics[$0 % 4] == topic }.count
@@ -88,7 +88,7 @@ extension CampaignCommandTests {
             #expect(statistics.providerTokensTaken == 2, "one token per team")
 
             // The campaign's report, from the chunks' rows: exact per topic.
-            let (statusCode, statusOutput, statusErrors) = try CampaignRig.run(
+            let (statusCode, statusOutput, statusErrors) = try await CampaignRig.run(
                 ["campaign", "status"] + db + ["--report", files.path("report.json")])
             #expect(statusCode == 0, "\(statusErrors)")
             let report = try JSONDecoder().decode(SenderReport.self, from: Data(contentsOf: URL(fileURLWithPath: files.path("report.json"))))
@@ -102,7 +102,7 @@ extension CampaignCommandTests {
             #expect(stored.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "one stored token per team: \(stored)")
         }
 
-        @Test func aCampaignWithATopicNoEntryServesIsRefusedBeforeAnythingIsSent() throws {
+        @Test func aCampaignWithATopicNoEntryServesIsRefusedBeforeAnythingIsSent() async throws {
             let cluster = try PostgresCluster()
             defer { cluster.stop() }
             let files = try CampaignRig.Files(count: 1)
@@ -111,9 +111,9 @@ extension CampaignCommandTests {
             defer { gateway.stop() }
             let db = ["--db", cluster.url(), "--name", "unknown"]
             let campaign = try Self.campaign(files, count: 500, topic: [321: "com.example.unknown"])
-            let (created, _, createErrors) = try CampaignRig.run(["campaign", "create"] + db + ["--input", campaign, "--no-registry"])
+            let (created, _, createErrors) = try await CampaignRig.run(["campaign", "create"] + db + ["--input", campaign, "--no-registry"])
             #expect(created == 0, "\(createErrors)")
-            let (status, _, errors) = try CampaignRig.run(Self.run(files, db, port: gateway.port))
+            let (status, _, errors) = try await CampaignRig.run(Self.run(files, db, port: gateway.port))
             #expect(status == 2, "stderr: \(errors)")
             #expect(errors.contains("com.example.unknown") && errors.contains("item 321") && errors.contains("nothing was sent"),
                     "stderr: \(errors)")

@@ -77,9 +77,9 @@ enum CampaignRig {
     }
 
     /// Runs `salvo` to its end (bounded); returns exit status, stdout and stderr.
-    static func run(_ arguments: [String], timeout: Duration = .seconds(120)) throws -> (Int32, String, String) {
+    static func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (Int32, String, String) {
         let process = try ChildProcess(salvo, arguments)
-        let status = try process.exitStatus(within: timeout)
+        let status = try await process.exitStatus(within: timeout)
         return (status, process.output, process.errors)
     }
 }

@@ -11,7 +11,7 @@ extension CampaignCommandTests {
     /// refuse all but the first for 20 minutes, as APNs does), every one finishes, and the
     /// gateway sees one token. Nested in the serialized suite: one blocking test at a time.
     @Suite struct CampaignTokenSharingTests {
-        @Test func threeWorkersStartedSecondsApartSendOneToken() throws {
+        @Test func threeWorkersStartedSecondsApartSendOneToken() async throws {
             let cluster = try PostgresCluster()
             defer { cluster.stop() }
             let count = 6_000
@@ -28,7 +28,7 @@ extension CampaignCommandTests {
                 loops: 2, failurePlan: H2FailurePlan(responseDelay: .milliseconds(300)), recordAccepted: true))
             defer { gateway.stop() }
             let db = ["--db", cluster.url(), "--name", "shared"]
-            let (created, _, createErrors) = try CampaignRig.run(
+            let (created, _, createErrors) = try await CampaignRig.run(
                 ["campaign", "create"] + db + ["--tokens", files.tokens, "--payload", files.payloadFile, "--topic", "com.example.app",
                                               "--chunk-size", "500"])
             #expect(created == 0, "\(createErrors)")
@@ -50,7 +50,7 @@ extension CampaignCommandTests {
                 workers.append(try ChildProcess(CampaignRig.salvo, run + ["--worker", "w\(worker)"]))
             }
             for (number, worker) in workers.enumerated() {
-                #expect(try worker.exitStatus(within: .seconds(180)) == 0, "worker \(number + 1): \(worker.errors)")
+                #expect(try await worker.exitStatus(within: .seconds(180)) == 0, "worker \(number + 1): \(worker.errors)")
             }
             let statistics = eventually(gateway.statistics) { Set($0.acceptedDigests ?? []).count >= count }
             #expect(Set(statistics.acceptedDigests ?? []) == CampaignRig.digests(1...count))

@@ -108,7 +108,7 @@ import Testing
             if status == 202 { answered += start..<start + 100 }
         }
         first.kill(SIGKILL)
-        _ = try first.exitStatus(within: .seconds(180))
+        _ = try await first.exitStatus(within: .seconds(180))
         let pending = try cluster.psql("SELECT count(*) FROM serve_notifications WHERE state = 'pending'")
         #expect(pending == "\(answered.count)\n", "every notification was in flight at the kill")
 
@@ -128,7 +128,7 @@ import Testing
             .first { $0.hasPrefix("salvo_serve_possible_duplicates_total ") }?.split(separator: " ").last.flatMap { Int($0) }
         try await client.shutdown()
         second.kill(SIGTERM)
-        #expect(try second.exitStatus(within: .seconds(180)) == 0, "\(second.errors)")
+        #expect(try await second.exitStatus(within: .seconds(180)) == 0, "\(second.errors)")
 
         #expect(try cluster.psql("SELECT state, count(*) FROM serve_notifications GROUP BY state") == "accepted|\(answered.count)\n")
         let takeovers = Int(try cluster.psql("SELECT sum(takeovers) FROM serve_notifications")

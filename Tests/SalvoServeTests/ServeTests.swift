@@ -205,9 +205,9 @@ import Testing
     @Test func curlAndAPythonClientGetTheSameAnswers() async throws {
         let rig = try await ServeRig()
         let body = ServeRig.notification(9)
-        let curl = try Self.run(["curl", "--silent", "--show-error", "--write-out", "\n%{http_code}",
+        let curl = try await Self.run(["curl", "--silent", "--show-error", "--write-out", "\n%{http_code}",
                                                          "--data-binary", body, "\(rig.url)/v1/notifications?wait=30"])
-        let python = try Self.run(["python3", "-c", """
+        let python = try await Self.run(["python3", "-c", """
             import json, sys, urllib.request
             request = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=60) as answer:
@@ -222,9 +222,9 @@ import Testing
     }
 
     /// Runs a command to its end (bounded): its exit status, output and errors.
-    static func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
         let process = try ChildProcess("/usr/bin/env", arguments)
-        let status = try process.exitStatus(within: .seconds(240))
+        let status = try await process.exitStatus(within: .seconds(240))
         return (status, process.output, process.errors)
     }
 }

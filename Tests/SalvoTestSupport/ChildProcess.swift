@@ -75,17 +75,32 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// The first whole line of standard output, waiting for it at most `timeout`.
     ///
+    /// The wait is on a thread of its own (`onOwnThread`), not on the cooperative pool: the
+    /// pool has as many threads as cores, and a test blocking one starves the others.
+    ///
     /// - Throws: `Timeout` when no line came in time, or the output ended without one.
-    public func firstLine(within timeout: Duration) throws -> String {
-        try waitFor(timeout, "first line of output", unlessEnded: true) {
-            outputBytes.firstIndex(of: 0x0A).map { String(decoding: outputBytes[..<$0], as: UTF8.self) }
+    public func firstLine(within timeout: Duration) async throws -> String {
+        try await onOwnThread { [self] in
+            try waitFor(timeout, "first line of output", unlessEnded: true) {
+                outputBytes.firstIndex(of: 0x0A).map { String(decoding: outputBytes[..<$0], as: UTF8.self) }
+            }
         }
     }
 
     /// Waits at most `timeout` for the process to exit and for both pipes to close; returns
     /// its exit status. When it does not exit in time it is killed (SIGKILL).
     ///
+    /// The wait is on a thread of its own (`onOwnThread`), not on the cooperative pool: the
+    /// pool has as many threads as cores, and a test blocking one starves the others.
+    ///
     /// - Throws: `Timeout`, after the kill.
+    @discardableResult
+    public func exitStatus(within timeout: Duration) async throws -> Int32 {
+        try await onOwnThread { [self] in try exitStatus(within: timeout) }
+    }
+
+    /// `exitStatus(within:)` blocking the calling thread: for a `defer`, which cannot await,
+    /// reaping a process it has just killed. Everything else awaits the one above.
     @discardableResult
     public func exitStatus(within timeout: Duration) throws -> Int32 {
         do {

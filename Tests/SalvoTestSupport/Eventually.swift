@@ -19,13 +19,14 @@ public func eventually<Value>(_ read: () -> Value, within limit: Duration = .sec
 
 /// `eventually` for async tests whose own tasks must go on meanwhile (a sender's producer
 /// runs on the same cooperative threads): suspends between reads instead of blocking one.
-public func eventuallyYielding<Value>(_ read: () -> Value, within limit: Duration = .seconds(60),
+/// `read` may itself suspend (a scrape with curl).
+public func eventuallyYielding<Value>(_ read: () async -> Value, within limit: Duration = .seconds(60),
                                       until condition: (Value) -> Bool) async -> Value {
     let deadline = ContinuousClock.now + limit
-    var value = read()
+    var value = await read()
     while !condition(value) && ContinuousClock.now < deadline {
         try? await Task.sleep(for: .milliseconds(2))
-        value = read()
+        value = await read()
     }
     return value
 }
