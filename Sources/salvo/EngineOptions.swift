@@ -32,7 +32,7 @@ struct EngineOptions: ParsableArguments {
     var retentionMilliseconds: Int?
 
     @Option(name: .customLong("ring-mib"),
-            help: ArgumentHelp("Staging ring per connection, MiB (default 2; HTTP/2: 0.25): frames waiting to be written. Resends are read again from the input, so it does not grow with the error wait.",
+            help: ArgumentHelp("Staging ring per connection, MiB (default 2; HTTP/2: 0.25, and beyond 128 connections each new one's share of 32 MiB): frames waiting to be written. Resends are read again from the input, so it does not grow with the error wait.",
                                valueName: "MiB"))
     var ringMiB: Int?
 

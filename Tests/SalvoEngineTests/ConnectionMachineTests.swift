@@ -362,7 +362,7 @@ extension ConnectionMachineTests {
         for n in 0..<streams {
             let position = SourcePosition(offset: UInt64(n), sequence: UInt64(n))
             window.recordNew(index: UInt64(n), origin: Origin(position: position, source: 1, continuesRun: true))
-            _ = window.open(OpenStream(index: UInt64(n), source: 1, position: position, token: StreamWindowTests.token,
+            _ = window.open(OpenStream(index: UInt64(n), token: StreamWindowTests.token,
                                        attempts: Attempts(), tokenGeneration: 0))
         }
         return (machine, window, a)

@@ -76,26 +76,62 @@ import Testing
         #expect(publish(ring, first..<first + 10) == 10, "written frames left room, no error wait needed")
     }
 
-    @Test func producersAreWokenForRoomOnlyOnceAFewFramesAreFree() {
-        let ring = makeRing(frames: 128)
-        #expect(ring.hasRoomForProducers)
-        let taken = publish(ring, 0..<1000)
-        #expect(taken < 1000 && !ring.hasRoomForProducers)
-        // One frame written is not room enough yet...
-        var slice = ring.nextSlice(limit: Self.frameLength)!
-        ring.markWritten(slice.count) { _, _, _ in }
-        #expect(!ring.hasRoomForProducers)
-        // ...1/32 of the ring is.
-        var written = 1
+    /// Writes one frame at a time until waiting producers would be woken; returns how many.
+    func writtenUntilRoom(_ ring: StagingRing) -> Int {
+        var written = 0
         while !ring.hasRoomForProducers {
-            slice = ring.nextSlice(limit: Self.frameLength)!
+            let slice = ring.nextSlice(limit: Self.frameLength)!
             ring.markWritten(slice.count) { _, _, _ in }
             written += 1
         }
+        return written
+    }
+
+    @Test func producersAreWokenForRoomOnlyOnceAFewFramesAreFree() {
+        // Large enough that 1/32 of it is more than `smallestSlack`.
+        let ring = makeRing(frames: 4096)
+        #expect(ring.hasRoomForProducers)
+        let taken = publish(ring, 0..<10_000)
+        #expect(taken < 10_000 && !ring.hasRoomForProducers)
+        // One frame written is not room enough yet...
+        let slice = ring.nextSlice(limit: Self.frameLength)!
+        ring.markWritten(slice.count) { _, _, _ in }
+        #expect(!ring.hasRoomForProducers)
+        // ...1/32 of the ring is.
+        let written = 1 + writtenUntilRoom(ring)
         #expect(written >= taken / 32 && written <= taken / 32 + 2, "\(written) of \(taken)")
         #expect(publish(ring, taken..<taken + written) == written, "the room is there")
         writeAll(ring)
         #expect(ring.hasRoomForProducers)
+    }
+
+    @Test func aSmallRingWakesProducersForAQuarterOfItAtMost() {
+        let ring = makeRing(frames: 128)
+        let taken = publish(ring, 0..<1000)
+        let written = writtenUntilRoom(ring)
+        // 1/32 would be a frame or two: below `smallestSlack`, so a quarter of the ring.
+        #expect(written >= taken / 4 - 1 && written <= taken / 4 + 1, "\(written) of \(taken)")
+    }
+
+    @Test func aRingTakesItsShareOnItsFirstPublishWithinItsBounds() {
+        let maximum = 1 << 20
+        let small = StagingRing(byteCapacity: maximum, maximumFrameLength: Self.largestFrame, share: { 1000 })
+        #expect(small.byteCapacity == 0, "not sized before the first publish")
+        publish(small, 0..<1)
+        #expect(small.byteCapacity == StagingRing.smallestCapacity)
+        #expect(small.slotCapacity == StagingRing.smallestCapacity / 64)
+
+        let large = StagingRing(byteCapacity: maximum, maximumFrameLength: Self.largestFrame, share: { .max })
+        publish(large, 0..<1)
+        #expect(large.byteCapacity == maximum)
+
+        let between = StagingRing(byteCapacity: maximum, maximumFrameLength: Self.largestFrame, share: { 100_000 })
+        let taken = publish(between, 0..<100_000)
+        #expect(between.byteCapacity == 100_000)
+        #expect(taken == 100_000 / Self.frameLength, "the share is all it holds")
+        let (bytes, frames) = writeAll(between)
+        #expect(frames.map(\.1) == (0..<UInt64(taken)).map { $0 })
+        #expect(Self.identifiers(bytes) == (1...UInt32(taken)).map { $0 })
     }
 
     @Test func partialWritesResumeMidFrameAndSlicesRespectTheLimit() {

@@ -17,10 +17,15 @@ import Testing
         let entries = (0..<count).map { n in
             let position = SourcePosition(offset: UInt64(n) * 100, sequence: UInt64(n))
             window.recordNew(index: UInt64(n), origin: Origin(position: position, source: 1, continuesRun: true))
-            return window.open(OpenStream(index: UInt64(n), source: 1, position: position, token: token,
+            return window.open(OpenStream(index: UInt64(n), token: token,
                                           attempts: Attempts(), tokenGeneration: 0))
         }
         return (window, entries)
+    }
+
+    /// One per stream a connection may have open: its size is memory per stream.
+    @Test func anOpenStreamPacksIntoFiftySixBytes() {
+        #expect(MemoryLayout<OpenStream?>.stride == 56)
     }
 
     @Test func answersInAnyOrderReleaseOnlyFromTheOldestUnanswered() {
@@ -77,8 +82,7 @@ import Testing
         var settlement = Settlement()
         window.retry(entries[0], .refused, now: 0, into: &settlement)
         let retry = try! #require(window.nextRetry(now: 0))
-        let entry = window.open(OpenStream(index: retry.index, source: retry.source, position: retry.position,
-                                          token: Self.token, attempts: retry.attempts, tokenGeneration: 0))
+        let entry = window.open(OpenStream(index: retry.index, token: Self.token, attempts: retry.attempts, tokenGeneration: 0))
         window.retry(entry, .refused, now: 0, into: &settlement)
         #expect(settlement.failures.map(\.reason) == [.retryBudgetExhausted])
         #expect(window.isEmpty && !window.hasRetries)
@@ -116,7 +120,7 @@ import Testing
         window.connectionOpened()
         let position = SourcePosition(offset: 300, sequence: 3)
         window.recordNew(index: 3, origin: Origin(position: position, source: 1, continuesRun: true))
-        let fresh = window.open(OpenStream(index: 3, source: 1, position: position, token: Self.token,
+        let fresh = window.open(OpenStream(index: 3, token: Self.token,
                                            attempts: Attempts(), tokenGeneration: 0))
         #expect(window.openCount == 1 && window.openOnAllConnections == 4)
         window.accepted(entries[0], into: &settlement)

@@ -40,10 +40,25 @@ final class StagingRing: @unchecked Sendable {
         var start: UInt64  // virtual byte offset; physical = start % byteCapacity
     }
 
-    let byteCapacity: Int
-    let slotCapacity: Int
+    /// The most bytes the ring may take. Its bytes and slots are allocated for that at once,
+    /// but a page of them takes memory only once written: what the ring uses is its
+    /// capacity below.
+    let maximumByteCapacity: Int
     private let bytes: UnsafeMutableRawPointer
     private let slots: UnsafeMutablePointer<Slot>
+    private let maximumFrameLength: Int
+    private let bytesPerSlot: Int
+    /// The bytes the ring takes, asked on its first publish; nil once it is sized.
+    private var share: (@Sendable () -> Int)?
+
+    // Set once: at `init`, or with a share on the first publish (under `producerLock` and
+    // before the index that lets the loop in), so that a connection first used among
+    // hundreds takes a small share.
+    @exclusivity(unchecked) private(set) var byteCapacity = 0
+    @exclusivity(unchecked) private(set) var slotCapacity = 0
+    /// Free bytes and slots after which waiting producers are woken (`hasRoomForProducers`).
+    @exclusivity(unchecked) private var byteSlack = 0
+    @exclusivity(unchecked) private var slotSlack = 0
 
     // Producer side, guarded by `producerLock`.
     private let producerLock = Locked<Void>(())
@@ -76,21 +91,47 @@ final class StagingRing: @unchecked Sendable {
     /// Debug builds: stops a second thread on the loop side while one is there.
     private let loopSide = OneThreadAtATime()
 
-    /// - Parameter bytesPerSlot: ring bytes per slot (record): the smallest usual record.
-    ///   Binary frames are 80 bytes and up (a 32-byte token and a minimal payload), so at
-    ///   64 the bytes run out first. HTTP/2 records (a 60-byte header, then the payload)
-    ///   wait for streams: at 128, the default ring holds two stream limits of them.
-    init(byteCapacity: Int, maximumFrameLength: Int, bytesPerSlot: Int = 64) {
+    /// - Parameters:
+    ///   - byteCapacity: the most bytes the ring may take.
+    ///   - bytesPerSlot: ring bytes per slot (record): the smallest usual record. Binary
+    ///     frames are 80 bytes and up (a 32-byte token and a minimal payload), so at 64 the
+    ///     bytes run out first. HTTP/2 records (a 60-byte header, then the payload) wait
+    ///     for streams: at 128, a whole ring holds two stream limits of them.
+    ///   - share: the bytes the ring takes, asked on its first publish; kept between
+    ///     `smallestCapacity` (or two of the largest frames) and `byteCapacity`. Nil:
+    ///     `byteCapacity`.
+    init(byteCapacity: Int, maximumFrameLength: Int, bytesPerSlot: Int = 64, share: (@Sendable () -> Int)? = nil) {
         precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
-        self.byteCapacity = byteCapacity
-        slotCapacity = max(16, byteCapacity / bytesPerSlot)
+        maximumByteCapacity = byteCapacity
+        self.maximumFrameLength = maximumFrameLength
+        self.bytesPerSlot = bytesPerSlot
         bytes = .allocate(byteCount: byteCapacity, alignment: 64)
-        slots = .allocate(capacity: slotCapacity)
+        slots = .allocate(capacity: max(16, byteCapacity / bytesPerSlot))
+        self.share = share
+        if share == nil { size(byteCapacity) }
     }
 
     deinit {
         bytes.deallocate()
         slots.deallocate()
+    }
+
+    /// The least a share makes a ring, for a connection waiting on answers: a few hundred
+    /// of the smallest records.
+    static let smallestCapacity = 32 << 10
+    /// The least free space that wakes waiting producers: woken for every record written,
+    /// a producer fills one record and sleeps again, a thread switch on both sides each
+    /// time; woken for 1/32 of a ring, but never for less than this, it refills in bursts
+    /// long enough to keep the loop's core from writing. Measured: the Performance notes
+    /// article (SalvoEngine.docc/PerformanceNotes.md).
+    static let smallestSlack = 8 << 10
+
+    /// Makes the ring use `bytes` of its maximum (and slots in proportion).
+    private func size(_ bytes: Int) {
+        byteCapacity = min(maximumByteCapacity, max(bytes, 2 * maximumFrameLength))
+        slotCapacity = max(16, byteCapacity / bytesPerSlot)
+        byteSlack = min(max(byteCapacity / 32, Self.smallestSlack), byteCapacity / 4)
+        slotSlack = max(1, slotCapacity * byteSlack / byteCapacity)
     }
 
     /// Notifications published so far: the next index.
@@ -122,6 +163,10 @@ final class StagingRing: @unchecked Sendable {
             // Checked under the lock that `refuseAndTakeUnwritten` takes to set it: a frame
             // is either published before the ring stopped (and taken with the rest) or refused.
             guard !refusing else { return .unavailable }
+            if let share {
+                size(max(share(), Self.smallestCapacity))
+                self.share = nil
+            }
             let index = publishedIndex.load(ordering: .relaxed)
             if index - knownReleasedIndex >= UInt64(slotCapacity) {
                 knownReleasedIndex = releasedIndex.load(ordering: .acquiring)
@@ -177,16 +222,12 @@ final class StagingRing: @unchecked Sendable {
         return Int(publishedEnd.load(ordering: .acquiring) - slot(written).pointee.start) - partialBytes
     }
 
-    /// Whether producers waiting for room should be woken: at least 1/32 of the ring's
-    /// bytes and slots is free again (64 KiB of the default 2 MiB, four TLS records).
-    /// Woken for every record written, a producer fills one record and sleeps again, a
-    /// thread switch on both sides each time; woken for half the ring, it refills in
-    /// bursts long enough to keep the loop's core from writing. Measured: the Performance
-    /// notes article (SalvoEngine.docc/PerformanceNotes.md).
+    /// Whether producers waiting for room should be woken: at least `byteSlack` bytes and
+    /// `slotSlack` slots are free again (see `smallestSlack`).
     var hasRoomForProducers: Bool {
         let waitingFrames = published - written
         return waitingFrames == 0
-            || (waitingFrames <= UInt64(slotCapacity - slotCapacity / 32) && unwrittenBytes <= byteCapacity - byteCapacity / 32)
+            || (waitingFrames <= UInt64(slotCapacity - slotSlack) && unwrittenBytes <= byteCapacity - byteSlack)
     }
 
     /// The loop wrote everything it could see: producers should wake it for the next

@@ -289,7 +289,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     /// read once per batch (reading it per request retained the loop each time).
     private func submit(_ record: RequestRecord, index: UInt64, source: SourceID, position: SourcePosition,
                         attempts: Attempts, at now: UInt64, on session: ClientSession<HTTP2Transport>) throws(HTTP2SessionError) {
-        let entry = window.open(OpenStream(index: index, source: source, position: position, token: record.token,
+        let entry = window.open(OpenStream(index: index, token: record.token,
                                           isBroadcast: record.isBroadcast, attempts: attempts,
                                           tokenGeneration: tokenGeneration))
         prepareEntry(entry)

@@ -49,19 +49,27 @@ struct Retry: Equatable {
     var run: SourceRun { SourceRun(single: index, source: source, position: position) }
 }
 
-/// One open request stream: which notification it carries and what it went through.
+/// One open request stream: which notification it carries (its source and position are
+/// in the window's record of it) and what it went through. One per stream a connection
+/// may have open, so its fields are ordered to pack into 56 bytes.
 struct OpenStream {
     var index: UInt64
-    var source: SourceID
-    var position: SourcePosition
     var token: DeviceToken
-    /// A broadcast: `token` is not its target (a rejection reads its channel again).
-    var isBroadcast = false
-    var attempts: Attempts
     /// The provider token it was sent with (`ProviderTokenSigner.generation`), 0 for none.
     var tokenGeneration: UInt32
     /// The connection it is open on (the window's number for it); `open` sets it.
     var connection: UInt32 = 0
+    var attempts: Attempts
+    /// A broadcast: `token` is not its target (a rejection reads its channel again).
+    var isBroadcast = false
+
+    init(index: UInt64, token: DeviceToken, isBroadcast: Bool = false, attempts: Attempts, tokenGeneration: UInt32) {
+        self.index = index
+        self.token = token
+        self.isBroadcast = isBroadcast
+        self.attempts = attempts
+        self.tokenGeneration = tokenGeneration
+    }
 }
 
 /// The HTTP/2 settling of a connection's window. Every stream gets its own answer,
@@ -93,14 +101,15 @@ final class StreamWindow: ConnectionWindow {
         var expiredTokens = 2
     }
 
+    /// In this order, the flags fill the source's padding (24 bytes, not 32).
     private struct Record {
-        var source: SourceID
         var position: SourcePosition
+        var source: SourceID
         var isFinal: Bool
         /// A lane index no stream carries (its notification failed while staged).
         var isHole = false
 
-        static let hole = Record(source: 0, position: SourcePosition(offset: 0, sequence: 0), isFinal: true, isHole: true)
+        static let hole = Record(position: SourcePosition(offset: 0, sequence: 0), source: 0, isFinal: true, isHole: true)
     }
 
     let limits: Limits
@@ -170,7 +179,7 @@ final class StreamWindow: ConnectionWindow {
     func recordNew(index: UInt64, origin: Origin) {
         precondition(index >= end, "new notifications come in lane order")
         if records.isEmpty { base = index } else { skipNew(to: index) }
-        records.append(Record(source: origin.source, position: origin.position, isFinal: false))
+        records.append(Record(position: origin.position, source: origin.source, isFinal: false))
         end = index + 1
     }
 
@@ -219,22 +228,24 @@ final class StreamWindow: ConnectionWindow {
     func accepted(_ entry: Int32, into settlement: inout Settlement) {
         let stream = close(entry)
         settlement.accepted += 1
-        final(stream.index, source: stream.source, into: &settlement)
+        final(stream.index, into: &settlement)
     }
 
     /// The gateway refused the notification for good.
     func rejected(_ entry: Int32, _ rejection: Rejection, into settlement: inout Settlement) {
         let stream = close(entry)
-        settlement.refused.append(.init(run: SourceRun(single: stream.index, source: stream.source, position: stream.position),
+        let record = record(stream.index)
+        settlement.refused.append(.init(run: SourceRun(single: stream.index, source: record.source, position: record.position),
                                         item: 0, rejection: rejection,
-                                        named: stream.isBroadcast ? nil : (stream.token, stream.position.sequence)))
-        final(stream.index, source: stream.source, into: &settlement)
+                                        named: stream.isBroadcast ? nil : (stream.token, record.position.sequence)))
+        final(stream.index, into: &settlement)
     }
 
     /// Salvo gives up on the notification.
     func failed(_ entry: Int32, _ reason: FailureReason, into settlement: inout Settlement) {
         let stream = close(entry)
-        fail(stream.index, source: stream.source, position: stream.position, reason, into: &settlement)
+        let record = record(stream.index)
+        fail(stream.index, source: record.source, position: record.position, reason, into: &settlement)
     }
 
     /// A notification waiting to be sent again cannot be (its source cannot be read again).
@@ -247,9 +258,10 @@ final class StreamWindow: ConnectionWindow {
     /// `AnswerPolicy`'s to limit). `now` in nanoseconds.
     func retry(_ entry: Int32, _ cause: RetryCause, now: UInt64, into settlement: inout Settlement) {
         let stream = close(entry)
+        let record = record(stream.index)
         var attempts = stream.attempts
         let failure: FailureReason?
-        var retry = Retry(index: stream.index, source: stream.source, position: stream.position, attempts: attempts)
+        var retry = Retry(index: stream.index, source: record.source, position: record.position, attempts: attempts)
         switch cause {
         case .refused:
             attempts.refusals &+= 1
@@ -271,7 +283,7 @@ final class StreamWindow: ConnectionWindow {
             retry.notBefore = now &+ delay
         }
         if let failure {
-            fail(stream.index, source: stream.source, position: stream.position, failure, into: &settlement)
+            fail(stream.index, source: record.source, position: record.position, failure, into: &settlement)
             return
         }
         retry.attempts = attempts
@@ -357,13 +369,16 @@ final class StreamWindow: ConnectionWindow {
     private func fail(_ index: UInt64, source: SourceID, position: SourcePosition, _ reason: FailureReason,
                       into settlement: inout Settlement) {
         settlement.failures.append((SourceRun(single: index, source: source, position: position), reason))
-        final(index, source: source, into: &settlement)
+        final(index, into: &settlement)
     }
+
+    /// The record of the notification at lane index `index`, kept until it is final.
+    private func record(_ index: UInt64) -> Record { records[Int(index - base)] }
 
     /// The notification at `index` is final: counted now, released once everything before
     /// it is final too.
-    private func final(_ index: UInt64, source: SourceID, into settlement: inout Settlement) {
-        settlement.countFinal(source: source, count: 1)
+    private func final(_ index: UInt64, into settlement: inout Settlement) {
+        settlement.countFinal(source: records[Int(index - base)].source, count: 1)
         records[Int(index - base)].isFinal = true
         while let front = records.first, front.isFinal {
             records.removeFirst()

@@ -138,7 +138,7 @@ public final class Sender: Sendable {
         var shards: [Shard] = []
         do {
             for shardIndex in 0..<configuration.shards {
-                let shardLanes = (0..<lanesPerShard).map { _ in Self.lane(configuration, maximumFrame: maximumFrame) }
+                let shardLanes = (0..<lanesPerShard).map { _ in Self.lane(configuration, maximumFrame: maximumFrame, growth: growth) }
                 shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
                                         providerTokens: providerTokens, growth: growth, observer: hub,
@@ -188,13 +188,18 @@ public final class Sender: Sendable {
         }
     }
 
-    /// A connection's staging ring (its slots sized for the protocol's records: see
-    /// `StagingRing.init`) and retained store.
-    private static func lane(_ configuration: SenderConfiguration, maximumFrame: Int) -> Lane {
-        Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame,
-                                  bytesPerSlot: configuration.http2 == nil ? 64 : 128),
-             retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
-                                     maximumPayloadLength: configuration.payloadLimit))
+    /// A connection's staging ring (its slots sized for the protocol's records, its bytes
+    /// its share of the staging budget when first used: see `StagingRing.init`) and
+    /// retained store.
+    private static func lane(_ configuration: SenderConfiguration, maximumFrame: Int, growth: ConnectionGrowth) -> Lane {
+        let budget = configuration.stagingBudget
+        var share: (@Sendable () -> Int)?
+        if budget != .max { share = { @Sendable in budget / max(1, growth.count) } }
+        return Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame,
+                                         bytesPerSlot: configuration.http2 == nil ? 64 : 128,
+                                         share: share),
+                    retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
+                                            maximumPayloadLength: configuration.payloadLimit))
     }
 
     /// The TLS context every connection shares (ALPN h2 for HTTP/2) and where connections

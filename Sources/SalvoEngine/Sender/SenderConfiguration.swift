@@ -55,6 +55,21 @@ public struct SenderConfiguration: Sendable {
         set { ringCapacitySetting = newValue }
     }
     private var ringCapacitySetting: Int?
+    /// Bytes of staging ring for all connections together. A connection's ring is sized
+    /// when something is first published to it: this ÷ the connections in use then, at
+    /// most `ringCapacity` and at least 32 KiB. The first connections get whole rings; those
+    /// that growth adds by the hundred, each waiting on its own answers, get smaller ones,
+    /// so that memory follows what is in flight rather than the ceiling. A ring should
+    /// still hold a stream limit of records: answers held long come back in bursts that free
+    /// that many streams at once, and a ring that holds fewer makes its connection wait for
+    /// the producer. Default: no limit for the binary protocol; 32 MiB for HTTP/2, whole
+    /// rings for up to 128 connections and 128 KiB each at the default ceiling of 256 (a
+    /// stream limit of small notifications). The default follows `transport`.
+    public var stagingBudget: Int {
+        get { stagingBudgetSetting ?? (http2 == nil ? .max : 32 << 20) }
+        set { stagingBudgetSetting = newValue }
+    }
+    private var stagingBudgetSetting: Int?
     /// Bytes per connection for notifications sent one at a time (`Sender.send(token:payload:)`),
     /// which are kept until final: it bounds that path's rate to about this ÷ (error wait
     /// × notification size). `send(contentsOf:)` does not use it.
