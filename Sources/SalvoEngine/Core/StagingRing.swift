@@ -126,9 +126,10 @@ final class StagingRing: @unchecked Sendable {
     /// article (SalvoEngine.docc/PerformanceNotes.md).
     static let smallestSlack = 8 << 10
 
-    /// Makes the ring use `bytes` of its maximum (and slots in proportion).
+    /// Makes the ring use `bytes` of its maximum, but never less than `smallestCapacity`
+    /// and two of the largest frames (and slots in proportion).
     private func size(_ bytes: Int) {
-        byteCapacity = min(maximumByteCapacity, max(bytes, 2 * maximumFrameLength))
+        byteCapacity = min(maximumByteCapacity, max(bytes, Self.smallestCapacity, 2 * maximumFrameLength))
         slotCapacity = max(16, byteCapacity / bytesPerSlot)
         byteSlack = min(max(byteCapacity / 32, Self.smallestSlack), byteCapacity / 4)
         slotSlack = max(1, slotCapacity * byteSlack / byteCapacity)
@@ -164,7 +165,7 @@ final class StagingRing: @unchecked Sendable {
             // is either published before the ring stopped (and taken with the rest) or refused.
             guard !refusing else { return .unavailable }
             if let share {
-                size(max(share(), Self.smallestCapacity))
+                size(share())
                 self.share = nil
             }
             let index = publishedIndex.load(ordering: .relaxed)

@@ -51,7 +51,7 @@ struct Retry: Equatable {
 
 /// One open request stream: which notification it carries (its source and position are
 /// in the window's record of it) and what it went through. One per stream a connection
-/// may have open, so its fields are ordered to pack into 56 bytes.
+/// may have open, so its fields are ordered for the small ones to share padding.
 struct OpenStream {
     var index: UInt64
     var token: DeviceToken
@@ -101,7 +101,7 @@ final class StreamWindow: ConnectionWindow {
         var expiredTokens = 2
     }
 
-    /// In this order, the flags fill the source's padding (24 bytes, not 32).
+    /// In this order, the flags fill the source's padding instead of a word of their own.
     private struct Record {
         var position: SourcePosition
         var source: SourceID
@@ -378,8 +378,9 @@ final class StreamWindow: ConnectionWindow {
     /// The notification at `index` is final: counted now, released once everything before
     /// it is final too.
     private func final(_ index: UInt64, into settlement: inout Settlement) {
-        settlement.countFinal(source: records[Int(index - base)].source, count: 1)
-        records[Int(index - base)].isFinal = true
+        let place = Int(index - base)
+        settlement.countFinal(source: records[place].source, count: 1)
+        records[place].isFinal = true
         while let front = records.first, front.isFinal {
             records.removeFirst()
             base += 1
