@@ -638,9 +638,17 @@ final class EventHub: SenderObserver {
     private let continuation: AsyncStream<SenderEvent>.Continuation
     private let onRejected: (@Sendable (PushTarget, Rejection, UInt64) -> Void)?
     let logger: Logger
+    /// Waiters between `beginWaiting` and `endWaiting`: while there are none, progress is free.
     private let waiting = Atomic<Int>(0)
-    private let state = Locked<(generation: UInt64, waiters: [UnsafeContinuation<Void, Never>], givenUp: SendError?)>(
-        (0, [], nil))
+    /// Counts progress. Read and bumped without the lock: the shard loops report progress on
+    /// most turns while a producer waits, and taking the lock each time made the producer
+    /// contend for it on every wait.
+    private let generation = Atomic<UInt64>(0)
+    /// Waiters whose continuation is in `waiters` (changed only under its lock): progress
+    /// takes the lock only when someone is suspended there.
+    private let parked = Atomic<Int>(0)
+    private let waiters = Locked<[UnsafeContinuation<Void, Never>]>([])
+    private let givenUpError = Locked<SendError?>(nil)
     /// Why a connection was last lost (a drop, a stall, a protocol error).
     private let lastLoss = Locked<String?>(nil)
 
@@ -654,7 +662,7 @@ final class EventHub: SenderObserver {
 
     /// Why connections gave up, for the sender to throw once all have: refused credentials
     /// if any connection saw that (it is what the user must fix), else the last reason.
-    var givenUp: SendError? { state.withLock { $0.givenUp } }
+    var givenUp: SendError? { givenUpError.withLock { $0 } }
 
     func connectionLost(_ reason: String) { lastLoss.withLock { $0 = reason } }
 
@@ -670,12 +678,12 @@ final class EventHub: SenderObserver {
     func emit(_ event: SenderEvent) {
         switch event {
         case .unreachable(let reason):
-            state.withLock { state in
-                if case .credentialsRefused? = state.givenUp { return }
-                state.givenUp = .gatewayUnreachable(reason)
+            givenUpError.withLock { givenUp in
+                if case .credentialsRefused? = givenUp { return }
+                givenUp = .gatewayUnreachable(reason)
             }
         case .credentialsRefused(let reason):
-            state.withLock { $0.givenUp = .credentialsRefused(reason) }
+            givenUpError.withLock { $0 = .credentialsRefused(reason) }
         default:
             break
         }
@@ -695,7 +703,7 @@ final class EventHub: SenderObserver {
     /// Announces a waiter; returns the generation to wait past. Pair with `endWaiting`.
     func beginWaiting() -> UInt64 {
         waiting.add(1, ordering: .sequentiallyConsistent)
-        return state.withLock { $0.generation }
+        return generation.load(ordering: .sequentiallyConsistent)
     }
 
     func endWaiting() { waiting.subtract(1, ordering: .sequentiallyConsistent) }
@@ -725,23 +733,34 @@ final class EventHub: SenderObserver {
         // the unsafe continuation skips the checked one's allocation (each is resumed once,
         // by `wakeAll` or right here).
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.generation != generation { return true }
-                state.waiters.append(continuation)
+            // Parked first, the generation read second; `wakeAll` bumps the generation first
+            // and reads `parked` second. Sequentially consistent, at least one of the two sees
+            // the other's write: this waiter sees the progress and goes on, or the waker
+            // sees it parked and takes the lock, which this waiter holds until it is listed.
+            let resumeNow = waiters.withLock { waiters -> Bool in
+                parked.add(1, ordering: .sequentiallyConsistent)
+                if self.generation.load(ordering: .sequentiallyConsistent) != generation {
+                    parked.subtract(1, ordering: .sequentiallyConsistent)
+                    return true
+                }
+                waiters.append(continuation)
                 return false
             }
             if resumeNow { continuation.resume() }
         }
     }
 
-    /// Resumes every waiter. Under the lock, so that the waiters' array keeps its storage
-    /// (handing it out would make the next wait allocate a new one); resuming only
-    /// schedules the task, which takes the lock later, on its own thread.
+    /// Counts progress and resumes every parked waiter. Under the lock, so that the
+    /// waiters' array keeps its storage (handing it out would make the next wait allocate
+    /// a new one); resuming only schedules the task, which takes the lock later, on its own
+    /// thread.
     private func wakeAll() {
-        state.withLock { state in
-            state.generation += 1
-            for waiter in state.waiters { waiter.resume() }
-            state.waiters.removeAll(keepingCapacity: true)
+        generation.add(1, ordering: .sequentiallyConsistent)
+        guard parked.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        waiters.withLock { waiters in
+            for waiter in waiters { waiter.resume() }
+            parked.subtract(waiters.count, ordering: .sequentiallyConsistent)
+            waiters.removeAll(keepingCapacity: true)
         }
     }
 
