@@ -25,10 +25,12 @@ final class ConnectionGrowth: Sendable {
     /// kept apart from `state` for producers, which ask each time every ring is full, and
     /// would otherwise contend for the lock with the loops reporting saturation.
     private let addsWhenFull = Atomic<Bool>(true)
+    /// When a full ring last added a connection (monotonic ns, 0: never); written under the
+    /// lock, read before it, for the same reason: most stalls fall within the interval.
+    private let lastAddition = Atomic<UInt64>(0)
     private let logger: Logger
 
     private struct State {
-        var lastAddition: UInt64 = 0
         /// The shortest TCP round trip a connection reported: the network's part of an answer time.
         var networkRoundTrip: UInt64 = .max
         var latest: UInt64 = 0
@@ -106,14 +108,14 @@ final class ConnectionGrowth: Sendable {
 
     /// Every connection in use was full at `now` (monotonic ns): adds one if the ceiling and interval allow.
     func stalled(at now: UInt64) -> Bool {
-        guard active.load(ordering: .relaxed) < ceiling, addsWhenFull.load(ordering: .relaxed) else { return false }
+        guard active.load(ordering: .relaxed) < ceiling, addsWhenFull.load(ordering: .relaxed),
+              isPastInterval(now) else { return false }
         let added = state.withLock { state in
             // Read again under the lock: both kinds of growth store the count under it.
             let current = active.load(ordering: .relaxed)
             // While connections are saturated their rings are full because of it: `considerGrowing` decides.
-            guard current < ceiling, state.stop == nil, state.saturated == 0,
-                  state.lastAddition == 0 || now &- state.lastAddition >= interval else { return false }
-            state.lastAddition = now
+            guard current < ceiling, state.stop == nil, state.saturated == 0, isPastInterval(now) else { return false }
+            lastAddition.store(now, ordering: .relaxed)
             state.addedWhileFull += 1
             active.store(current + 1, ordering: .releasing)
             return true
@@ -122,6 +124,13 @@ final class ConnectionGrowth: Sendable {
             logger.info("connection added: every staging ring was full", metadata: ["connections": "\(count)", "ceiling": "\(ceiling)"])
         }
         return added
+    }
+
+    /// Whether a full ring may add a connection at `now`: none added yet, or the last an
+    /// `interval` ago.
+    private func isPastInterval(_ now: UInt64) -> Bool {
+        let last = lastAddition.load(ordering: .relaxed)
+        return last == 0 || now &- last >= interval
     }
 
     /// A connection was established; `roundTrip`: its TCP round trip so far, in nanoseconds.

@@ -647,7 +647,7 @@ final class EventHub: SenderObserver {
     /// Waiters whose continuation is in `waiters` (changed only under its lock): progress
     /// takes the lock only when someone is suspended there.
     private let parked = Atomic<Int>(0)
-    private let waiters = Locked<[UnsafeContinuation<Void, Never>]>([])
+    private let waiters = Locked(Waiters())
     private let givenUpError = Locked<SendError?>(nil)
     /// Why a connection was last lost (a drop, a stall, a protocol error).
     private let lastLoss = Locked<String?>(nil)
@@ -743,24 +743,43 @@ final class EventHub: SenderObserver {
                     parked.subtract(1, ordering: .sequentiallyConsistent)
                     return true
                 }
-                waiters.append(continuation)
+                waiters.add(continuation)
                 return false
             }
             if resumeNow { continuation.resume() }
         }
     }
 
-    /// Counts progress and resumes every parked waiter. Under the lock, so that the
-    /// waiters' array keeps its storage (handing it out would make the next wait allocate
-    /// a new one); resuming only schedules the task, which takes the lock later, on its own
-    /// thread.
+    /// Counts progress and resumes every parked waiter, outside the lock: resuming schedules
+    /// the task, which can take long enough (a thread woken, the waker preempted) for the
+    /// resumed producer to fill the rings and come back for the lock while it is still held.
     private func wakeAll() {
         generation.add(1, ordering: .sequentiallyConsistent)
         guard parked.load(ordering: .sequentiallyConsistent) > 0 else { return }
-        waiters.withLock { waiters in
-            for waiter in waiters { waiter.resume() }
+        let woken = waiters.withLock { waiters in
+            let woken = waiters
             parked.subtract(waiters.count, ordering: .sequentiallyConsistent)
-            waiters.removeAll(keepingCapacity: true)
+            waiters = Waiters()
+            return woken
+        }
+        woken.resumeAll()
+    }
+
+    /// The parked waiters' continuations. Usually one producer waits: it is held apart from
+    /// the array, so that handing the waiters out to resume them allocates nothing.
+    private struct Waiters {
+        private var first: UnsafeContinuation<Void, Never>?
+        private var others: [UnsafeContinuation<Void, Never>] = []
+
+        var count: Int { (first == nil ? 0 : 1) + others.count }
+
+        mutating func add(_ waiter: UnsafeContinuation<Void, Never>) {
+            if first == nil { first = waiter } else { others.append(waiter) }
+        }
+
+        func resumeAll() {
+            first?.resume()
+            for waiter in others { waiter.resume() }
         }
     }
 
