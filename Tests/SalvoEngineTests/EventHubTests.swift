@@ -12,7 +12,7 @@ import Testing
     final class Room: Sendable {
         /// Room the waker made and a producer has not taken yet.
         let isFree = Atomic<Bool>(false)
-        /// The waker gave up on a round: the producers stop.
+        /// The waker is done, or gave up on a round: the producers stop.
         let stop = Atomic<Bool>(false)
         /// Signalled by the producer that took the room.
         let taken = DispatchSemaphore(value: 0)
