@@ -36,6 +36,21 @@ import Testing
         #expect(verdict(good, payload: 4096) == nil)
     }
 
+    @Test func aTopicTakesLettersDigitsDashUnderscoreAndDotOnly() {
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.".utf8)
+        for byte in UInt8.min ... UInt8.max {
+            var validation = RequestValidation()
+            for (name, value) in good where name != "apns-topic" {
+                let header = Array(name.utf8).withUnsafeBytes { APNsRequestHeader(name: $0) }!
+                Array(value.utf8).withUnsafeBytes { validation.header(header, $0, allowedTopics: []) }
+            }
+            [UInt8(ascii: "a"), byte, UInt8(ascii: "b")].withUnsafeBytes { validation.header(.topic, $0, allowedTopics: []) }
+            [UInt8](repeating: 0x20, count: 20).withUnsafeBytes { validation.body($0) }
+            let reason = validation.verdict(tokenAuthentication: false)
+            #expect((reason == nil) == allowed.contains(byte), "byte \(byte): \(String(describing: reason))")
+        }
+    }
+
     @Test func eachCheckNamesItsReason() {
         #expect(verdict(replacing(":method", with: "GET")) == .methodNotAllowed)
         #expect(verdict(replacing(":path", with: "/3/devices/\(h2Token)")) == .badPath)

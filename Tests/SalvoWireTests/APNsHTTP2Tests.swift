@@ -30,6 +30,17 @@ import Testing
         #expect(Array("Alert".utf8).withUnsafeBytes { APNsPushType(name: $0) } == nil, "values are lowercase")
     }
 
+    @Test func pushTypesAreFoundByName() {
+        for type in APNsPushType.allCases {
+            #expect(Array(type.name.utf8).withUnsafeBytes { APNsPushType(name: $0) } == type)
+        }
+        // Each length the types share, and a near miss of each.
+        for other in ["", "md", "voiq", "alerts", "widget", "locatiox", "controlz", "backgrounc", "pushtotalc",
+                      "complicatiox", "fileprovidex", "liveactivitx", "xiveactivity", "Liveactivity"] {
+            #expect(Array(other.utf8).withUnsafeBytes { APNsPushType(name: $0) } == nil, "\(other)")
+        }
+    }
+
     @Test func requestHeadersAreFoundByName() {
         for header in APNsRequestHeader.allCases {
             let name = header.name

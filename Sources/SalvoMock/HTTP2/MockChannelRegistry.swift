@@ -218,43 +218,48 @@ struct ChannelID: Hashable, Sendable {
     }
 
     /// Standard base64 (RFC 4648 §4): a nonzero multiple of four characters of the
-    /// alphabet, with at most two `=` at the end only. By table, without a branch per
-    /// character: every broadcast's id is parsed.
+    /// alphabet, with at most two `=` at the end only. By table, without a branch or a
+    /// bounds check per character: every broadcast's id is parsed.
     static func parse(_ text: UnsafeRawBufferPointer) -> Parsed {
         guard !text.isEmpty, text.count % 4 == 0 else { return .malformed }
         let padding = text[text.count - 1] == UInt8(ascii: "=") ? (text[text.count - 2] == UInt8(ascii: "=") ? 2 : 1) : 0
-        let sextets = Self.sextets  // one lazy-global check per id, not per character
+        let sextets = Self.sextets, bytes = text.baseAddress!.assumingMemoryBound(to: UInt8.self)
         // A digit's value is below 64 and `invalid` is not: or'ed together, one shows.
         var seen: UInt8 = 0
-        for offset in 0 ..< text.count - padding { seen |= sextets[Int(text[offset])] }
+        for offset in 0 ..< text.count - padding { seen |= sextets[Int(bytes[offset])] }
         guard seen < 64 else { return .malformed }
         guard text.count == 24 && padding == 2 else { return .foreign }
         // 22 sextets: 128 bits, then four that must be zero.
-        let value = { (offset: Int) in UInt64(sextets[Int(text[offset])]) }
         var high: UInt64 = 0, low: UInt64 = 0
-        for offset in 0 ..< 10 { high = high << 6 | value(offset) }
-        high = high << 4 | value(10) >> 2
-        low = value(10) & 0x3
-        for offset in 11 ..< 21 { low = low << 6 | value(offset) }
+        for offset in 0 ..< 10 { high = high << 6 | UInt64(sextets[Int(bytes[offset])]) }
+        let straddling = UInt64(sextets[Int(bytes[10])]), last = UInt64(sextets[Int(bytes[21])])
+        high = high << 4 | straddling >> 2
+        low = straddling & 0x3
+        for offset in 11 ..< 21 { low = low << 6 | UInt64(sextets[Int(bytes[offset])]) }
         // The last sextet's low four bits are beyond the 128: nonzero, it is another id.
-        guard value(21) & 0xF == 0 else { return .foreign }
-        low = low << 2 | value(21) >> 4
+        guard last & 0xF == 0 else { return .foreign }
+        low = low << 2 | last >> 4
         return .id(ChannelID(high: high, low: low))
     }
 
     /// Not a base64 digit, in `sextets`.
     private static let invalid: UInt8 = 0xFF
-    /// Each byte's base64 value, or `invalid`.
-    private static let sextets: [UInt8] = (0 ..< 256).map { byte in
-        switch UInt8(byte) {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt8(byte) - UInt8(ascii: "A")
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt8(byte) - UInt8(ascii: "a") + 26
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0") + 52
-        case UInt8(ascii: "+"): 62
-        case UInt8(ascii: "/"): 63
-        default: invalid
+    /// Each byte's base64 value, or `invalid`: made once and never freed (read without
+    /// bounds checks).
+    nonisolated(unsafe) private static let sextets: UnsafePointer<UInt8> = {
+        let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
+        for byte in 0 ..< 256 {
+            table[byte] = switch UInt8(byte) {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt8(byte) - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt8(byte) - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "+"): 62
+            case UInt8(ascii: "/"): 63
+            default: invalid
+            }
         }
-    }
+        return UnsafePointer(table)
+    }()
 
     /// One word into the hasher instead of two: the ids are random, so their halves mix.
     func hash(into hasher: inout Hasher) { hasher.combine(high ^ low.byteSwapped) }

@@ -67,8 +67,26 @@ public enum APNsPushType: UInt8, CaseIterable, Sendable, Hashable, CustomStringC
 
     /// The type whose header value is `bytes` (exact, lowercase), if any.
     public init?(name bytes: UnsafeRawBufferPointer) {
-        guard let type = Self.allCases.first(where: { $0.nameText.isSpelled(by: bytes) }) else { return nil }
-        self = type
+        // The length, and where types share one the first byte, names the candidate; one
+        // compare confirms. (The mock asks for every request.)
+        let candidate: APNsPushType
+        switch bytes.count {
+        case 3: candidate = .mdm
+        case 4: candidate = .voip
+        case 5: candidate = .alert
+        case 7: candidate = .widgets
+        case 8: candidate = bytes[0] == UInt8(ascii: "l") ? .location : .controls
+        case 10: candidate = bytes[0] == UInt8(ascii: "b") ? .background : .pushtotalk
+        case 12:
+            switch bytes[0] {
+            case UInt8(ascii: "c"): candidate = .complication
+            case UInt8(ascii: "f"): candidate = .fileprovider
+            default: candidate = .liveactivity
+            }
+        default: return nil
+        }
+        guard candidate.nameText.isSpelled(by: bytes) else { return nil }
+        self = candidate
     }
 
     /// The type whose topic suffix ends `topic` (after at least one byte of bundle id), if any.
