@@ -9,10 +9,17 @@ import Testing
     /// The verdict on a request made of `headers` (name, value) and a payload of `payload` bytes.
     func verdict(_ headers: [(String, String)], payload: Int = 20, allowedTopics: [String] = [],
                  authorization: RequestValidation.Authorization? = nil) -> APNsReason? {
+        verdict(bytes: headers.map { ($0.0, Array($0.1.utf8)) }, payload: payload, allowedTopics: allowedTopics,
+                authorization: authorization)
+    }
+
+    /// The same, with values as bytes (any byte, not only text).
+    func verdict(bytes headers: [(String, [UInt8])], payload: Int = 20, allowedTopics: [String] = [],
+                 authorization: RequestValidation.Authorization? = nil) -> APNsReason? {
         var validation = RequestValidation()
         for (name, value) in headers {
             guard let header = Array(name.utf8).withUnsafeBytes({ APNsRequestHeader(name: $0) }) else { continue }
-            Array(value.utf8).withUnsafeBytes {
+            value.withUnsafeBytes {
                 validation.header(header, $0, allowedTopics: allowedTopics.map { Array($0.utf8) })
             }
         }
@@ -38,15 +45,9 @@ import Testing
 
     @Test func aTopicTakesLettersDigitsDashUnderscoreAndDotOnly() {
         let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.".utf8)
+        let others = good.filter { $0.0 != "apns-topic" }.map { ($0.0, Array($0.1.utf8)) }
         for byte in UInt8.min ... UInt8.max {
-            var validation = RequestValidation()
-            for (name, value) in good where name != "apns-topic" {
-                let header = Array(name.utf8).withUnsafeBytes { APNsRequestHeader(name: $0) }!
-                Array(value.utf8).withUnsafeBytes { validation.header(header, $0, allowedTopics: []) }
-            }
-            [UInt8(ascii: "a"), byte, UInt8(ascii: "b")].withUnsafeBytes { validation.header(.topic, $0, allowedTopics: []) }
-            [UInt8](repeating: 0x20, count: 20).withUnsafeBytes { validation.body($0) }
-            let reason = validation.verdict(tokenAuthentication: false)
+            let reason = verdict(bytes: others + [("apns-topic", [UInt8(ascii: "a"), byte, UInt8(ascii: "b")])])
             #expect((reason == nil) == allowed.contains(byte), "byte \(byte): \(String(describing: reason))")
         }
     }
