@@ -5,6 +5,7 @@
 # its producer, with the N functions whose samples grew most. Debian's libnghttp2 has no
 # symbols for its internal functions; given an nghttp2 source tree (the version Debian
 # ships, 1.52.0), a copy with symbols is built and the mock loads it instead.
+# BENCH_FLAGS: more salvo bench flags (e.g. "--connections 4" for a fixed count).
 set -eu
 bin=$(realpath "$1"); tag=$2; top=${3:-20}; source=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +20,6 @@ if [ -n "$source" ]; then
   export LD_LIBRARY_PATH=$out/nghttp2
 fi
 perf record -F 1999 -g -a -o $out/perf.data -- "$bin" bench --protocol h2 --error-rates 0 --response-delays 0 \
-  --payload-sizes 100 --broadcast-channels 1000 --count 500000 --runs 3 --output $out/bench --json-only > /dev/null 2>&1
+  --payload-sizes 100 --broadcast-channels 1000 --count 500000 --runs 3 ${BENCH_FLAGS:-} --output $out/bench --json-only > /dev/null 2>&1
 perf script -F comm,tid,time,ip,sym -i $out/perf.data 2>/dev/null \
   | python3 "$here/../hpack-runs-2026-11-29/split.py" "$top" mock-h2-0,salvo-shard-0,oot.default-qos
