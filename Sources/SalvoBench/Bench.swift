@@ -149,6 +149,7 @@ package enum Bench {
                 var configuration = SenderConfiguration(host: host, port: port, tls: tls)
                 configuration.shards = shardCount
                 configuration.ringCapacity = ringCapacity
+                if let mib = settings.ringMiB { configuration.sharedStagingCapacity = mib << 20 }
                 configuration.pinThreads = pinned
                 return configuration
             },

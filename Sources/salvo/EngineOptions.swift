@@ -32,7 +32,7 @@ struct EngineOptions: ParsableArguments {
     var retentionMilliseconds: Int?
 
     @Option(name: .customLong("ring-mib"),
-            help: ArgumentHelp("Staging ring per connection, MiB (default 2; HTTP/2: 0.25, and beyond 128 connections each new one's share of 32 MiB): frames waiting to be written. Resends are read again from the input, so it does not grow with the error wait.",
+            help: ArgumentHelp("Staging ring, MiB: notifications encoded and waiting to be written. One per connection (default 2); HTTP/2: one per shard, which its connections draw from as streams free up (default 1). Resends are read again from the input, so it does not grow with the error wait.",
                                valueName: "MiB"))
     var ringMiB: Int?
 
@@ -99,7 +99,10 @@ struct EngineOptions: ParsableArguments {
         if let errorWaitMilliseconds { configuration.errorWait = .milliseconds(errorWaitMilliseconds) }
         if let retentionMilliseconds { configuration.recordRetention = .milliseconds(retentionMilliseconds) }
         configuration.dropPolicy = onDrop
-        if let ringMiB { configuration.ringCapacity = ringMiB << 20 }
+        if let ringMiB {
+            configuration.ringCapacity = ringMiB << 20
+            configuration.sharedStagingCapacity = ringMiB << 20
+        }
         configuration.tls.kernelTLS = kernelTLS
         if let socketBufferKiB { configuration.socketSendBuffer = socketBufferKiB > 0 ? socketBufferKiB << 10 : nil }
         configuration.drainTimeout = .milliseconds(Int(drainTimeoutSeconds * 1000))

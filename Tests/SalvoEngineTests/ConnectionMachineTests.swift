@@ -361,8 +361,8 @@ extension ConnectionMachineTests {
         #expect(words(machine.handshakeCompleted(a)) == ["activate a"])
         for n in 0..<streams {
             let position = SourcePosition(offset: UInt64(n), sequence: UInt64(n))
-            window.recordNew(index: UInt64(n), origin: Origin(position: position, source: 1, continuesRun: true))
-            _ = window.open(OpenStream(index: UInt64(n), token: StreamWindowTests.token,
+            let index = window.recordNew(Origin(position: position, source: 1, continuesRun: true))
+            _ = window.open(OpenStream(index: index, token: StreamWindowTests.token,
                                        attempts: Attempts(), tokenGeneration: 0))
         }
         return (machine, window, a)

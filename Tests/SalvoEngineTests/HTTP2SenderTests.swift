@@ -309,3 +309,26 @@ extension HTTP2SenderTests {
         #expect(timestamp > 1_700_000_000_000)
     }
 }
+
+extension HTTP2SenderTests {
+    /// Over HTTP/2 a shard's connections draw from its staging ring as their streams free
+    /// up: 400 notifications, four connections in use on one shard and 25 streams each
+    /// (answers held 200 ms), and all four connect: each has work. Given to one connection
+    /// 256 at a time, as the binary protocol's lanes are, only two would have had any.
+    @Test func everyConnectionInUseDrawsFromItsShardsRing() async throws {
+        let rig = try H2LoopbackRig(plan: H2FailurePlan(responseDelay: .milliseconds(200))) {
+            $0.maximumConcurrentStreams = 25
+        }
+        var configuration = rig.senderConfiguration()
+        configuration.shards = 1
+        configuration.connectionsPerShard = 4
+        configuration.maximumConnectionsPerShard = 4
+        let count = 400
+        let (report, _) = try await Self.send(configuration, count: count)
+        #expect(report.accepted == count && report.isComplete && report.connections == 4)
+        let mock = rig.statistics { $0.accepted >= count }
+        #expect(mock.connections == 4, "\(mock)")
+        #expect(mock.accepted == count && mock.duplicates == 0)
+        #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<count))
+    }
+}

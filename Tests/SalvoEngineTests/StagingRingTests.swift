@@ -113,27 +113,6 @@ import Testing
         #expect(written >= taken / 4 - 1 && written <= taken / 4 + 1, "\(written) of \(taken)")
     }
 
-    @Test func aRingTakesItsShareOnItsFirstPublishWithinItsBounds() {
-        let maximum = 1 << 20
-        let small = StagingRing(byteCapacity: maximum, maximumFrameLength: Self.largestFrame, share: { 1000 })
-        #expect(small.byteCapacity == 0, "not sized before the first publish")
-        publish(small, 0..<1)
-        #expect(small.byteCapacity == StagingRing.smallestCapacity)
-        #expect(small.slotCapacity == StagingRing.smallestCapacity / 64)
-
-        let large = StagingRing(byteCapacity: maximum, maximumFrameLength: Self.largestFrame, share: { .max })
-        publish(large, 0..<1)
-        #expect(large.byteCapacity == maximum)
-
-        let between = StagingRing(byteCapacity: maximum, maximumFrameLength: Self.largestFrame, share: { 100_000 })
-        let taken = publish(between, 0..<100_000)
-        #expect(between.byteCapacity == 100_000)
-        #expect(taken == 100_000 / Self.frameLength, "the share is all it holds")
-        let (bytes, frames) = writeAll(between)
-        #expect(frames.map(\.1) == (0..<UInt64(taken)).map { $0 })
-        #expect(Self.identifiers(bytes) == (1...UInt32(taken)).map { $0 })
-    }
-
     @Test func partialWritesResumeMidFrameAndSlicesRespectTheLimit() {
         let ring = makeRing()
         publish(ring, 0..<5)

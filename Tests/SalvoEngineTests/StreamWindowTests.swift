@@ -16,8 +16,8 @@ import Testing
         window.connectionOpened()
         let entries = (0..<count).map { n in
             let position = SourcePosition(offset: UInt64(n) * 100, sequence: UInt64(n))
-            window.recordNew(index: UInt64(n), origin: Origin(position: position, source: 1, continuesRun: true))
-            return window.open(OpenStream(index: UInt64(n), token: token,
+            let index = window.recordNew(Origin(position: position, source: 1, continuesRun: true))
+            return window.open(OpenStream(index: index, token: token,
                                           attempts: Attempts(), tokenGeneration: 0))
         }
         return (window, entries)
@@ -119,8 +119,8 @@ import Testing
         #expect(window.openCount == 0 && window.openCount(onRetired: retired) == 3 && window.openOnAllConnections == 3)
         window.connectionOpened()
         let position = SourcePosition(offset: 300, sequence: 3)
-        window.recordNew(index: 3, origin: Origin(position: position, source: 1, continuesRun: true))
-        let fresh = window.open(OpenStream(index: 3, token: Self.token,
+        let index = window.recordNew(Origin(position: position, source: 1, continuesRun: true))
+        let fresh = window.open(OpenStream(index: index, token: Self.token,
                                            attempts: Attempts(), tokenGeneration: 0))
         #expect(window.openCount == 1 && window.openOnAllConnections == 4)
         window.accepted(entries[0], into: &settlement)

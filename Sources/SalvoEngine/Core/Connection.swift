@@ -257,6 +257,7 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             case .giveUp(let reason, let failing):
                 shard.emit(failing == .authenticationFailed ? .credentialsRefused(reason: reason) : .unreachable(reason: reason))
                 failUnwritten(failing)
+                shard.connectionGaveUp(failing)
             }
         }
     }
@@ -347,13 +348,17 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         try? shard.loop.setInterest(registration, interest)
     }
 
-    /// Fails what waits in the staging ring and refuses more: the connection gave up, or the
-    /// sender is cancelling.
-    func failUnwritten(_ reason: FailureReason) {
+    var hasGivenUp: Bool { machine.givenUpFailure != nil }
+
+    /// Fails what waits in `ring` (by default its lane's) and refuses more: the connection
+    /// gave up, or the sender is cancelling. (Its shard's ring, once every connection in use
+    /// has given up: `Shard.connectionGaveUp`.)
+    func failUnwritten(_ reason: FailureReason, in ring: StagingRing? = nil) {
         shard.loop.assertInLoop()
+        let ring = ring ?? lane.staging
         var settlement = Settlement()
         var failed = 0
-        lane.staging.refuseAndTakeUnwritten { _, origin, record in
+        ring.refuseAndTakeUnwritten { _, origin, record in
             ledger.noteFailed(sequence: origin.position.sequence)
             shard.sources.noteFailed(origin.source, reason, count: 1)
             settlement.noteFinal(source: origin.source, position: origin.position, count: 1)
@@ -363,7 +368,7 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
             }
         }
         guard failed > 0 else { return }
-        window.skipNew(to: lane.staging.written)
+        if ring === lane.staging { window.skipNew(to: ring.written) }
         ledger.recordFailed(reason, count: failed)
         apply(settlement)
     }
@@ -406,9 +411,10 @@ final class Connection<Transport: ConnectionTransport>: LinkOwner, LaneConnectio
         shard.sources.noteFinals(settlement.finals)
         if let end = settlement.retainedFinalEnd { lane.retained.release(before: end) }
         // Whoever waits for staging or retained space is woken when it can get on; a
-        // producer waiting for staging space while the ring is still full would only go
-        // back to sleep. (A source's completion wakes its own waiter: `noteFinals`.)
-        if lane.staging.hasRoomForProducers || settlement.retainedFinalEnd != nil {
+        // producer waiting for staging space while a ring is still full would only go back
+        // to sleep. (A source's completion wakes its own waiter: `noteFinals`.)
+        if lane.staging.hasRoomForProducers && shard.staging?.hasRoomForProducers != false
+            || settlement.retainedFinalEnd != nil {
             shard.notifyProgress()
         }
     }

@@ -28,6 +28,10 @@ final class ConnectionGrowth: Sendable {
     /// When a full ring last added a connection (monotonic ns, 0: never); written under the
     /// lock, read before it, for the same reason: most stalls fall within the interval.
     private let lastAddition = Atomic<UInt64>(0)
+    /// Called when connections are added (set by the sender over HTTP/2, where it wakes the
+    /// shards: a new connection takes from its shard's ring, and nothing else would pump
+    /// it before its shard's next wake-up).
+    private let waker = Locked<(@Sendable () -> Void)?>(nil)
     private let logger: Logger
 
     private struct State {
@@ -122,8 +126,14 @@ final class ConnectionGrowth: Sendable {
         }
         if added {
             logger.info("connection added: every staging ring was full", metadata: ["connections": "\(count)", "ceiling": "\(ceiling)"])
+            waker.withLock { $0 }?()
         }
         return added
+    }
+
+    /// Sets (or, with nil, clears) what is called when connections are added.
+    func setWaker(_ wake: (@Sendable () -> Void)?) {
+        waker.withLock { $0 = wake }
     }
 
     /// Whether a full ring may add a connection at `now`: none added yet, or the last an
@@ -160,7 +170,9 @@ final class ConnectionGrowth: Sendable {
             defer { updateAddsWhenFull(state) }
             return decide(&state, answerTime: answerTime, accepted: accepted, streams: streams, at: time)
         }
-        return change.map { log($0, answerTime: answerTime) } ?? false
+        guard let change, log(change, answerTime: answerTime) else { return false }
+        waker.withLock { $0 }?()
+        return true
     }
 
     /// Under the lock: measures the rate, judges the last step, takes the next when every connection is saturated.

@@ -38,6 +38,10 @@ protocol LaneConnection: AnyObject {
     func finishWritingIfDone()
     /// Fails everything not final (the sender gave up waiting).
     func cancel()
+    /// Whether the connection gave up on the gateway.
+    var hasGivenUp: Bool { get }
+    /// Fails what waits in `ring` and refuses more (see `Connection.failUnwritten`).
+    func failUnwritten(_ reason: FailureReason, in ring: StagingRing?)
 }
 
 extension LaneConnection {

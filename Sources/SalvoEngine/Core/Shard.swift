@@ -31,14 +31,19 @@ final class Shard: @unchecked Sendable {
     /// What a connection reads into, shared by the shard's connections: they read one at a
     /// time on its thread, and each keeps what it needs of it.
     let readBuffer: UnsafeMutableRawBufferPointer
+    /// HTTP/2: where producers stage the notifications they read from sources, for
+    /// whichever of the shard's connections in use has a stream free (see `StagingRing`).
+    /// Nil for the binary protocol, whose connections each write their own ring.
+    let staging: StagingRing?
 
     var loop: EventLoop { thread.loop }
 
-    init(index: Int, lanes: [Lane], configuration: SenderConfiguration, tlsContext: TLSContext,
+    init(index: Int, lanes: [Lane], staging: StagingRing? = nil, configuration: SenderConfiguration, tlsContext: TLSContext,
          addresses: [SocketAddress], ledger: DeliveryLedger, sources: SourceRegistry, builder: RecordBuilder,
          providerTokens: ProviderTokenSigner? = nil, growth: ConnectionGrowth, observer: SenderObserver,
          proxyRoute: ProxyRoute? = nil) throws(IOError) {
         self.index = index
+        self.staging = staging
         self.proxyRoute = proxyRoute
         self.configuration = configuration
         self.tlsContext = tlsContext
@@ -79,7 +84,7 @@ final class Shard: @unchecked Sendable {
             Connection(shard: self, index: index, lane: lane,
                        transport: HTTP2Transport(configuration: configuration, options: configuration.http2!, requests: requests,
                                                  seed: configuration.seed &+ UInt64(self.index * 1000 + index),
-                                                 shard: self, lane: lane),
+                                                 shard: self, lane: lane, position: position(ofConnection: index)),
                        usesStandby: false)
         }
     }
@@ -90,6 +95,20 @@ final class Shard: @unchecked Sendable {
 
     /// When a connection's turn at writing ends (see `WriteTurns`).
     var turns = WriteTurns()
+
+    /// The place of the shard's connection `index` among the sender's: growth takes them
+    /// into use in that order (the first `growth.count`), alternating shards.
+    func position(ofConnection index: Int) -> Int { index * configuration.shards + self.index }
+
+    /// A connection gave up on the gateway: once every connection in use has, what waits in
+    /// the shard's staging ring fails with `reason`, and the ring takes no more.
+    func connectionGaveUp(_ reason: FailureReason) {
+        loop.assertInLoop()
+        guard let staging, connections.indices.allSatisfy({ position(ofConnection: $0) >= growth.count || connections[$0].hasGivenUp })
+        else { return }
+        // Any connection keeps the books: the ring's records are in no connection's window.
+        connections[0].failUnwritten(reason, in: staging)
+    }
 
     /// Whether a connection other than `connection` has something to write.
     func hasWork(besides connection: any LaneConnection) -> Bool {
@@ -122,6 +141,7 @@ final class Shard: @unchecked Sendable {
     func cancelAll() {
         loop.assertInLoop()
         connections.forEach { $0.cancel() }
+        if let staging { connections[0].failUnwritten(.cancelled, in: staging) }
         notifyProgress()
     }
 

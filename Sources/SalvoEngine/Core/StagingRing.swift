@@ -15,16 +15,21 @@ struct Origin {
     var continuesRun: Bool
 }
 
-/// A connection's write queue: records (binary frames, or HTTP/2 request records; see
-/// `RecordBuilder`) encoded by producers (any thread, serialized by a lock) and taken by
-/// the loop thread in contiguous slices. A frame's
-/// bytes are free again the moment `SSL_write` has taken them: what a resend needs is
-/// kept by the in-flight window as source positions, not as bytes, so this ring only
-/// has to absorb the producer's bursts.
+/// A write queue: records (binary frames, or HTTP/2 request records; see `RecordBuilder`)
+/// encoded by producers (any thread, serialized by a lock) and taken by the loop thread in
+/// contiguous slices. A frame's bytes are free again the moment `SSL_write` (or, over
+/// HTTP/2, a stream) has taken them: what a resend needs is kept by the in-flight window as
+/// source positions, not as bytes, so this ring only has to absorb the producer's bursts.
 ///
-/// Notifications are numbered per lane from 0 (their *index*); the identifier written
-/// into a frame is the index plus one, truncated to 32 bits, so the gateway's identifier
-/// maps back to an index in O(1).
+/// Each connection has one (its `Lane`'s). Over HTTP/2 its shard has one more, which every
+/// connection of the shard draws from as its streams free up (`Shard.staging`): answers
+/// held long free a stream limit of streams at once, and a ring per connection that could
+/// absorb such a burst would hold that many records for every connection, most of them
+/// waiting on answers.
+///
+/// Notifications are numbered per ring from 0 (their *index*); the identifier written
+/// into a binary frame is the index plus one, truncated to 32 bits, so the gateway's
+/// identifier maps back to an index in O(1).
 ///
 /// ```
 ///   released == written ≤ published
@@ -40,25 +45,13 @@ final class StagingRing: @unchecked Sendable {
         var start: UInt64  // virtual byte offset; physical = start % byteCapacity
     }
 
-    /// The most bytes the ring may take. Its bytes and slots are allocated for that at once,
-    /// but a page of them takes memory only once written: what the ring uses is its
-    /// capacity below.
-    let maximumByteCapacity: Int
+    let byteCapacity: Int
+    let slotCapacity: Int
     private let bytes: UnsafeMutableRawPointer
     private let slots: UnsafeMutablePointer<Slot>
-    private let maximumFrameLength: Int
-    private let bytesPerSlot: Int
-    /// The bytes the ring takes, asked on its first publish; nil once it is sized.
-    private var share: (@Sendable () -> Int)?
-
-    // Set once: at `init`, or with a share on the first publish (under `producerLock` and
-    // before the index that lets the loop in), so that a connection first used among
-    // hundreds takes a small share.
-    @exclusivity(unchecked) private(set) var byteCapacity = 0
-    @exclusivity(unchecked) private(set) var slotCapacity = 0
     /// Free bytes and slots after which waiting producers are woken (`hasRoomForProducers`).
-    @exclusivity(unchecked) private var byteSlack = 0
-    @exclusivity(unchecked) private var slotSlack = 0
+    private let byteSlack: Int
+    private let slotSlack: Int
 
     // Producer side, guarded by `producerLock`.
     private let producerLock = Locked<Void>(())
@@ -87,28 +80,28 @@ final class StagingRing: @unchecked Sendable {
     // Loop side.
     /// The index of the next frame to hand to SSL_write.
     private(set) var written: UInt64 = 0
+    /// What the loop last read of `publishedIndex`. The producer's core writes that cache
+    /// line on every publish, so the loop reads it again only once it has taken all it knew
+    /// of: a shard's ring is asked by each of its connections on every wake-up.
+    private var knownPublished: UInt64 = 0
     private var partialBytes = 0  // bytes of frame `written` already taken by SSL_write
     /// Debug builds: stops a second thread on the loop side while one is there.
     private let loopSide = OneThreadAtATime()
 
     /// - Parameters:
-    ///   - byteCapacity: the most bytes the ring may take.
+    ///   - byteCapacity: the ring's bytes.
     ///   - bytesPerSlot: ring bytes per slot (record): the smallest usual record. Binary
     ///     frames are 80 bytes and up (a 32-byte token and a minimal payload), so at 64 the
-    ///     bytes run out first. HTTP/2 records (a 60-byte header, then the payload) wait
-    ///     for streams: at 128, a whole ring holds two stream limits of them.
-    ///   - share: the bytes the ring takes, asked on its first publish; kept between
-    ///     `smallestCapacity` (or two of the largest frames) and `byteCapacity`. Nil:
-    ///     `byteCapacity`.
-    init(byteCapacity: Int, maximumFrameLength: Int, bytesPerSlot: Int = 64, share: (@Sendable () -> Int)? = nil) {
+    ///     bytes run out first. HTTP/2 records (a 60-byte header, then the payload) are
+    ///     often under 100 bytes: at 128, the slots of a ring of them run out first.
+    init(byteCapacity: Int, maximumFrameLength: Int, bytesPerSlot: Int = 64) {
         precondition(byteCapacity >= 2 * maximumFrameLength, "a ring must hold at least two of the largest frames")
-        maximumByteCapacity = byteCapacity
-        self.maximumFrameLength = maximumFrameLength
-        self.bytesPerSlot = bytesPerSlot
+        self.byteCapacity = byteCapacity
+        slotCapacity = max(16, byteCapacity / bytesPerSlot)
         bytes = .allocate(byteCount: byteCapacity, alignment: 64)
-        slots = .allocate(capacity: max(16, byteCapacity / bytesPerSlot))
-        self.share = share
-        if share == nil { size(byteCapacity) }
+        slots = .allocate(capacity: slotCapacity)
+        byteSlack = min(max(byteCapacity / 32, Self.smallestSlack), byteCapacity / 4)
+        slotSlack = max(1, slotCapacity * byteSlack / byteCapacity)
     }
 
     deinit {
@@ -116,24 +109,12 @@ final class StagingRing: @unchecked Sendable {
         slots.deallocate()
     }
 
-    /// The least a share makes a ring, for a connection waiting on answers: a few hundred
-    /// of the smallest records.
-    static let smallestCapacity = 32 << 10
     /// The least free space that wakes waiting producers: woken for every record written,
     /// a producer fills one record and sleeps again, a thread switch on both sides each
     /// time; woken for 1/32 of a ring, but never for less than this, it refills in bursts
     /// long enough to keep the loop's core from writing. Measured: the Performance notes
     /// article (SalvoEngine.docc/PerformanceNotes.md).
     static let smallestSlack = 8 << 10
-
-    /// Makes the ring use `bytes` of its maximum, but never less than `smallestCapacity`
-    /// and two of the largest frames (and slots in proportion).
-    private func size(_ bytes: Int) {
-        byteCapacity = min(maximumByteCapacity, max(bytes, Self.smallestCapacity, 2 * maximumFrameLength))
-        slotCapacity = max(16, byteCapacity / bytesPerSlot)
-        byteSlack = min(max(byteCapacity / 32, Self.smallestSlack), byteCapacity / 4)
-        slotSlack = max(1, slotCapacity * byteSlack / byteCapacity)
-    }
 
     /// Notifications published so far: the next index.
     var published: UInt64 { publishedIndex.load(ordering: .acquiring) }
@@ -164,10 +145,6 @@ final class StagingRing: @unchecked Sendable {
             // Checked under the lock that `refuseAndTakeUnwritten` takes to set it: a frame
             // is either published before the ring stopped (and taken with the rest) or refused.
             guard !refusing else { return .unavailable }
-            if let share {
-                size(share())
-                self.share = nil
-            }
             let index = publishedIndex.load(ordering: .relaxed)
             if index - knownReleasedIndex >= UInt64(slotCapacity) {
                 knownReleasedIndex = releasedIndex.load(ordering: .acquiring)
@@ -215,7 +192,11 @@ final class StagingRing: @unchecked Sendable {
     // MARK: Loop side
 
     /// Whether any frame waits to be written.
-    var hasUnwritten: Bool { written < published }
+    var hasUnwritten: Bool {
+        if written < knownPublished { return true }
+        knownPublished = published
+        return written < knownPublished
+    }
 
     /// Bytes published and not yet written (including any padding before a wrap), in O(1).
     var unwrittenBytes: Int {
@@ -249,7 +230,9 @@ final class StagingRing: @unchecked Sendable {
     func nextSlice(limit: Int, frames: Int = .max) -> UnsafeRawBufferPointer? {
         let entered = loopSide.enter()
         defer { loopSide.leave(entered) }
-        let published = self.published
+        // One frame needs only one that is known to be there.
+        if frames > 1 || written >= knownPublished { knownPublished = self.published }
+        let published = knownPublished
         let end = UInt64(frames) >= published - written ? published : written + UInt64(frames)
         guard written < end else { return nil }
         let first = slot(written).pointee
@@ -315,8 +298,10 @@ final class StagingRing: @unchecked Sendable {
     private func release() {
         guard releasedIndex.load(ordering: .relaxed) != written else { return }
         // Space is free up to the start of the oldest unwritten frame (or everything
-        // published, when all are written). A partly written frame keeps its space.
-        let offset = written < published
+        // published, when all are written). A partly written frame keeps its space. (Known
+        // to be published is enough: taking one that came since for written keeps the
+        // padding before a wrap until the next release.)
+        let offset = written < knownPublished
             ? slot(written).pointee.start
             : slot(written - 1).pointee.start + UInt64(slot(written - 1).pointee.length)
         releasedOffset.store(offset, ordering: .releasing)

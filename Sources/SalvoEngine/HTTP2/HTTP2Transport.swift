@@ -88,10 +88,15 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     /// Bodies held back by flow control: a connection window's worth and more.
     private static let keptBodiesCapacity = 64 << 10
 
+    /// - Parameter position: the connection's place among the sender's (growth uses the
+    ///   first `growth.count`).
     init(configuration: SenderConfiguration, options: HTTP2Options, requests: RequestRecordBuilder, seed: UInt64,
-         shard: Shard, lane: Lane) {
+         shard: Shard, lane: Lane, position: Int) {
         self.shard = shard
         self.lane = lane
+        sharedStaging = shard.staging!
+        growth = shard.growth
+        self.position = position
         self.requests = requests
         self.options = options
         policy = AnswerPolicy(throttleRetries: options.throttleRetries, serverErrorRetries: options.serverErrorRetries)
@@ -109,9 +114,34 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     // the connection: unowned(unsafe), these reads on the hot path cost no reference counting.
     private unowned(unsafe) let shard: Shard
     private unowned(unsafe) let lane: Lane
+    /// The shard's staging ring, and its growth: read for every wake-up of the shard.
+    private unowned(unsafe) let sharedStaging: StagingRing
+    private unowned(unsafe) let growth: ConnectionGrowth
+    private let position: Int
     private var ledger: DeliveryLedger { shard.ledger }
 
-    var hasWork: Bool { lane.staging.hasUnwritten || window.hasRetries }
+    /// Whether anything waits that the connection can write now: what is its own (sent one
+    /// at a time, or to try again), or, while growth uses it and it has a stream free, what
+    /// waits in its shard's ring. (Without that condition every wake-up of the shard would
+    /// pump each of its connections, up to 128, most of them with every stream open.)
+    var hasWork: Bool {
+        lane.staging.hasUnwritten || window.hasRetries
+            || (drawsFromShard && hasStreamFree && sharedStaging.hasUnwritten)
+    }
+
+    /// Whether notifications wait for this connection's streams, free or not.
+    private var hasWaiting: Bool {
+        lane.staging.hasUnwritten || window.hasRetries || (sharedStaging.hasUnwritten && drawsFromShard)
+    }
+
+    /// Whether growth uses this connection: only then does it take from its shard's ring.
+    private var drawsFromShard: Bool { position < growth.count }
+
+    /// Whether a new stream could open now; not connected: whether `pump` would connect.
+    private var hasStreamFree: Bool {
+        guard let current else { return !connection.hasGivenUp }
+        return window.openCount + window.waitingRetryCount < streamLimit(of: current.session)
+    }
 
     // MARK: Connecting
 
@@ -189,16 +219,14 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
             return
         }
         let session = current.session
-        var opened = 0
-        defer { if opened > 0 && lane.staging.hasRoomForProducers { shard.notifyProgress() } }
         do {
             while true {
-                opened += try openStreams(on: session, flush: flush)
+                try openStreams(on: session, flush: flush)
                 guard session.wantsToWrite else { break }
                 guard try writeOutput(current) else { return }
             }
             connection.setInterest(link, .read)
-            saturation.note(hasWork && window.openCount + window.waitingRetryCount >= streamLimit(of: session))
+            saturation.note(hasWaiting && window.openCount + window.waitingRetryCount >= streamLimit(of: session))
             lane.openStreams.store(window.openOnAllConnections, ordering: .relaxed)
             armRetryTimer()
             // A request the session could not send is settled as it found out.
@@ -209,39 +237,52 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     }
 
     /// Submits requests while streams and arena space are free and the output holds less
-    /// than a batch; returns how many.
-    private func openStreams(on session: ClientSession<HTTP2Transport>, flush: Bool) throws -> Int {
-        guard refreshProviderToken() else { return 0 }
+    /// than a batch.
+    private func openStreams(on session: ClientSession<HTTP2Transport>, flush: Bool) throws {
+        guard refreshProviderToken() else { return }
         var budget = streamLimit(of: session) - window.openCount
-        var opened = 0
         let now = shard.loop.now.nanoseconds
         let bodyRoom = requests.maximumLength
         while budget > 0, session.output.count < Self.outputBatch, keptBodies.hasRoom(for: bodyRoom),
               let retry = window.nextRetry(now: now) {
             try resubmit(retry, at: now, on: session)
             budget -= 1
-            opened += 1
         }
         // Retries not yet due keep their streams' places: nothing new while they wait.
         budget -= window.waitingRetryCount
+        // Notifications sent one at a time first, then, while growth uses this connection,
+        // those its shard's producers staged.
+        let drawsFromShard = drawsFromShard
         // A partial record waits (at most `coalescingDelay`) for more requests.
-        if !flush && lane.staging.unwrittenBytes < TLSStream.recordPayloadLimit && lane.staging.hasUnwritten
-            && budget > 0 && !session.wantsToWrite {
+        let staged = lane.staging.unwrittenBytes + (drawsFromShard ? sharedStaging.unwrittenBytes : 0)
+        if !flush && staged > 0 && staged < TLSStream.recordPayloadLimit && budget > 0 && !session.wantsToWrite {
             if flushTimer == nil { flushTimer = shard.loop.schedule(at: shard.loop.now + Self.coalescingDelay, flushAction) }
-            return opened
+            return
         }
+        try openStreams(takingFrom: lane.staging, budget: &budget, at: now, on: session)
+        if drawsFromShard { try openStreams(takingFrom: sharedStaging, budget: &budget, at: now, on: session) }
+    }
+
+    /// Opens streams for new notifications staged in `ring`, while `budget` lasts and the
+    /// output, the window and the kept-body arena have room; then wakes producers waiting
+    /// for room in it, if it has some (told of a ring still full, they would only go back
+    /// to sleep).
+    private func openStreams(takingFrom ring: StagingRing, budget: inout Int, at now: UInt64,
+                             on session: ClientSession<HTTP2Transport>) throws {
+        var opened = 0
+        let bodyRoom = requests.maximumLength
         while budget > 0, session.output.count < Self.outputBatch, !window.isFull, keptBodies.hasRoom(for: bodyRoom) {
-            guard let slice = lane.staging.nextSlice(limit: .max, frames: 1) else {
+            guard let slice = ring.nextSlice(limit: .max, frames: 1) else {
                 // Producers wake the loop for the next one (unless it came meanwhile).
-                if lane.staging.loopWentIdle() { break }
+                if ring.loopWentIdle() { break }
                 continue
             }
             // The record is the producer's hand-off: encoded on its thread, read here once,
             // its payload copied into the request's DATA as the session writes it.
             var failure: HTTP2SessionError?
-            lane.staging.markWritten(slice.count) { index, origin, _ in
+            ring.markWritten(slice.count) { _, origin, _ in
                 let wasEmpty = window.isEmpty
-                window.recordNew(index: index, origin: origin)
+                let index = window.recordNew(origin)
                 if wasEmpty { connection.publishOldestSequence() }
                 do throws(HTTP2SessionError) {
                     try submit(RequestRecord(slice), index: index, source: origin.source, position: origin.position,
@@ -254,7 +295,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
             budget -= 1
             opened += 1
         }
-        return opened
+        if opened > 0 && ring.hasRoomForProducers { shard.notifyProgress() }
     }
 
     /// The most streams this connection may have open: the gateway's limit and ours.
@@ -646,7 +687,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     private func stall(of link: SessionLink, at now: Instant) -> String? {
         let timeout = options.answerTimeout
         let limit = now.nanoseconds &- timeout.nanosecondsClamped
-        if hasWork, let since = link.noStreamsSince, since.nanoseconds <= limit {
+        if hasWaiting, let since = link.noStreamsSince, since.nanoseconds <= limit {
             return "the gateway allowed no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) for \(timeout) while notifications waited"
         }
         let open = window.openEntries(on: window.connection)

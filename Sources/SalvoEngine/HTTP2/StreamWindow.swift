@@ -80,12 +80,12 @@ struct OpenStream {
 /// Two structures, both bounded:
 /// - `streams`: one entry per open stream, found through the entry number the session keeps as
 ///   the stream's user data; never more than the connection's stream limit.
-/// - `records`: one per notification from the oldest not final to the newest, in lane
-///   order, each with its exact source position. Released from the front as soon as the
-///   front is final, so the checkpoint stops right before the lowest unanswered
-///   notification, and the retained store gets space back in order. It spans the streams
-///   in flight plus the answered ones behind the oldest unanswered; a full window stops
-///   taking new notifications (backpressure).
+/// - `records`: one per notification from the oldest not final to the newest, in the order
+///   the connection took them, each with its exact source position. Released from the
+///   front as soon as the front is final, so the checkpoint stops right before the lowest
+///   unanswered notification, and the retained store gets space back in order. It spans
+///   the streams in flight plus the answered ones behind the oldest unanswered; a full
+///   window stops taking new notifications (backpressure).
 ///
 /// The binary protocol keeps runs instead (`RunLog`): there an error rewinds everything
 /// after it, and a run is what is read again. Here nothing is read again but single
@@ -101,15 +101,11 @@ final class StreamWindow: ConnectionWindow {
         var expiredTokens = 2
     }
 
-    /// In this order, the flags fill the source's padding instead of a word of their own.
+    /// In this order, the flag fills the source's padding instead of a word of its own.
     private struct Record {
         var position: SourcePosition
         var source: SourceID
         var isFinal: Bool
-        /// A lane index no stream carries (its notification failed while staged).
-        var isHole = false
-
-        static let hole = Record(position: SourcePosition(offset: 0, sequence: 0), source: 0, isFinal: true, isHole: true)
     }
 
     let limits: Limits
@@ -118,10 +114,11 @@ final class StreamWindow: ConnectionWindow {
     // Per-request state (the fields marked below) skips exclusivity checks, which cost the hot
     // path (see the Performance notes article): loop thread only, and no access to these
     // fields spans a call that could come back to them.
-    /// `records[i]` is lane index `base + i`.
+    /// `records[i]` is index `base + i`.
     @exclusivity(unchecked) private var records: Deque<Record> = []
     @exclusivity(unchecked) private var base: UInt64 = 0
-    /// The lane index the next new notification gets.
+    /// The index the next new notification gets: the window numbers them in the order its
+    /// connection takes them, from its lane's ring or its shard's.
     @exclusivity(unchecked) private(set) var end: UInt64 = 0
     @exclusivity(unchecked) private var streams: [OpenStream?] = []
     @exclusivity(unchecked) private var freeEntries: [Int32] = []
@@ -151,16 +148,9 @@ final class StreamWindow: ConnectionWindow {
     var oldestSequence: UInt64? { records.first?.position.sequence }
     func connectionOpened() { connection &+= 1 }
 
-    func skipNew(to index: UInt64) {
-        precondition(index >= end)
-        // Lane indices that were staged and failed there belong to no stream: final holes.
-        if !records.isEmpty {
-            for _ in end..<index { records.append(.hole) }
-        } else {
-            base = index
-        }
-        end = index
-    }
+    /// Nothing to skip: a notification gets its index here when it leaves its staging ring
+    /// (`recordNew`), not from the ring, so those that fail while staged take none.
+    func skipNew(to index: UInt64) {}
 
     /// Whether the window takes no new notifications.
     var isFull: Bool { records.count >= capacity }
@@ -175,12 +165,12 @@ final class StreamWindow: ConnectionWindow {
 
     // MARK: Streams
 
-    /// A new notification from the staging ring (lane index `index`) is being sent.
-    func recordNew(index: UInt64, origin: Origin) {
-        precondition(index >= end, "new notifications come in lane order")
-        if records.isEmpty { base = index } else { skipNew(to: index) }
+    /// A new notification from a staging ring is being sent: returns the index it gets.
+    func recordNew(_ origin: Origin) -> UInt64 {
+        if records.isEmpty { base = end }
         records.append(Record(position: origin.position, source: origin.source, isFinal: false))
-        end = index + 1
+        end += 1
+        return end - 1
     }
 
     /// A stream opens for the notification at `index` (new, or a retry): returns its entry.
@@ -372,7 +362,7 @@ final class StreamWindow: ConnectionWindow {
         final(index, into: &settlement)
     }
 
-    /// The record of the notification at lane index `index`, kept until it is final.
+    /// The record of the notification at `index`, kept until it is final.
     private func record(_ index: UInt64) -> Record { records[Int(index - base)] }
 
     /// The notification at `index` is final: counted now, released once everything before
@@ -384,7 +374,7 @@ final class StreamWindow: ConnectionWindow {
         while let front = records.first, front.isFinal {
             records.removeFirst()
             base += 1
-            if !front.isHole { settlement.noteReleased(source: front.source, position: front.position, count: 1) }
+            settlement.noteReleased(source: front.source, position: front.position, count: 1)
         }
     }
 }

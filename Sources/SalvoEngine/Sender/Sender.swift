@@ -55,12 +55,22 @@ public final class Sender: Sendable {
     /// Each lane with its shard, without reference counting: `lanes` and `shards` keep
     /// them alive, and the hot path then pays no retain/release per notification.
     private let publishTargets: [PublishTarget]
-    /// How many of `publishTargets` producers publish to (the first ones: they alternate shards).
+    /// Where `tryPublish` encodes a source's notifications: over HTTP/2 each shard's ring,
+    /// otherwise each lane's (`publishTargets`' order). Not counted, as `publishTargets`.
+    private let stagingTargets: [StagingTarget]
+    /// Whether `stagingTargets` are the shards' rings (HTTP/2).
+    private let stagesPerShard: Bool
+    /// How many connections are in use: producers publish to the first ones (they alternate shards).
     private let growth: ConnectionGrowth
     /// Where producers publish: a lane, and the shard whose loop takes from it.
     private struct PublishTarget {
         // Not counted: `lanes` and `shards` keep both alive, and every publish reads them.
         unowned(unsafe) let lane: Lane
+        unowned(unsafe) let shard: Shard
+    }
+    /// A staging ring, and the shard whose loop takes from it.
+    private struct StagingTarget {
+        unowned(unsafe) let ring: StagingRing
         unowned(unsafe) let shard: Shard
     }
     private let builder: RecordBuilder
@@ -138,8 +148,12 @@ public final class Sender: Sendable {
         var shards: [Shard] = []
         do {
             for shardIndex in 0..<configuration.shards {
-                let shardLanes = (0..<lanesPerShard).map { _ in Self.lane(configuration, maximumFrame: maximumFrame, growth: growth) }
-                shards.append(try Shard(index: shardIndex, lanes: shardLanes, configuration: configuration, tlsContext: context,
+                let shardLanes = (0..<lanesPerShard).map { _ in Self.lane(configuration, maximumFrame: maximumFrame) }
+                let staging = configuration.http2 == nil ? nil
+                    : StagingRing(byteCapacity: configuration.sharedStagingCapacity, maximumFrameLength: maximumFrame,
+                                  bytesPerSlot: 128)
+                shards.append(try Shard(index: shardIndex, lanes: shardLanes, staging: staging, configuration: configuration,
+                                        tlsContext: context,
                                         addresses: addresses, ledger: ledger, sources: sources, builder: builder,
                                         providerTokens: providerTokens, growth: growth, observer: hub,
                                         proxyRoute: proxyRoute))
@@ -154,10 +168,16 @@ public final class Sender: Sendable {
         // Connections wait for a token from the store; its arrival wakes them. Cleared in
         // `deinit`, which ends the cycle it makes.
         providerTokens?.setWaker { [shards] in for shard in shards { shard.wake() } }
+        // Over HTTP/2, a connection growth adds takes from its shard's ring: growth wakes the
+        // shards (cleared in `deinit` too).
+        if configuration.http2 != nil { growth.setWaker { [shards] in for shard in shards { shard.wake() } } }
         // Shards alternate, so connections added one at a time spread over the threads.
         publishTargets = (0..<lanesPerShard).flatMap { laneIndex in
             shards.indices.map { PublishTarget(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
         }
+        stagesPerShard = configuration.http2 != nil
+        stagingTargets = stagesPerShard ? shards.map { StagingTarget(ring: $0.staging!, shard: $0) }
+            : publishTargets.map { StagingTarget(ring: $0.lane.staging, shard: $0.shard) }
     }
 
     /// What encodes a notification for the configured protocol.
@@ -183,23 +203,21 @@ public final class Sender: Sendable {
         guard configuration.ringCapacity >= 2 * maximumFrame else {
             throw SenderError(description: "ring capacity \(configuration.ringCapacity) is below twice the largest frame (\(2 * maximumFrame) bytes)")
         }
+        guard configuration.http2 == nil || configuration.sharedStagingCapacity >= 2 * maximumFrame else {
+            throw SenderError(description: "shared staging capacity \(configuration.sharedStagingCapacity) is below twice the largest request (\(2 * maximumFrame) bytes)")
+        }
         guard configuration.retainedCapacity >= 2 * (maximumFrame + 64) else {
             throw SenderError(description: "retained capacity \(configuration.retainedCapacity) is below two of the largest notifications")
         }
     }
 
-    /// A connection's staging ring (its slots sized for the protocol's records, its bytes
-    /// its share of the staging budget when first used: see `StagingRing.init`) and
-    /// retained store.
-    private static func lane(_ configuration: SenderConfiguration, maximumFrame: Int, growth: ConnectionGrowth) -> Lane {
-        let budget = configuration.stagingBudget
-        var share: (@Sendable () -> Int)?
-        if budget != .max { share = { @Sendable in budget / max(1, growth.count) } }
-        return Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame,
-                                         bytesPerSlot: configuration.http2 == nil ? 64 : 128,
-                                         share: share),
-                    retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
-                                            maximumPayloadLength: configuration.payloadLimit))
+    /// A connection's staging ring (its slots sized for the protocol's records: see
+    /// `StagingRing.init`) and retained store.
+    private static func lane(_ configuration: SenderConfiguration, maximumFrame: Int) -> Lane {
+        Lane(staging: StagingRing(byteCapacity: configuration.ringCapacity, maximumFrameLength: maximumFrame,
+                                  bytesPerSlot: configuration.http2 == nil ? 64 : 128),
+             retained: RetainedStore(byteCapacity: configuration.retainedCapacity,
+                                     maximumPayloadLength: configuration.payloadLimit))
     }
 
     /// The TLS context every connection shares (ALPN h2 for HTTP/2) and where connections
@@ -253,6 +271,7 @@ public final class Sender: Sendable {
 
     deinit {
         providerTokens?.setWaker(nil)
+        growth.setWaker(nil)
         shards.forEach { $0.stop() }
         hub.finish()
     }
@@ -363,7 +382,8 @@ public final class Sender: Sendable {
         submittedSequenceEnd.store(notification.position.sequence &+ 1, ordering: .releasing)
     }
 
-    /// Which lane a source's reader publishes to, and for how much longer.
+    /// Which lane (over HTTP/2, which shard's ring) a source's reader publishes to, and for
+    /// how much longer.
     struct LaneTurn {
         var lane: Int
         var taken = 0
@@ -381,14 +401,17 @@ public final class Sender: Sendable {
     func tryPublish(_ notification: SourceNotification, source: SourceID, turn: inout LaneTurn) throws(SendError) -> Bool {
         guard !isFinished.load(ordering: .relaxed) else { throw .finished }
         var unreachable = 0
-        let count = growth.count
+        // HTTP/2: into the rings of the shards with a connection in use (connections
+        // alternate shards), from which those connections take as streams free up. Binary:
+        // into the rings of the connections in use, each writing its own.
+        let count = stagesPerShard ? min(growth.count, stagingTargets.count) : growth.count
         for offset in 0..<count {
             let index = (turn.lane + offset) % count
-            let target = publishTargets[index]
+            let target = stagingTargets[index]
             let result: StagingRing.PublishResult
             do {
-                result = try target.lane.staging.publish(notification, source: source, continuesRun: index == turn.previous,
-                                                       builder: builder)
+                result = try target.ring.publish(notification, source: source, continuesRun: index == turn.previous,
+                                                 builder: builder)
             } catch {
                 throw .invalidPayload(error, sequence: notification.position.sequence)
             }
@@ -505,8 +528,10 @@ public final class Sender: Sendable {
 
     // MARK: Progress
 
-    /// Notifications taken so far: what the lanes have published.
-    private var submittedCount: Int { lanes.reduce(0) { $0 + Int($1.staging.published) } }
+    /// Notifications taken so far: what the lanes and the shards' staging rings have published.
+    private var submittedCount: Int {
+        lanes.reduce(0) { $0 + Int($1.staging.published) } + shards.reduce(0) { $0 + Int($1.staging?.published ?? 0) }
+    }
 
     /// The accounting so far (a snapshot; `finish()` returns the final one).
     public var progress: SenderReport {
@@ -537,6 +562,11 @@ public final class Sender: Sendable {
     /// high-water mark of what was published (see `completedSequence`).
     func oldestUnfinishedSequence(holdingBackFailures: Bool) -> UInt64 {
         var oldest = UInt64.max
+        // The shards' rings before the lanes: what leaves a shard's ring goes into a
+        // connection's window first, so it is seen in one or the other.
+        for shard in shards {
+            if let sequence = shard.staging?.oldestUnwrittenSequence() { oldest = min(oldest, sequence) }
+        }
         for lane in lanes {
             if let sequence = lane.staging.oldestUnwrittenSequence() { oldest = min(oldest, sequence) }
             oldest = min(oldest, lane.oldestSequenceInWindow.load(ordering: .acquiring))

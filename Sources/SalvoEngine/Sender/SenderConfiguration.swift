@@ -46,30 +46,23 @@ public struct SenderConfiguration: Sendable {
     public var connectionGrowthInterval: Duration = .milliseconds(250)
     /// Bytes of staging ring per connection: frames encoded and waiting for `SSL_write`.
     /// Written frames leave it at once (resends are read again from their source), so it
-    /// only absorbs the producer's bursts. Default: 2 MiB for the binary protocol; 256 KiB
-    /// (about two stream limits of records) for HTTP/2, whose connections take work only
-    /// as streams free up: what waits in a ring beyond that is the tail of the run, sent
-    /// at one connection's rate while the others are done. The default follows `transport`.
+    /// only absorbs the producer's bursts. Default: 2 MiB for the binary protocol. Over
+    /// HTTP/2 it holds only notifications sent one at a time (`Sender.trySend`): those read
+    /// from a source wait in their shard's staging ring (`sharedStagingCapacity`); default
+    /// 256 KiB, untouched unless used. The default follows `transport`.
     public var ringCapacity: Int {
         get { ringCapacitySetting ?? (http2 == nil ? 2 << 20 : 256 << 10) }
         set { ringCapacitySetting = newValue }
     }
     private var ringCapacitySetting: Int?
-    /// Bytes of staging ring for all connections together. A connection's ring is sized
-    /// when something is first published to it: this ÷ the connections in use then, at
-    /// most `ringCapacity` and at least 32 KiB. The first connections get whole rings; those
-    /// that growth adds by the hundred, each waiting on its own answers, get smaller ones,
-    /// so that memory follows what is in flight rather than the ceiling. A ring should
-    /// still hold a stream limit of records: answers held long come back in bursts that free
-    /// that many streams at once, and a ring that holds fewer makes its connection wait for
-    /// the producer. Default: no limit for the binary protocol; 32 MiB for HTTP/2, whole
-    /// rings for up to 128 connections and 128 KiB each at the default ceiling of 256 (a
-    /// stream limit of small notifications). The default follows `transport`.
-    public var stagingBudget: Int {
-        get { stagingBudgetSetting ?? (http2 == nil ? .max : 32 << 20) }
-        set { stagingBudgetSetting = newValue }
-    }
-    private var stagingBudgetSetting: Int?
+    /// HTTP/2: bytes of each shard's staging ring, which holds the notifications read from
+    /// a source (`Sender.send(contentsOf:)`), encoded, until one of the shard's connections
+    /// has a stream free for them. Shared by the connections, so that memory follows what is
+    /// about to be sent rather than the number of connections: answers held long free a
+    /// stream limit of streams at once on one connection, and the ring only has to hold the
+    /// few such bursts that come before the producer refills it. Default: 1 MiB (about
+    /// 8,000 small notifications).
+    public var sharedStagingCapacity: Int = 1 << 20
     /// Bytes per connection for notifications sent one at a time (`Sender.send(token:payload:)`),
     /// which are kept until final: it bounds that path's rate to about this ÷ (error wait
     /// × notification size). `send(contentsOf:)` does not use it.
