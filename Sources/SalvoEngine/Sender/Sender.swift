@@ -144,17 +144,18 @@ public final class Sender: Sendable {
                                       interval: configuration.connectionGrowthInterval, logger: logger)
         self.growth = growth
         let maximumFrame = builder.maximumLength
+        stagesPerShard = configuration.http2 != nil
         var lanes: [Lane] = []
         var shards: [Shard] = []
         do {
             for shardIndex in 0..<configuration.shards {
                 let shardLanes = (0..<lanesPerShard).map { _ in Self.lane(configuration, maximumFrame: maximumFrame) }
-                let staging = configuration.http2 == nil ? nil
-                    : StagingRing(byteCapacity: configuration.sharedStagingCapacity, maximumFrameLength: maximumFrame,
+                let staging = stagesPerShard
+                    ? StagingRing(byteCapacity: configuration.sharedStagingCapacity, maximumFrameLength: maximumFrame,
                                   bytesPerSlot: 128)
+                    : nil
                 shards.append(try Shard(index: shardIndex, lanes: shardLanes, staging: staging, configuration: configuration,
-                                        tlsContext: context,
-                                        addresses: addresses, ledger: ledger, sources: sources, builder: builder,
+                                        tlsContext: context, addresses: addresses, ledger: ledger, sources: sources, builder: builder,
                                         providerTokens: providerTokens, growth: growth, observer: hub,
                                         proxyRoute: proxyRoute))
                 lanes += shardLanes
@@ -170,12 +171,11 @@ public final class Sender: Sendable {
         providerTokens?.setWaker { [shards] in for shard in shards { shard.wake() } }
         // Over HTTP/2, a connection growth adds takes from its shard's ring: growth wakes the
         // shards (cleared in `deinit` too).
-        if configuration.http2 != nil { growth.setWaker { [shards] in for shard in shards { shard.wake() } } }
+        if stagesPerShard { growth.setWaker { [shards] in for shard in shards { shard.wake() } } }
         // Shards alternate, so connections added one at a time spread over the threads.
         publishTargets = (0..<lanesPerShard).flatMap { laneIndex in
             shards.indices.map { PublishTarget(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
         }
-        stagesPerShard = configuration.http2 != nil
         stagingTargets = stagesPerShard ? shards.map { StagingTarget(ring: $0.staging!, shard: $0) }
             : publishTargets.map { StagingTarget(ring: $0.lane.staging, shard: $0.shard) }
     }
