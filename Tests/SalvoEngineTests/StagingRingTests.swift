@@ -113,6 +113,20 @@ import Testing
         #expect(written >= taken / 4 - 1 && written <= taken / 4 + 1, "\(written) of \(taken)")
     }
 
+    /// A limited ring takes no more than its limit unwritten, wakes producers only once
+    /// it is below the limit by its slack, and takes more once the limit is raised.
+    @Test func aRingHoldsNoMoreThanItsRecordLimit() {
+        let ring = makeRing(frames: 4096)
+        ring.limitRecords(to: 1000)
+        #expect(publish(ring, 0..<5000) == 1000)
+        #expect(!ring.hasRoomForProducers)
+        ring.limitRecords(to: 3000)
+        #expect(ring.hasRoomForProducers)
+        #expect(publish(ring, 1000..<5000) == 2000)
+        let (_, frames) = writeAll(ring)
+        #expect(frames.map(\.1) == (0..<3000).map { UInt64($0) })
+    }
+
     @Test func partialWritesResumeMidFrameAndSlicesRespectTheLimit() {
         let ring = makeRing()
         publish(ring, 0..<5)

@@ -52,6 +52,10 @@ final class StagingRing: @unchecked Sendable {
     /// Free bytes and slots after which waiting producers are woken (`hasRoomForProducers`).
     private let byteSlack: Int
     private let slotSlack: Int
+    /// The most records it holds unwritten, at most `slotCapacity`: a shard's ring holds
+    /// what its connections in use can take soon (`limitRecords`), so that what a slow
+    /// gateway has not taken when the run stops is not the whole ring.
+    private let recordLimit: Atomic<Int>
 
     // Producer side, guarded by `producerLock`.
     private let producerLock = Locked<Void>(())
@@ -102,6 +106,12 @@ final class StagingRing: @unchecked Sendable {
         slots = .allocate(capacity: slotCapacity)
         byteSlack = min(max(byteCapacity / 32, Self.smallestSlack), byteCapacity / 4)
         slotSlack = max(1, slotCapacity * byteSlack / byteCapacity)
+        recordLimit = Atomic(slotCapacity)
+    }
+
+    /// Holds at most `records` unwritten (and never more than its slots). Any thread.
+    func limitRecords(to records: Int) {
+        recordLimit.store(min(slotCapacity, max(2 * slotSlack, records)), ordering: .relaxed)
     }
 
     deinit {
@@ -146,9 +156,10 @@ final class StagingRing: @unchecked Sendable {
             // is either published before the ring stopped (and taken with the rest) or refused.
             guard !refusing else { return .unavailable }
             let index = publishedIndex.load(ordering: .relaxed)
-            if index - knownReleasedIndex >= UInt64(slotCapacity) {
+            let limit = UInt64(recordLimit.load(ordering: .relaxed))
+            if index - knownReleasedIndex >= limit {
                 knownReleasedIndex = releasedIndex.load(ordering: .acquiring)
-                guard index - knownReleasedIndex < UInt64(slotCapacity) else { return .full }
+                guard index - knownReleasedIndex < limit else { return .full }
             }
             // Frames never wrap: one that would cross the end starts at the beginning instead.
             var start = writeOffset
@@ -209,7 +220,8 @@ final class StagingRing: @unchecked Sendable {
     var hasRoomForProducers: Bool {
         let waitingFrames = published - written
         return waitingFrames == 0
-            || (waitingFrames <= UInt64(slotCapacity - slotSlack) && unwrittenBytes <= byteCapacity - byteSlack)
+            || (waitingFrames <= UInt64(recordLimit.load(ordering: .relaxed) - slotSlack)
+                && unwrittenBytes <= byteCapacity - byteSlack)
     }
 
     /// The loop wrote everything it could see: producers should wake it for the next

@@ -170,14 +170,30 @@ public final class Sender: Sendable {
         // `deinit`, which ends the cycle it makes.
         providerTokens?.setWaker { [shards] in for shard in shards { shard.wake() } }
         // Over HTTP/2, a connection growth adds takes from its shard's ring: growth wakes the
-        // shards (cleared in `deinit` too).
-        if stagesPerShard { growth.setWaker { [shards] in for shard in shards { shard.wake() } } }
+        // shards, and lets their rings hold more (cleared in `deinit` too).
+        if let streams = configuration.http2?.maximumConcurrentStreams {
+            Self.limitStaging(shards, connections: growth.count, streams: streams)
+            growth.setWaker { [shards, unowned growth] in
+                Self.limitStaging(shards, connections: growth.count, streams: streams)
+                for shard in shards { shard.wake() }
+            }
+        }
         // Shards alternate, so connections added one at a time spread over the threads.
         publishTargets = (0..<lanesPerShard).flatMap { laneIndex in
             shards.indices.map { PublishTarget(lane: lanes[$0 * lanesPerShard + laneIndex], shard: shards[$0]) }
         }
         stagingTargets = stagesPerShard ? shards.map { StagingTarget(ring: $0.staging!, shard: $0) }
             : publishTargets.map { StagingTarget(ring: $0.lane.staging, shard: $0.shard) }
+    }
+
+    /// Lets each shard's ring hold two stream limits of records per connection in use on
+    /// it: enough for the bursts that answers held long free, little enough that what a
+    /// slow gateway has not taken when the run stops drains in seconds.
+    private static func limitStaging(_ shards: [Shard], connections: Int, streams: Int) {
+        for shard in shards {
+            let inUse = (connections - shard.index + shards.count - 1) / shards.count
+            shard.staging?.limitRecords(to: max(1, inUse) * 2 * streams)
+        }
     }
 
     /// What encodes a notification for the configured protocol.

@@ -60,8 +60,10 @@ public struct SenderConfiguration: Sendable {
     /// has a stream free for them. Shared by the connections, so that memory follows what is
     /// about to be sent rather than the number of connections: answers held long free a
     /// stream limit of streams at once on one connection, and the ring only has to hold the
-    /// few such bursts that come before the producer refills it. Default: 1 MiB (about
-    /// 8,000 small notifications).
+    /// few such bursts that come before the producer refills it. It holds at most two stream
+    /// limits of records per connection in use on the shard, so that what a slow gateway has
+    /// not taken when a run stops drains in seconds. Default: 1 MiB (about 8,000 small
+    /// notifications).
     public var sharedStagingCapacity: Int = 1 << 20
     /// Bytes per connection for notifications sent one at a time (`Sender.send(token:payload:)`),
     /// which are kept until final: it bounds that path's rate to about this ÷ (error wait
