@@ -331,7 +331,6 @@ import Testing
         var configuration = rig.senderConfiguration()
         configuration.shards = 1
         configuration.connectionsPerShard = 1
-        configuration.ringCapacity = 32 << 10
         let count = 5_000
         let (report, _) = try await HTTP2SenderTests.send(configuration, count: count)
         #expect(report.submitted == count && report.accepted == count && report.isComplete)
@@ -342,7 +341,7 @@ import Testing
         #expect(mock.acceptedDigests == H2LoopbackRig.digests(0..<count))
     }
 
-    /// Answers held 5 s, 400 streams per connection, small staging rings: before the first
+    /// Answers held 5 s, 400 streams per connection: before the first
     /// answer, the sender has grown (from 1 or 2 to 8 or more) on how long its streams have
     /// waited, and the new connections carry requests at once (the producer, waiting for
     /// room, is told about them): more than four connections could. Then every
@@ -359,7 +358,6 @@ import Testing
         configuration.shards = 1
         configuration.connectionsPerShard = 1
         configuration.maximumConnectionsPerShard = 16
-        configuration.ringCapacity = 16 << 10
         let count = 3_000
         let settings = configuration
         let (loaded, report) = try await withTaskExecutorPreference(Self.ownThread) {
