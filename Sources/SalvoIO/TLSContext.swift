@@ -53,6 +53,12 @@ public struct TLSConfiguration: Sendable {
     public var allowWorldReadableKey = false
     /// The newest TLS version offered (the oldest is always 1.2).
     public var maximumVersion: TLSVersion = .v1_3
+    /// Free a connection's record buffers whenever they are empty, and read one record at a
+    /// time. For many connections that mostly wait (an HTTP/2 client waiting for its
+    /// answers): between reads and writes they then hold none, and a buffer of one record
+    /// is one the allocator keeps at hand for the next. Off: each connection keeps its
+    /// buffers, and reads several records per call.
+    public var releasesIdleBuffers = false
 
     public init() {}
 
@@ -131,7 +137,9 @@ public final class TLSContext: @unchecked Sendable {
 
     /// OpenSSL's read buffer: four full records, so that one read call can bring several
     /// (read-ahead). A reader must then drain what OpenSSL holds: `TLSStream.hasBufferedBytes`.
-    static let readBufferSize = 4 * (16384 + 256)
+    static let readBufferSize = 4 * singleRecordReadBufferSize
+    /// One full record and its overhead.
+    static let singleRecordReadBufferSize = 16384 + 256
 
     private static func configure(
         _ context: OpaquePointer, _ configuration: TLSConfiguration, role: Role,
@@ -143,7 +151,12 @@ public final class TLSContext: @unchecked Sendable {
         var options = salvo_SSL_OP_NO_RENEGOTIATION()
         if configuration.kernelTLS { options |= salvo_SSL_OP_ENABLE_KTLS() }
         _ = salvo_SSL_CTX_set_options(context, options)
-        salvo_SSL_CTX_set_read_ahead(context, Self.readBufferSize)
+        if configuration.releasesIdleBuffers {
+            _ = salvo_SSL_CTX_set_release_buffers(context)
+            salvo_SSL_CTX_set_read_ahead(context, Self.singleRecordReadBufferSize)
+        } else {
+            salvo_SSL_CTX_set_read_ahead(context, Self.readBufferSize)
+        }
 
         if role == .client {
             _ = salvo_SSL_CTX_set_client_session_cache(context)

@@ -20,12 +20,44 @@ import Testing
         try peer.receive(frame(.windowUpdate, stream: 1, [0, 0, 0, 15]))
         #expect(peer.sent().map(\.summary) == ["DATA 1 15 end", "DATA 3 5 end"])
         #expect(peer.bodyTaken == [0: 25, 1: 5])
+        #expect(peer.released == [0, 1])
 
         // A larger initial window reopens a stream held by it.
         try peer.submit(entry: 2, body: 30)
         #expect(peer.sent().map(\.summary) == ["HEADERS 5", "DATA 5 10"])
         try peer.receive(settings([(HTTP2Setting.initialWindowSize, 40)]))
         #expect(peer.sent().map(\.summary) == ["SETTINGS ack", "DATA 5 20 end"])
+        #expect(peer.released == [0, 1, 2])
+    }
+
+    /// What is left of a body is kept only for the streams whose body waits: one answered
+    /// while its body waits is cancelled and its body released, one whose body went is not;
+    /// a session that ends releases the bodies still waiting.
+    @Test func aStreamAnsweredBeforeItsBodyWentIsCancelled() throws {
+        let peer = Peer()
+        try peer.receive(settings([(HTTP2Setting.initialWindowSize, 4)]))
+        _ = peer.sent()
+        try peer.submit(entry: 0, body: 2)
+        for entry: Int32 in 1...3 { try peer.submit(entry: entry, body: 10) }
+        #expect(peer.sent().map(\.summary) == ["HEADERS 1", "DATA 1 2 end", "HEADERS 3", "DATA 3 4", "HEADERS 5", "HEADERS 7"])
+        let ok = responseBlock([(":status", "200")])
+        for stream: Int32 in [5, 1, 7] {
+            try peer.receive(frame(.headers, flags: HTTP2Flags.endHeaders | HTTP2Flags.endStream, stream: stream, ok))
+        }
+        #expect(peer.sent().map(\.summary) == ["RST_STREAM 5 8", "RST_STREAM 7 8"])
+        #expect(peer.released == [2, 3])
+        // Stream 3's body goes on; the closed streams' are skipped.
+        try peer.receive(frame(.windowUpdate, stream: 3, [0, 0, 0, 6]))
+        #expect(peer.sent().map(\.summary) == ["DATA 3 6 end"])
+        try peer.receive(frame(.headers, flags: HTTP2Flags.endHeaders | HTTP2Flags.endStream, stream: 3, ok))
+        #expect(peer.sent().isEmpty)
+        #expect(peer.events.filter { $0.hasPrefix("closed") } == ["closed 2 0", "closed 0 0", "closed 3 0", "closed 1 0"])
+        #expect(peer.released == [2, 3, 1])
+
+        try peer.submit(entry: 4, body: 10)
+        try peer.submit(entry: 5, body: 10)
+        peer.session.releaseWaitingBodies()
+        #expect(peer.released == [2, 3, 1, 4, 5])
     }
 
     @Test func streamsEndByTheirAnswerByResetAndByGoAway() throws {
@@ -153,6 +185,7 @@ private struct SentFrame {
         case .settings: return "SETTINGS" + ack
         case .ping: return "PING" + ack + " " + payload.map { String(format: "%02x", $0) }.joined()
         case .goAway: return "GOAWAY \(payload.suffix(4).reduce(0) { $0 << 8 | UInt32($1) })"
+        case .rstStream: return "RST_STREAM \(header.streamID) \(payload.reduce(0) { $0 << 8 | UInt32($1) })"
         default: return "type \(header.type.rawValue)"
         }
     }
@@ -163,6 +196,8 @@ private final class Peer: ClientSessionDelegate {
     var session: ClientSession<Peer>!
     var events: [String] = []
     var bodyTaken: [Int32: Int] = [:]
+    /// The kept bodies the session released, in order.
+    var released: [Int32] = []
     private var bodyLength: [Int32: Int] = [:]
     private var parser = HTTP2FrameParser()
     private var prefaceSeen = false
@@ -209,12 +244,16 @@ private final class Peer: ClientSessionDelegate {
         return frames
     }
 
-    /// The windows let `rest` wait: what was sent went with the request; counting on from there.
-    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) {
+    /// The windows let `rest` wait: what was sent went with the request; counting on from
+    /// there. A body's number is its entry.
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) -> UInt64 {
         bodyTaken[entry] = bodyLength[entry]! - rest.count
+        return UInt64(entry)
     }
 
-    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+    func requestBody(_ body: UInt64, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        let entry = Int32(body)
+        #expect(!released.contains(entry), "body \(entry) asked for after its release")
         let taken = bodyTaken[entry, default: 0]
         let count = min(destination.count, bodyLength[entry]! - taken)
         for i in 0..<count { destination[i] = UInt8(truncatingIfNeeded: taken + i) }
@@ -232,6 +271,10 @@ private final class Peer: ClientSessionDelegate {
         events.append("closed \(entry) " + (refused ? "refused " : "") + "\(errorCode)")
     }
     func requestNotSent(entry: Int32) { events.append("not sent \(entry)") }
+    func releaseBody(_ body: UInt64) {
+        #expect(!released.contains(Int32(body)), "body \(body) released twice")
+        released.append(Int32(body))
+    }
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
         events.append("goaway \(lastStreamID) \(errorCode) \(String(decoding: debugData, as: UTF8.self))")
     }

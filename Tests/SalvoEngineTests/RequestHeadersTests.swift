@@ -195,12 +195,17 @@ private final class RequestWire: ClientSessionDelegate {
     }
 
     /// The windows are open: every body goes with its request.
-    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) { Issue.record("a body was held back") }
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) -> UInt64 {
+        Issue.record("a body was held back")
+        return 0
+    }
 
-    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+    func requestBody(_ body: UInt64, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
         Issue.record("a body was asked for")
         return (0, true)
     }
+
+    func releaseBody(_ body: UInt64) { Issue.record("a body was released") }
 
     func responseStatus(entry: Int32, value: UnsafeRawBufferPointer) {}
     func responseBody(entry: Int32, chunk: UnsafeRawBufferPointer) {}

@@ -38,6 +38,17 @@ import Testing
         #expect(try parse(bytes.map { [$0] }) == Self.frames)
     }
 
+    /// A cut frame is kept in a buffer that starts small: it grows to the largest frame.
+    @Test func aLargestFrameCutTwiceArrivesWhole() throws {
+        let payload = (0..<HTTP2.defaultMaxFrameSize).map { UInt8($0 % 253) }
+        let frame = Frame(header: .init(length: payload.count, type: .data, streamID: 1), payload: payload)
+        var bytes = [UInt8](repeating: 0, count: HTTP2FrameHeader.byteCount)
+        bytes.withUnsafeMutableBytes { frame.header.write(to: $0.baseAddress!) }
+        bytes += payload
+        #expect(try parse([Array(bytes[..<100]), Array(bytes[100..<9000]), Array(bytes[9000...])]) == [frame])
+        #expect(try parse([Array(bytes[..<5]), Array(bytes[5...])] + Self.bytes.map { [$0] }) == [frame] + Self.frames)
+    }
+
     @Test func theReservedBitOfTheStreamIDIsIgnored() throws {
         let bytes: [UInt8] = [0, 0, 0, 0x6, 0, 0x80, 0, 0, 1]
         #expect(try parse([bytes]).map(\.header.streamID) == [1])

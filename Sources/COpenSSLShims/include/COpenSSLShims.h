@@ -39,6 +39,10 @@ static inline void salvo_SSL_CTX_set_read_ahead(SSL_CTX *ctx, size_t buffer) {
     SSL_CTX_set_default_read_buffer_len(ctx, buffer);
 }
 
+static inline long salvo_SSL_CTX_set_release_buffers(SSL_CTX *ctx) {
+    return SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+}
+
 static inline uint64_t salvo_SSL_CTX_set_options(SSL_CTX *ctx, uint64_t options) {
     return SSL_CTX_set_options(ctx, options);
 }

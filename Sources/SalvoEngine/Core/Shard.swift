@@ -31,6 +31,9 @@ final class Shard: @unchecked Sendable {
     /// What a connection reads into, shared by the shard's connections: they read one at a
     /// time on its thread, and each keeps what it needs of it.
     let readBuffer: UnsafeMutableRawBufferPointer
+    /// HTTP/2: what a connection gathers its frames in until the socket takes them, taken
+    /// in turn by the shard's connections (each holds one only while its socket is full).
+    let outputBuffers = SharedOutputBuffers()
     /// HTTP/2: where producers stage the notifications they read from sources, for
     /// whichever of the shard's connections in use has a stream free (see `StagingRing`).
     /// Nil for the binary protocol, whose connections each write their own ring.

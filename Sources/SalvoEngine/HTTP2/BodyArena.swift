@@ -16,7 +16,9 @@ struct BodyArena: ~Copyable {
     }
 
     let capacity: Int
-    private let storage: UnsafeMutableRawBufferPointer
+    /// Allocated at the first body kept: a sender keeps an arena per connection, and most
+    /// never keep one.
+    private var storage = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     /// Live bodies in submission order; `bodies[i]` has number `firstNumber + i`.
     private var bodies: Deque<Body> = []
     private var firstNumber: UInt64 = 0
@@ -24,10 +26,7 @@ struct BodyArena: ~Copyable {
     private var released: UInt64 = 0
     private var end: UInt64 = 0
 
-    init(capacity: Int) {
-        self.capacity = capacity
-        storage = .allocate(byteCount: capacity, alignment: 16)
-    }
+    init(capacity: Int) { self.capacity = capacity }
 
     deinit { storage.deallocate() }
 
@@ -35,6 +34,7 @@ struct BodyArena: ~Copyable {
     mutating func store(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
         precondition(bytes.count <= capacity / 2, "a body must fit the arena twice over")
         guard let start = placement(for: bytes.count) else { return nil }
+        if storage.baseAddress == nil { storage = .allocate(byteCount: capacity, alignment: 16) }
         let at = Int(start % UInt64(capacity))
         UnsafeMutableRawBufferPointer(rebasing: storage[at..<at + bytes.count]).copyMemory(from: bytes)
         end = start + UInt64(bytes.count)

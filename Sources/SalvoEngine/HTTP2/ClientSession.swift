@@ -17,17 +17,28 @@ import SalvoWire
     /// A request the session could not send (it is not opened: never processed).
     func requestNotSent(entry: Int32)
     /// The flow-control windows let only part of a body go with its request (or none):
-    /// keep `rest` until `requestBody` asks for it.
-    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer)
-    /// Copies the next bytes of a kept body into `destination`; returns how many, and
+    /// keep `rest` until `requestBody` asks for it; returns the delegate's number for it.
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) -> UInt64
+    /// Copies the next bytes of kept body `body` into `destination`; returns how many, and
     /// whether the body ends with them.
-    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool)
+    func requestBody(_ body: UInt64, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool)
+    /// The session needs kept body `body` no more: all of it was sent, or its stream ended
+    /// first, or the session did (`releaseWaitingBodies`). Called once for every kept body.
+    func releaseBody(_ body: UInt64)
     /// GOAWAY: streams up to `lastStreamID` are answered; later ones were refused.
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer)
     /// The answer to our PING.
     func pingAcknowledged()
     /// The gateway's SETTINGS arrived (and apply): it allows `streamLimit` open streams.
     func settingsReceived(streamLimit: Int)
+}
+
+/// A stream's body that waits for window: how much of it is not sent yet, and the
+/// delegate's number for it (`ClientSessionDelegate.keepBody`).
+struct WaitingBody {
+    var id: Int32
+    var left: Int32
+    var body: UInt64
 }
 
 /// Why the HTTP/2 session cannot go on.
@@ -154,8 +165,9 @@ import SalvoWire
     /// `consumeOutput`), so that each frame is encoded once, where it is sent from.
     @exclusivity(unchecked) private var queued: OutputBuffer
     @exclusivity(unchecked) private var streams = ClientStreams()
-    /// Streams whose body waits for window, oldest first (a stream closed meanwhile is skipped).
-    @exclusivity(unchecked) private var waitingBodies: Deque<Int32> = []
+    /// Streams whose body waits for window, oldest (lowest id) first: what is left of each
+    /// body, and the delegate's number for it. Kept here, not per stream: few streams have one.
+    @exclusivity(unchecked) private var waitingBodies: Deque<WaitingBody> = []
     @exclusivity(unchecked) private var nextStreamID: Int32 = 1
     /// Until the gateway's first SETTINGS, one stream at a time (APNs allows one until it
     /// has seen a valid provider token); after, unlimited unless they say otherwise.
@@ -196,9 +208,9 @@ import SalvoWire
     /// in step (measured: the Performance notes article). Without, the gateway sends it
     /// unindexed, and the decoder steps over what we do not read. The decoder still takes
     /// a table up to the protocol's default: the gateway may use one until it has our SETTINGS.
-    public init(delegate: Delegate, outputCapacity: Int = 1 << 16) throws(HTTP2SessionError) {
+    package init(delegate: Delegate, output: consuming OutputBuffer) throws(HTTP2SessionError) {
         delegateReference = Unmanaged.passUnretained(delegate)
-        queued = OutputBuffer(capacity: outputCapacity)
+        queued = output
         write(upTo: 64) { writer in
             let preface = HTTP2.clientPreface
             writer.write(UnsafeRawBufferPointer(start: preface.utf8Start, count: preface.utf8CodeUnitCount))
@@ -208,6 +220,11 @@ import SalvoWire
             HTTP2FrameWriter.windowUpdate(stream: 0, increment: UInt32(Self.receiveWindow - HTTP2.defaultWindowSize),
                                           into: &writer)
         }
+    }
+
+    /// A session with an output buffer of its own, `outputCapacity` bytes to start with.
+    public convenience init(delegate: Delegate, outputCapacity: Int = 1 << 16) throws(HTTP2SessionError) {
+        try self.init(delegate: delegate, output: OutputBuffer(capacity: outputCapacity))
     }
 
     // MARK: Requests
@@ -245,13 +262,13 @@ import SalvoWire
                 Self.encode(list[next...], with: &encoder, into: &writer)
             }
         }
-        let place = streams.insert(ClientStream(id: id, entry: entry, sendWindow: peerInitialWindow, bodyLeft: body.count))
+        let place = streams.insert(ClientStream(id: id, entry: entry, sendWindow: Int32(peerInitialWindow)))
         guard !body.isEmpty else { return }
         // Bodies go in stream order: behind others that wait, this one waits whole.
         let sent = waitingBodies.isEmpty ? sendBody(body, at: place) : 0
         if sent < body.count {
-            withDelegate { $0.keepBody(entry: entry, UnsafeRawBufferPointer(rebasing: body[sent...])) }
-            waitingBodies.append(id)
+            let kept = withDelegate { $0.keepBody(entry: entry, UnsafeRawBufferPointer(rebasing: body[sent...])) }
+            waitingBodies.append(WaitingBody(id: id, left: Int32(body.count - sent), body: kept))
         }
     }
 
@@ -267,7 +284,7 @@ import SalvoWire
         defer { streams[place] = stream }
         var sent = 0
         while sent < body.count {
-            let room = min(body.count - sent, connectionSendWindow, stream.sendWindow, peerMaxFrameSize)
+            let room = min(body.count - sent, connectionSendWindow, Int(stream.sendWindow), peerMaxFrameSize)
             guard room > 0 else { break }
             let isLast = sent + room == body.count
             write(upTo: HTTP2FrameHeader.byteCount + room) { writer in
@@ -276,8 +293,7 @@ import SalvoWire
                 writer.write(UnsafeRawBufferPointer(rebasing: body[sent..<sent + room]))
             }
             connectionSendWindow -= room
-            stream.sendWindow -= room
-            stream.bodyLeft -= room
+            stream.sendWindow -= Int32(room)
             sent += room
         }
         return sent
@@ -285,35 +301,65 @@ import SalvoWire
 
     /// Writes DATA for the stream at `place` from its kept body while the windows allow;
     /// returns whether its body is all sent.
-    private func sendKeptBody(at place: Int) -> Bool {
+    private func sendKeptBody(at place: Int, _ waiting: inout WaitingBody) -> Bool {
         var stream = streams[place]
         defer { streams[place] = stream }
-        while stream.bodyLeft > 0 {
-            let room = min(stream.bodyLeft, connectionSendWindow, stream.sendWindow, peerMaxFrameSize)
+        while waiting.left > 0 {
+            let room = min(Int(waiting.left), connectionSendWindow, Int(stream.sendWindow), peerMaxFrameSize)
             guard room > 0 else { return false }
             var taken = (count: 0, isLast: false)
             write(upTo: HTTP2FrameHeader.byteCount + room) { writer in
                 let header = writer.reserve(HTTP2FrameHeader.byteCount)
                 let destination = UnsafeMutableRawBufferPointer(rebasing: writer.freeSpace[..<room])
-                taken = withDelegate { $0.requestBody(entry: stream.entry, into: destination) }
+                taken = withDelegate { $0.requestBody(waiting.body, into: destination) }
                 writer.advance(by: taken.count)
                 HTTP2FrameHeader(length: taken.count, type: .data, flags: taken.isLast ? HTTP2Flags.endStream : 0,
                                  streamID: stream.id).write(to: header)
             }
             precondition(taken.count > 0 || taken.isLast, "a request body ended before its length")
             connectionSendWindow -= taken.count
-            stream.sendWindow -= taken.count
-            stream.bodyLeft = taken.isLast ? 0 : stream.bodyLeft - taken.count
+            stream.sendWindow -= Int32(taken.count)
+            waiting.left = taken.isLast ? 0 : waiting.left - Int32(taken.count)
         }
         return true
     }
 
     /// Sends the bodies that wait, in order, as far as the windows now allow.
     private func sendWaitingBodies() {
-        while let id = waitingBodies.first {
-            if let place = streams.find(id), !sendKeptBody(at: place) { return }
+        // A waiting body's stream is open: one that ends takes its body out of the queue.
+        while var waiting = waitingBodies.first {
+            guard sendKeptBody(at: streams.find(waiting.id)!, &waiting) else {
+                waitingBodies[0] = waiting
+                return
+            }
             waitingBodies.removeFirst()
+            withDelegate { $0.releaseBody(waiting.body) }
         }
+    }
+
+    /// Takes stream `id`'s body out of the waiting ones, if it waits, and releases it;
+    /// returns whether it did. The waiting bodies are in id order and are the newest
+    /// streams' (a body waits behind any that wait), so most streams that end are older
+    /// than the first, and the search is for the rest.
+    private func releaseWaitingBody(of id: Int32) -> Bool {
+        guard let first = waitingBodies.first, first.id <= id, let last = waitingBodies.last, id <= last.id else {
+            return false
+        }
+        var low = 0
+        var high = waitingBodies.count
+        while low < high {
+            let middle = (low + high) / 2
+            if waitingBodies[middle].id < id { low = middle + 1 } else { high = middle }
+        }
+        guard waitingBodies[low].id == id else { return false }
+        let body = waitingBodies.remove(at: low).body
+        withDelegate { $0.releaseBody(body) }
+        return true
+    }
+
+    /// Releases every body that waits: the session ends (its connection closed or was lost).
+    public func releaseWaitingBodies() {
+        while let waiting = waitingBodies.popFirst() { withDelegate { $0.releaseBody(waiting.body) } }
     }
 
     /// Queues a PING.
@@ -499,8 +545,9 @@ import SalvoWire
                 peerInitialWindow = value
                 var overflow = false
                 streams.update { stream in
-                    stream.sendWindow += delta
-                    overflow = overflow || stream.sendWindow > HTTP2.maximumWindowSize
+                    let window = Int(stream.sendWindow) + delta
+                    overflow = overflow || window > HTTP2.maximumWindowSize
+                    stream.sendWindow = Int32(clamping: window)
                 }
                 guard !overflow else {
                     throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "a stream's window over 2^31 - 1")
@@ -539,6 +586,7 @@ import SalvoWire
         withDelegate { $0.goAway(lastStreamID: lastStreamID, errorCode: errorCode, debugData: UnsafeRawBufferPointer(rebasing: payload[8...])) }
         // The gateway never processed the streams after its last one.
         streams.removeAll(where: { $0.id > lastStreamID }) { stream in
+            _ = releaseWaitingBody(of: stream.id)
             withDelegate { $0.streamClosed(entry: stream.entry, refused: true, errorCode: HTTP2ErrorCode.refusedStream) }
         }
     }
@@ -558,11 +606,12 @@ import SalvoWire
             // Swift 6.3 under ThreadSanitizer emits an invalid bitcast for that modify
             // (`make test-tsan` stopped on it with a compiler crash).
             var stream = streams[place]
-            stream.sendWindow += increment
+            let window = Int(stream.sendWindow) + increment
+            stream.sendWindow = Int32(clamping: window)
             streams[place] = stream
             // Stream errors (RFC 9113 §6.9): only that stream ends.
             if increment == 0 { return reset(at: place, errorCode: HTTP2ErrorCode.protocolError) }
-            if stream.sendWindow > HTTP2.maximumWindowSize { return reset(at: place, errorCode: HTTP2ErrorCode.flowControlError) }
+            if window > HTTP2.maximumWindowSize { return reset(at: place, errorCode: HTTP2ErrorCode.flowControlError) }
         }
         sendWaitingBodies()
     }
@@ -574,7 +623,7 @@ import SalvoWire
     private func close(at place: Int, errorCode: UInt32, resetByPeer: Bool = false) {
         let stream = streams[place]
         streams.remove(at: place)
-        if !resetByPeer && stream.bodyLeft > 0 {
+        if releaseWaitingBody(of: stream.id) && !resetByPeer {
             write(upTo: 13) { HTTP2FrameWriter.rstStream(stream.id, errorCode: HTTP2ErrorCode.cancel, into: &$0) }
         }
         withDelegate { $0.streamClosed(entry: stream.entry, refused: errorCode == HTTP2ErrorCode.refusedStream, errorCode: errorCode) }
@@ -584,6 +633,7 @@ import SalvoWire
     private func reset(at place: Int, errorCode: UInt32) {
         let stream = streams[place]
         streams.remove(at: place)
+        _ = releaseWaitingBody(of: stream.id)
         write(upTo: 13) { HTTP2FrameWriter.rstStream(stream.id, errorCode: errorCode, into: &$0) }
         withDelegate { $0.streamClosed(entry: stream.entry, refused: false, errorCode: errorCode) }
     }

@@ -5,10 +5,10 @@ struct ClientStream {
     /// The connection's name for it (`ClientSessionDelegate`).
     var entry: Int32 = 0
     /// How many more body bytes the peer lets us send on it (may go below 0 when the peer
-    /// lowers SETTINGS_INITIAL_WINDOW_SIZE).
-    var sendWindow = 0
-    /// Request body bytes not sent yet.
-    var bodyLeft = 0
+    /// lowers SETTINGS_INITIAL_WINDOW_SIZE): 32 bits, as the protocol's windows (sums are
+    /// checked in `Int` first). A connection keeps a stream limit of these, so what is left
+    /// of a body is kept only for the streams whose body waits (`ClientSession`).
+    var sendWindow: Int32 = 0
 }
 
 /// The open streams by id: an open-addressed table with Robin Hood linear probing. Ids are

@@ -30,10 +30,9 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     @exclusivity(unchecked) private var headers: RequestHeaders
     /// Bodies the flow-control windows held back, until the session takes them.
     @exclusivity(unchecked) private var keptBodies: BodyArena
-    /// Per stream entry (`StreamWindow`'s): its answer's status (0: none yet), its kept
-    /// body's number in the arena (`.max`: none), and when it opened (loop nanoseconds).
+    /// Per stream entry (`StreamWindow`'s): its answer's status (0: none yet), and when it
+    /// opened (loop nanoseconds).
     @exclusivity(unchecked) private var statuses: [UInt16] = []
-    @exclusivity(unchecked) private var bodyNumbers: [UInt64] = []
     @exclusivity(unchecked) private var openedAt: [UInt64] = []
     /// Error answers' bodies, by stream entry, while their streams are open: the few that
     /// have one.
@@ -74,6 +73,7 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     private static let outputBatch = 4 * TLSStream.recordPayloadLimit
     /// The session's output: a batch and the request that crosses its end (the largest
     /// payload APNs takes, with its frames' headers), so that a full batch never grows it.
+    /// Taken from the shard's `outputBuffers` while frames wait, given back once written.
     private static let outputCapacity = outputBatch + (8 << 10)
     /// How long a partial record may wait for more requests.
     private static let coalescingDelay: Duration = .milliseconds(1)
@@ -153,7 +153,8 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
 
     func didActivate(_ link: Link) {
         do {
-            current = SessionLink(link: link, session: try ClientSession(delegate: self, outputCapacity: Self.outputCapacity), at: shard.loop.now)
+            let output = OutputBuffer(capacity: Self.outputCapacity, sharing: shard.outputBuffers)
+            current = SessionLink(link: link, session: try ClientSession(delegate: self, output: output), at: shard.loop.now)
         } catch {
             connection.connectionLost(link, "\(error)", permanent: nil)
             return
@@ -163,6 +164,11 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
             shard.growth.connected(roundTrip: roundTrip.nanosecondsClamped)
         }
         pending = PendingActions()
+        // The per-stream tables, sized once for the stream limit. Here, not at `init`: a
+        // sender makes a transport for every connection growth may use, and most never connect.
+        window.reserveStreams(options.maximumConcurrentStreams)
+        statuses.reserveCapacity(options.maximumConcurrentStreams)
+        openedAt.reserveCapacity(options.maximumConcurrentStreams)
         saturation.connectionOpened()
         if pingTimer == nil { pingTimer = shard.loop.schedule(at: shard.loop.now + options.pingInterval, pingAction) }
         // A gateway opens the connection with its SETTINGS: one that has not within
@@ -180,11 +186,14 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
         if let current, current.link === link {
             saturation.note(false)
             // The window settled the open streams already (the machine's connection-lost),
-            // or none were open; what the session still held goes with it.
+            // or none were open; what the session still held goes with it, and the arena
+            // gets back the bodies that waited for its windows.
+            current.session.releaseWaitingBodies()
             self.current = nil
         } else if let place = retired.firstIndex(where: { $0.link === link }) {
             let retiring = retired.remove(at: place)
             if let timer = retiring.retirementTimer { shard.loop.cancel(timer) }
+            retiring.session.releaseWaitingBodies()
             // Every stream answered: now the gateway may hear that no more are coming.
             if notifying {
                 retiring.session.goAway()
@@ -335,7 +344,6 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
                                           tokenGeneration: tokenGeneration))
         prepareEntry(entry)
         statuses[Int(entry)] = 0
-        bodyNumbers[Int(entry)] = .max
         openedAt[Int(entry)] = now
         headers.make(for: record, position: position, source: source)
         try session.submit(headers.fields, body: record.payload, entry: entry)
@@ -372,7 +380,6 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
     private func prepareEntry(_ entry: Int32) {
         while statuses.count <= Int(entry) {
             statuses.append(0)
-            bodyNumbers.append(.max)
             openedAt.append(0)
         }
     }
@@ -514,31 +521,23 @@ final class HTTP2Transport: ConnectionTransport, ClientSessionDelegate {
         errorBodies[entry, default: ErrorBody()].append(chunk)
     }
 
-    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) {
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) -> UInt64 {
         // The arena has room: `openStreams` checked.
-        bodyNumbers[Int(entry)] = keptBodies.store(rest)!
+        keptBodies.store(rest)!
     }
 
-    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
-        let taken = keptBodies.take(bodyNumbers[Int(entry)], into: destination)
-        if taken.isLast { releaseKeptBody(entry) }
-        return taken
+    func requestBody(_ body: UInt64, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        keptBodies.take(body, into: destination)
     }
 
-    private func releaseKeptBody(_ entry: Int32) {
-        guard bodyNumbers[Int(entry)] != .max else { return }
-        keptBodies.done(bodyNumbers[Int(entry)])
-        bodyNumbers[Int(entry)] = .max
-    }
+    func releaseBody(_ body: UInt64) { keptBodies.done(body) }
 
     func requestNotSent(entry: Int32) {
-        releaseKeptBody(entry)
         window.retry(entry, .refused, now: shard.loop.now.nanoseconds, into: &settlement)
     }
 
     func streamClosed(entry: Int32, refused: Bool, errorCode: UInt32) {
         guard let stream = window.stream(entry) else { return }
-        releaseKeptBody(entry)
         // Streams close only inside `session.receive`, so this is when the answer was read
         // (and not `shard.loop.now`, which retained the loop on every answer).
         let now = readAt

@@ -142,6 +142,14 @@ final class StreamWindow: ConnectionWindow {
         self.capacity = capacity
     }
 
+    /// Makes room for `streamLimit` open streams at once, its connection's most. Grown by
+    /// doubling, the stream table would hold up to twice as many, and a sender keeps a
+    /// window per connection.
+    func reserveStreams(_ streamLimit: Int) {
+        streams.reserveCapacity(streamLimit)
+        freeEntries.reserveCapacity(streamLimit)
+    }
+
     // MARK: ConnectionWindow
 
     var isEmpty: Bool { records.isEmpty }

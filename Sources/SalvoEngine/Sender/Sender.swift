@@ -236,13 +236,18 @@ public final class Sender: Sendable {
                                      maximumPayloadLength: configuration.payloadLimit))
     }
 
-    /// The TLS context every connection shares (ALPN h2 for HTTP/2) and where connections
-    /// connect: the gateway's addresses, or the proxy's and the route through it.
+    /// The TLS context every connection shares and where connections connect: the
+    /// gateway's addresses, or the proxy's and the route through it. For HTTP/2: ALPN h2,
+    /// and record buffers released while idle, as an HTTP/2 connection mostly waits for
+    /// answers (a binary one streams, and keeps its buffers busy).
     private static func gateway(_ configuration: SenderConfiguration)
         throws(SenderError) -> (TLSContext, [SocketAddress], ProxyRoute?)
     {
         var tls = configuration.tls
-        if configuration.http2 != nil { tls.applicationProtocols = ["h2"] }
+        if configuration.http2 != nil {
+            tls.applicationProtocols = ["h2"]
+            tls.releasesIdleBuffers = true
+        }
         let context: TLSContext
         do { context = try TLSContext(tls, role: .client) } catch { throw SenderError(description: "\(error)") }
         guard let proxy = configuration.proxy else {

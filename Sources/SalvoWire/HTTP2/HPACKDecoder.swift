@@ -81,12 +81,14 @@ public struct HPACKDecoder: ~Copyable {
 
     /// The entries' bytes. Twice the limit, so that every entry is contiguous: one that
     /// would cross the end starts at 0 instead, and the live bytes (at most the limit less
-    /// the new entry) always leave room for it there (see `insert`).
-    private let bytes: UnsafeMutableRawBufferPointer
+    /// the new entry) always leave room for it there (see `insert`). Allocated, with
+    /// `entries`, at the first insertion: a client that asks for no table (a size of 0)
+    /// keeps a decoder per connection, and its peer mostly never inserts.
+    private var bytes = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     /// Where the next entry goes in `bytes`.
     private var head = 0
     /// The entries, a ring of `slotCount` (an entry takes 32 bytes of the table at least).
-    private let entries: UnsafeMutablePointer<Entry>
+    private var entries: UnsafeMutablePointer<Entry>?
     private let slotCount: Int
     /// The oldest entry's slot.
     private var oldest = 0
@@ -103,15 +105,13 @@ public struct HPACKDecoder: ~Copyable {
         precondition(tableSizeLimit >= 0 && tableSizeLimit <= 1 << 24, "HPACKDecoder: table size limit \(tableSizeLimit)")
         self.tableSizeLimit = tableSizeLimit
         capacity = tableSizeLimit
-        bytes = .allocate(byteCount: max(2 * tableSizeLimit, 1), alignment: 16)
         slotCount = max(tableSizeLimit / 32, 1)
-        entries = .allocate(capacity: slotCount)
         scratch = .allocate(byteCount: 4096, alignment: 16)
     }
 
     deinit {
         bytes.deallocate()
-        entries.deallocate()
+        entries?.deallocate()
         scratch.deallocate()
     }
 
@@ -262,7 +262,7 @@ public struct HPACKDecoder: ~Copyable {
         guard dynamicIndex < entryCount else {
             throw HPACKDecodingError(.indexOutOfRange(index: index, entryCount: entryCount), at: offset)
         }
-        return view(of: entries[(oldest + entryCount - 1 - dynamicIndex) % slotCount])
+        return view(of: entries![(oldest + entryCount - 1 - dynamicIndex) % slotCount])
     }
 
     private func view(of entry: Entry) -> (name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
@@ -280,6 +280,10 @@ public struct HPACKDecoder: ~Copyable {
         let entrySize = name.count + value.count + 32
         evict(toFit: entrySize)
         guard entrySize <= capacity else { return nil }
+        if entries == nil {
+            bytes = .allocate(byteCount: 2 * tableSizeLimit, alignment: 16)
+            entries = .allocate(capacity: slotCount)
+        }
         // The live bytes are at most capacity - entrySize (≤ limit - count), so with twice
         // the limit there is room at `head` or, if the entry would cross the end, at 0.
         let count = name.count + value.count
@@ -291,7 +295,7 @@ public struct HPACKDecoder: ~Copyable {
         }
         head += count
         let entry = Entry(start: Int32(start), nameCount: Int32(name.count), valueCount: Int32(value.count))
-        entries[(oldest + entryCount) % slotCount] = entry
+        entries![(oldest + entryCount) % slotCount] = entry
         entryCount += 1
         size += entrySize
         return view(of: entry)
@@ -300,7 +304,7 @@ public struct HPACKDecoder: ~Copyable {
     /// Drops the oldest entries until `incoming` more bytes fit in `capacity`.
     private mutating func evict(toFit incoming: Int) {
         while size + incoming > capacity && entryCount > 0 {
-            let entry = entries[oldest]
+            let entry = entries![oldest]
             size -= Int(entry.nameCount) + Int(entry.valueCount) + 32
             oldest = (oldest + 1) % slotCount
             entryCount -= 1

@@ -203,17 +203,18 @@ public enum HTTP2FrameWriter {
 
 /// Cuts a byte stream into frames, however the reads split it. Whole frames inside one
 /// read are handed over in place; only a frame cut by the end of a read is copied, into a
-/// buffer the size of the largest frame allowed.
+/// buffer that grows to the longest frame cut so far (a client's are answers of a few dozen
+/// bytes, and it keeps one parser per connection).
 public struct HTTP2FrameParser: ~Copyable {
     /// Our SETTINGS_MAX_FRAME_SIZE: longer frames are a FRAME_SIZE_ERROR.
     public let maximumFrameSize: Int
-    private let partial: UnsafeMutableRawBufferPointer
+    private var partial: UnsafeMutableRawBufferPointer
     private var partialCount = 0
 
     /// A parser at the start of a stream of frames (after any connection preface).
     public init(maximumFrameSize: Int = HTTP2.defaultMaxFrameSize) {
         self.maximumFrameSize = maximumFrameSize
-        partial = .allocate(byteCount: HTTP2FrameHeader.byteCount + maximumFrameSize, alignment: 16)
+        partial = .allocate(byteCount: 256, alignment: 16)
     }
 
     deinit { partial.deallocate() }
@@ -258,9 +259,18 @@ public struct HTTP2FrameParser: ~Copyable {
     private mutating func fill(upTo target: Int, from input: inout UnsafeRawBufferPointer) {
         let count = min(max(target - partialCount, 0), input.count)
         guard count > 0 else { return }
+        if partialCount + count > partial.count { grow(to: partialCount + count) }
         UnsafeMutableRawBufferPointer(rebasing: partial[partialCount..<partialCount + count])
             .copyMemory(from: UnsafeRawBufferPointer(rebasing: input[..<count]))
         partialCount += count
         input = UnsafeRawBufferPointer(rebasing: input[count...])
+    }
+
+    private mutating func grow(to needed: Int) {
+        let larger = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: min(max(needed, 2 * partial.count), HTTP2FrameHeader.byteCount + maximumFrameSize), alignment: 16)
+        larger.copyMemory(from: UnsafeRawBufferPointer(rebasing: partial[..<partialCount]))
+        partial.deallocate()
+        partial = larger
     }
 }

@@ -6,7 +6,8 @@
 // - the session reports the same events, ends with the same error (or none) and has the
 //   same wish to write whether the bytes come whole, byte by byte or in random splits;
 // - a stream is reported only while it is open, and closed at most once; a body is never
-//   asked for more than its length.
+//   asked for more than its length, nor after its release; every kept body is released
+//   exactly once, at the latest when the session lets go of the bodies still waiting.
 
 import FuzzSupport
 @_spi(Fuzzing) import SalvoEngine
@@ -32,6 +33,7 @@ enum Event: Equatable {
     case body(entry: Int32, chunk: [UInt8])
     case bodyTaken(entry: Int32, count: Int)
     case bodyKept(entry: Int32, count: Int)
+    case bodyReleased(entry: Int32)
     case closed(entry: Int32, refused: Bool, errorCode: UInt32)
     case notSent(entry: Int32)
     case goAway(lastStreamID: Int32, errorCode: UInt32, debugData: [UInt8])
@@ -63,6 +65,8 @@ func run(_ input: UnsafeRawBufferPointer, _ feeding: Feeding) -> Outcome {
         recorder.outcome.error = "\(error)"
     }
     recorder.outcome.wantsToWrite = session.wantsToWrite
+    session.releaseWaitingBodies()
+    require(recorder.kept == recorder.released, "kept bodies \(recorder.kept.sorted()), released \(recorder.released.sorted())")
     return recorder.outcome
 }
 
@@ -70,6 +74,8 @@ final class Recorder: ClientSessionDelegate {
     var outcome = Outcome()
     private var open = Set(0..<Int32(bodyLengths.count))
     private var taken = [Int](repeating: 0, count: bodyLengths.count)
+    private(set) var kept: Set<Int32> = []
+    private(set) var released: Set<Int32> = []
 
     private func requireOpen(_ entry: Int32, _ what: String) {
         require(open.contains(entry), "\(what) for entry \(entry), which is not open")
@@ -94,16 +100,21 @@ final class Recorder: ClientSessionDelegate {
     func requestNotSent(entry: Int32) { outcome.events.append(.notSent(entry: entry)) }
 
     /// What the windows held back of a body: what went with the request counts as taken.
-    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) {
+    /// A body's number is its entry.
+    func keepBody(entry: Int32, _ rest: UnsafeRawBufferPointer) -> UInt64 {
         requireOpen(entry, "a kept body")
+        kept.insert(entry)
         let length = bodyLengths[Int(entry)]
         require(rest.count > 0 && rest.count <= length, "entry \(entry) kept \(rest.count) of its \(length) bytes")
         taken[Int(entry)] = length - rest.count
         outcome.events.append(.bodyKept(entry: entry, count: rest.count))
+        return UInt64(entry)
     }
 
-    func requestBody(entry: Int32, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+    func requestBody(_ body: UInt64, into destination: UnsafeMutableRawBufferPointer) -> (count: Int, isLast: Bool) {
+        let entry = Int32(body)
         requireOpen(entry, "a request body")
+        require(kept.contains(entry) && !released.contains(entry), "body \(entry) asked for, kept \(kept), released \(released)")
         let length = bodyLengths[Int(entry)]
         let count = min(destination.count, length - taken[Int(entry)])
         require(count > 0, "entry \(entry)'s body was asked for more than its \(length) bytes")
@@ -111,6 +122,13 @@ final class Recorder: ClientSessionDelegate {
         taken[Int(entry)] += count
         outcome.events.append(.bodyTaken(entry: entry, count: count))
         return (count, taken[Int(entry)] == length)
+    }
+
+    func releaseBody(_ body: UInt64) {
+        let entry = Int32(body)
+        require(kept.contains(entry) && !released.contains(entry), "body \(entry) released, kept \(kept), released \(released)")
+        released.insert(entry)
+        outcome.events.append(.bodyReleased(entry: entry))
     }
 
     func goAway(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
