@@ -6,13 +6,17 @@
 #
 #   scripts/h2-cpu-ab.sh A_BINARY B_BINARY [--rounds N=3] [--count N=1000000]
 #                        [--cases loopback,late] [--late-ms 100] [--input tokens|jsonl]
+#                        [--send-flags "FLAGS"] [--mock-salvo BIN]
+#
+# --mock-salvo BIN runs every mock from BIN: an A/B of the sender alone, which a change to
+# the mock (in B's build) cannot move. --send-flags: more salvo send flags for both sides.
 #
 # Example (A: the commit before a change, built in a worktree; B: this tree):
 #   scripts/h2-cpu-ab.sh ../base/.build/release/salvo .build/release/salvo
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 a=$(realpath "$1") b=$(realpath "$2"); shift 2
-rounds=3 count=1000000 cases=loopback,late late=100 input=tokens
+rounds=3 count=1000000 cases=loopback,late late=100 input=tokens send_flags="" mock=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -20,6 +24,8 @@ while [ $# -gt 0 ]; do
     --cases) cases=$2; shift 2 ;;
     --late-ms) late=$2; shift 2 ;;
     --input) input=$2; shift 2 ;;
+    --send-flags) send_flags=$2; shift 2 ;;
+    --mock-salvo) mock=(--mock-salvo "$(realpath "$2")"); shift 2 ;;
     *) echo "h2-cpu-ab.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -28,8 +34,8 @@ trap 'rm -rf "$work"' EXIT
 for round in $(seq 1 "$rounds"); do
   for side in A B; do
     bin=$a; [ "$side" = B ] && bin=$b
-    "$(dirname "$0")/h2-rates.sh" --salvo "$bin" --cases "$cases" --late-ms "$late" --runs 1 --count "$count" --input "$input" \
-      --out "$work/$side" | sed "s/^/$side $round /" | tee -a "$work/runs.txt"
+    "$(dirname "$0")/h2-rates.sh" --salvo "$bin" "${mock[@]}" --cases "$cases" --late-ms "$late" --runs 1 --count "$count" \
+      --input "$input" --send-flags "$send_flags" --out "$work/$side" | sed "s/^/$side $round /" | tee -a "$work/runs.txt"
   done
 done
 python3 - "$work/runs.txt" <<'PY'

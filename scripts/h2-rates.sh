@@ -20,11 +20,13 @@
 #                       [--input tokens|jsonl]   (the campaign as a token list with one payload, the
 #                                                default, or as JSONL: a line per notification)
 #                       [--payload FILE]         (the payload, in place of the 84-byte alert)
+#                       [--mock-salvo BIN]       (the mock's build, when it is not --salvo's: an
+#                                                A/B of the sender alone keeps one mock)
 #
 # Needs a release build (`swift build -c release`), root (namespaces), openssl, python3.
 set -euo pipefail
 count=1000000 late=100,300 rtt=50 runs=2 out=results/h2-rates cases=loopback,late,path send_flags="" input=tokens payload=""
-salvo=$(pwd)/.build/release/salvo
+salvo=$(pwd)/.build/release/salvo mock_salvo=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --count) count=$2; shift 2 ;;
@@ -37,10 +39,12 @@ while [ $# -gt 0 ]; do
     --send-flags) send_flags=$2; shift 2 ;;
     --input) input=$2; shift 2 ;;
     --payload) payload=$(realpath "$2"); shift 2 ;;
-    *) sed -n '2,23p' "$0" >&2; exit 2 ;;
+    --mock-salvo) mock_salvo=$(realpath "$2"); shift 2 ;;
+    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
   esac
 done
 [ -x "$salvo" ] || { echo "h2-rates.sh: build first: swift build -c release" >&2; exit 2; }
+mock_salvo=${mock_salvo:-$salvo}
 work=$(mktemp -d /tmp/salvo-h2-rates-XXXXXX)
 mkdir -p "$out"
 pids=()
@@ -70,7 +74,7 @@ fi
 start_mock() {
   rm -f "$work/mock.out"
   local prefix=("$@")
-  "${prefix[@]}" "$salvo" mock --protocol h2 --host "$host" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
+  "${prefix[@]}" "$mock_salvo" mock --protocol h2 --host "$host" --port 0 --cert "$work/server.pem" --key "$work/server.key" \
     "${auth[@]}" $mock_flags > "$work/mock.out" 2> "$work/mock.err" &
   pids+=($!)
   for _ in $(seq 1 200); do grep -q listening "$work/mock.out" 2>/dev/null && break; sleep 0.05; done
