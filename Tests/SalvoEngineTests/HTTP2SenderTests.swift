@@ -139,6 +139,27 @@ extension HTTP2SenderTests {
         #expect(mock.duplicates == 0 && mock.accepted == report.accepted)
     }
 
+    /// Bodies that flow control holds back when their connection drops go back to the
+    /// connection's arena. With 4 KB payloads the gateway's connection window (65,535 bytes)
+    /// takes 16 bodies, so most wait; before, a drop left the waiting ones in the arena for
+    /// good, and a few drops filled it until the connection could open no stream.
+    @Test func bodiesHeldByFlowControlComeBackWhenTheirConnectionDrops() async throws {
+        let rig = try H2LoopbackRig(plan: H2FailurePlan(dropEvery: 300))
+        let padding = String(repeating: "x", count: 3_900)
+        let payload = { (n: Int) in Array(#"{"aps":{"alert":"campaign"},"n":\#(n),"pad":"\#(padding)"}"#.utf8) }
+        let sender = try Sender(Self.withoutGrowth(rig.senderConfiguration()))
+        try await sender.send(contentsOf: NotificationList((0..<2000).map {
+            NotificationList.Item(token: LoopbackRig.token($0), payload: payload($0))
+        }))
+        let report = await sender.finish(timeout: .seconds(30))
+        #expect(report.isComplete && report.failed == 0 && report.accepted == 2000)
+        guard report.isComplete else { return }
+        let mock = rig.statistics { $0.accepted - $0.duplicates >= 2000 }
+        #expect(mock.droppedConnections > 0)
+        #expect(mock.acceptedDigests
+            == (0..<2000).map { MockStatistics.digest(token: LoopbackRig.token($0), payload: payload($0)) }.sorted())
+    }
+
     /// `configuration` on its first connections only: 3,000 notifications over four of them
     /// bring at least one to the mock's 700th request, where it drops the connection (more
     /// connections, grown while the rings were full, might each stay below it).
