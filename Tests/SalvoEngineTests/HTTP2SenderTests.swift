@@ -140,9 +140,9 @@ extension HTTP2SenderTests {
     }
 
     /// Bodies that flow control holds back when their connection drops go back to the
-    /// connection's arena. With 4 KB payloads the gateway's connection window (65,535 bytes)
-    /// takes 16 bodies, so most wait; before, a drop left the waiting ones in the arena for
-    /// good, and a few drops filled it until the connection could open no stream.
+    /// connection's arena: the arena frees in order, so one left behind would pin it, and a
+    /// few drops would fill it until the connection could open no stream. 4 KB payloads
+    /// make most bodies wait behind the gateway's default connection window.
     @Test func bodiesHeldByFlowControlComeBackWhenTheirConnectionDrops() async throws {
         let rig = try H2LoopbackRig(plan: H2FailurePlan(dropEvery: 300))
         let padding = String(repeating: "x", count: 3_900)
